@@ -1,0 +1,307 @@
+// Package buffer is cairn's durable store: readings of every series kept in
+// one Badger database under device-partitioned, time-ordered keys, written
+// by a single group-committing Writer and read by range and latest queries.
+//
+// Durability: a reading is on disk once the Writer has called its done
+// function without an error; until then nothing about it is promised.
+// Badger runs with a low-memory profile for small boards, and no value is
+// ever large enough to reach Badger's value log, which is not safe across a
+// power cut (values of a transaction being synced can read back empty).
+package buffer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+)
+
+// Options configure a Store. The zero value of every field but Dir is a sane
+// default.
+type Options struct {
+	// Dir is the data directory; it is created if missing.
+	Dir string
+	// MemTableSize is Badger's memtable size in bytes (default 8 MiB). The
+	// whole store needs roughly 3× this plus the caches.
+	MemTableSize int64
+	// CacheSize is the size of each of Badger's block and index caches
+	// (default 8 MiB).
+	CacheSize int64
+	// NoSync skips the fsync of each group commit. It exists only for the
+	// power-cut test's control run: with it set, acknowledged readings are
+	// not durable.
+	NoSync bool
+	// Logger receives Badger's warnings and errors and the store's own
+	// events. Nil means discard.
+	Logger *slog.Logger
+}
+
+const (
+	defaultMemTableSize = 8 << 20
+	defaultCacheSize    = 8 << 20
+)
+
+// Store is an open data directory. Its methods are safe for concurrent use;
+// writes go through a Writer, of which there must be one per Store.
+type Store struct {
+	db     *badger.DB
+	dir    string
+	noSync bool
+	log    *slog.Logger
+	// maxValue is the largest value the store may write: anything larger
+	// would go to the value log.
+	maxValue int
+
+	mu sync.RWMutex // guards series and readings
+	// series maps a series id (device 0x00 metric) to the newest timestamp
+	// stored for it. It is loaded at Open and updated after each commit.
+	series   map[string]int64
+	readings uint64 // distinct readings stored
+}
+
+// Open opens or creates the store in opts.Dir.
+//
+// After a power cut Badger may refuse the first open of a directory whose
+// newest memtable file was never synced (it is empty); Open then logs the
+// error and opens once more, which succeeds.
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("open store: no data directory")
+	}
+	if opts.MemTableSize <= 0 {
+		opts.MemTableSize = defaultMemTableSize
+	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = defaultCacheSize
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	// Values must stay in the LSM tree. Badger allows a threshold of up to
+	// 15% of the memtable size.
+	maxValue := int(opts.MemTableSize / 8)
+	bopts := badger.DefaultOptions(opts.Dir).
+		WithLogger(badgerLogger{log}).
+		WithSyncWrites(false).
+		WithDetectConflicts(false).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(opts.MemTableSize).
+		WithNumMemtables(2).
+		WithBaseTableSize(opts.MemTableSize).
+		WithBaseLevelSize(4 * opts.MemTableSize).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(8).
+		WithNumCompactors(2).
+		WithBlockCacheSize(opts.CacheSize).
+		WithIndexCacheSize(opts.CacheSize).
+		WithCompression(options.Snappy).
+		WithValueThreshold(int64(maxValue)).
+		WithValueLogFileSize(64 << 20).
+		WithNumGoroutines(2)
+
+	db, err := badger.Open(bopts)
+	if err != nil {
+		log.Warn("store did not open, trying once more (expected after a power cut)", "dir", opts.Dir, "err", err)
+		var err2 error
+		db, err2 = badger.Open(bopts)
+		if err2 != nil {
+			return nil, fmt.Errorf("open store %s: %w (first attempt: %v)", opts.Dir, err2, err)
+		}
+		log.Info("store opened on second attempt", "dir", opts.Dir)
+	}
+	s := &Store{
+		db:       db,
+		dir:      opts.Dir,
+		noSync:   opts.NoSync,
+		log:      log,
+		maxValue: maxValue,
+		series:   make(map[string]int64),
+	}
+	if err := s.load(); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
+	}
+	return s, nil
+}
+
+// load checks the schema version, reads the counters and builds the series
+// index by skipping from series to series.
+func (s *Store) load() error {
+	return s.db.View(func(txn *badger.Txn) error {
+		v, err := getUint64(txn, metaSchema)
+		if err != nil {
+			return err
+		}
+		if v != 0 && v != schemaVersion {
+			return fmt.Errorf("data directory has keyspace version %d, this cairn reads version %d", v, schemaVersion)
+		}
+		if s.readings, err = getUint64(txn, metaReadings); err != nil {
+			return err
+		}
+		it := txn.NewIterator(badger.IteratorOptions{Reverse: true})
+		defer it.Close()
+		// Walk series from the last backwards: the first key seen of each
+		// series is its newest, then seek before the series' prefix.
+		seek := []byte{byte(kindPoint) + 1}
+		for it.Seek(seek); it.ValidForPrefix([]byte{byte(kindPoint)}); it.Seek(seek) {
+			k := it.Item().Key()
+			r, err := parsePointKey(k)
+			if err != nil {
+				return err
+			}
+			s.series[seriesID(r.Device, r.Metric)] = r.TS
+			// No key equals a series prefix, so the next reverse seek lands
+			// on the newest key of the series before this one.
+			seek = appendSeriesPrefix(seek[:0], r.Device, r.Metric)
+		}
+		return nil
+	})
+}
+
+func getUint64(txn *badger.Txn, name string) (uint64, error) {
+	item, err := txn.Get(appendMetaKey(nil, name))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var v uint64
+	err = item.Value(func(b []byte) error {
+		if len(b) != 8 {
+			return fmt.Errorf("meta %s: %d bytes, want 8", name, len(b))
+		}
+		v = binary.BigEndian.Uint64(b)
+		return nil
+	})
+	return v, err
+}
+
+// seriesID names a series in the in-memory index.
+func seriesID(device, metric string) string { return device + "\x00" + metric }
+
+// Close closes the database. The Writer must have stopped first.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// Dir returns the data directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Stats is a snapshot of the store's size.
+type Stats struct {
+	Readings  uint64 // distinct readings stored
+	Series    int    // series with at least one reading
+	DiskBytes int64  // bytes allocated to the files of the data directory
+}
+
+// Stats returns the store's counters and its size on disk. It walks the data
+// directory, so it costs a few system calls per file.
+func (s *Store) Stats() (Stats, error) {
+	s.mu.RLock()
+	st := Stats{Readings: s.readings, Series: len(s.series)}
+	s.mu.RUnlock()
+	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) { // removed by compaction meanwhile
+				return nil
+			}
+			return err
+		}
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				st.DiskBytes += allocated(info)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("size of %s: %w", s.dir, err)
+	}
+	return st, nil
+}
+
+// ReadingCount returns the number of distinct readings stored.
+func (s *Store) ReadingCount() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.readings
+}
+
+// allocated returns the bytes a file really occupies: Badger's files are
+// sparse until written.
+func allocated(info fs.FileInfo) int64 {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return int64(st.Blocks) * 512
+	}
+	return info.Size()
+}
+
+// Series describes one series in the index.
+type Series struct {
+	Device string
+	Metric string
+	Last   int64 // newest timestamp stored, ns since the epoch
+}
+
+// SeriesList returns every series, sorted by device then metric.
+func (s *Store) SeriesList() []Series {
+	s.mu.RLock()
+	out := make([]Series, 0, len(s.series))
+	for id, last := range s.series {
+		dev, metric, _ := cutSeriesID(id)
+		out = append(out, Series{Device: dev, Metric: metric, Last: last})
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Device != out[j].Device {
+			return out[i].Device < out[j].Device
+		}
+		return out[i].Metric < out[j].Metric
+	})
+	return out
+}
+
+func cutSeriesID(id string) (device, metric string, ok bool) {
+	for i := 0; i < len(id); i++ {
+		if id[i] == 0 {
+			return id[:i], id[i+1:], true
+		}
+	}
+	return id, "", false
+}
+
+// badgerLogger passes Badger's warnings and errors to slog; its info and
+// debug chatter is dropped.
+type badgerLogger struct{ log *slog.Logger }
+
+func (l badgerLogger) Errorf(f string, a ...any) {
+	l.log.Error(trimNL(fmt.Sprintf(f, a...)), "component", "badger")
+}
+func (l badgerLogger) Warningf(f string, a ...any) {
+	l.log.Warn(trimNL(fmt.Sprintf(f, a...)), "component", "badger")
+}
+func (l badgerLogger) Infof(string, ...any)  {}
+func (l badgerLogger) Debugf(string, ...any) {}
+
+func trimNL(s string) string {
+	for len(s) > 0 && s[len(s)-1] == '\n' {
+		s = s[:len(s)-1]
+	}
+	return s
+}

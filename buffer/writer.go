@@ -1,0 +1,320 @@
+package buffer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// ErrClosed is returned by Writer.Submit once the Writer has begun to stop.
+var ErrClosed = errors.New("writer closed")
+
+// Result is what the Writer reports for one submitted batch of readings.
+type Result struct {
+	Stored     int   // readings new to the store
+	Duplicates int   // readings that were stored already, or repeated in the commit
+	Err        error // nil when every reading of the batch is on disk
+}
+
+// WriterOptions configure a Writer. Zero values are defaults.
+type WriterOptions struct {
+	// MaxReadings caps the readings of one group commit (default 10,000).
+	MaxReadings int
+	// Linger is how long a commit that is not full waits for more readings
+	// before it is written (default 0: commit as soon as the queue is
+	// empty). Readings that arrive during a sync join the next commit
+	// either way.
+	Linger time.Duration
+	// QueueSize is how many submitted batches may wait (default 4,096).
+	// Submit blocks when the queue is full.
+	QueueSize int
+}
+
+// WriterStats are the Writer's counters since it was created.
+type WriterStats struct {
+	Commits    uint64 // group commits synced
+	Stored     uint64 // readings stored
+	Duplicates uint64 // readings that were already stored
+	Failures   uint64 // group commits that failed
+	SyncNanos  uint64 // time spent in commits and syncs
+}
+
+// Writer is the single writer of a Store: it takes batches of readings from
+// any number of goroutines, writes them in group commits (one transaction
+// and one sync for everything that is queued), and then reports each batch's
+// result in the order the batches were submitted.
+type Writer struct {
+	store *Store
+	opts  WriterOptions
+	queue chan request
+
+	stopping  chan struct{} // closed when Run begins to stop
+	closeOnce sync.Once
+	mu        sync.RWMutex // guards closed; held for reading by Submit while it sends
+	closed    bool
+
+	commits, stored, duplicates, failures, syncNanos atomic.Uint64
+
+	// Used by the Run goroutine only.
+	batch   []request
+	results []Result
+	slab    []byte
+	scratch []byte
+	pending map[string]int64
+}
+
+type request struct {
+	readings []Reading
+	done     func(Result)
+}
+
+// NewWriter creates the Writer of s. Don't forget to Run it.
+func NewWriter(s *Store, opts WriterOptions) *Writer {
+	if opts.MaxReadings <= 0 {
+		opts.MaxReadings = 10000
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 4096
+	}
+	return &Writer{
+		store:    s,
+		opts:     opts,
+		queue:    make(chan request, opts.QueueSize),
+		stopping: make(chan struct{}),
+		pending:  make(map[string]int64),
+	}
+}
+
+// Submit queues readings for the next group commit. done is called exactly
+// once, from the Writer's goroutine, after the commit holding the readings
+// was synced (or failed); calls to done follow the order of Submit calls.
+// done must return quickly: it holds up every later result. A batch without
+// readings is allowed: its done is called in order like any other.
+//
+// Submit blocks while the queue is full. It returns ErrClosed, and never
+// calls done, once the Writer is stopping, or ctx.Err() if ctx ends first.
+func (w *Writer) Submit(ctx context.Context, readings []Reading, done func(Result)) error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	select {
+	case w.queue <- request{readings: readings, done: done}:
+		return nil
+	case <-w.stopping:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run writes group commits until ctx ends, then commits everything that was
+// submitted before it stopped accepting, and returns nil.
+func (w *Writer) Run(ctx context.Context) error {
+	for {
+		select {
+		case req := <-w.queue:
+			w.batch = append(w.batch[:0], req)
+			w.collect(ctx)
+			w.commit()
+		case <-ctx.Done():
+			w.stop()
+			return nil
+		}
+	}
+}
+
+// stop refuses new batches and commits the queued ones.
+func (w *Writer) stop() {
+	w.closeOnce.Do(func() { close(w.stopping) })
+	w.mu.Lock() // waits for Submit calls that are sending
+	w.closed = true
+	w.mu.Unlock()
+	for {
+		w.batch = w.batch[:0]
+		n := 0
+	drain:
+		for n < w.opts.MaxReadings {
+			select {
+			case req := <-w.queue:
+				w.batch = append(w.batch, req)
+				n += len(req.readings)
+			default:
+				break drain
+			}
+		}
+		if len(w.batch) == 0 {
+			return
+		}
+		w.commit()
+	}
+}
+
+// collect adds queued requests to w.batch until it holds MaxReadings, the
+// queue is empty and Linger has passed, or ctx ends.
+func (w *Writer) collect(ctx context.Context) {
+	n := len(w.batch[0].readings)
+	var timer <-chan time.Time
+	for n < w.opts.MaxReadings {
+		select {
+		case req := <-w.queue:
+			w.batch = append(w.batch, req)
+			n += len(req.readings)
+			continue
+		default:
+		}
+		if w.opts.Linger <= 0 {
+			return
+		}
+		if timer == nil {
+			t := time.NewTimer(w.opts.Linger)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case req := <-w.queue:
+			w.batch = append(w.batch, req)
+			n += len(req.readings)
+		case <-timer:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// commit writes w.batch in one transaction, syncs, and reports results.
+func (w *Writer) commit() {
+	start := time.Now()
+	w.results = w.results[:0]
+	for range w.batch {
+		w.results = append(w.results, Result{})
+	}
+	err := w.write()
+	w.syncNanos.Add(uint64(time.Since(start)))
+	if err != nil {
+		w.failures.Add(1)
+		err = fmt.Errorf("group commit: %w", err)
+	} else {
+		w.commits.Add(1)
+	}
+	for i, req := range w.batch {
+		res := w.results[i]
+		if err != nil {
+			res = Result{Err: err}
+		} else {
+			w.stored.Add(uint64(res.Stored))
+			w.duplicates.Add(uint64(res.Duplicates))
+		}
+		req.done(res)
+		w.batch[i] = request{} // let the readings go
+	}
+}
+
+// write stores the readings of w.batch that are not stored yet, syncs, and
+// then updates the store's index. A reading newer than the newest of its
+// series cannot be stored already; only older ones cost a lookup.
+func (w *Writer) write() error {
+	s := w.store
+	clear(w.pending)
+	w.slab = w.slab[:0]
+	var added uint64
+	txn := s.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	for i, req := range w.batch {
+		for _, r := range req.readings {
+			w.scratch = append(append(append(w.scratch[:0], r.Device...), 0), r.Metric...)
+			last, known := w.pending[string(w.scratch)]
+			if !known {
+				last, known = s.lastTS(w.scratch)
+			}
+			// The key must stay untouched until the commit: cut it from a
+			// slab that grows in large steps.
+			off := len(w.slab)
+			w.slab = appendPointKey(w.slab, r)
+			key := w.slab[off:len(w.slab):len(w.slab)]
+			if !known || r.TS > last {
+				w.pending[string(w.scratch)] = r.TS
+			} else {
+				_, err := txn.Get(key)
+				if err == nil {
+					w.results[i].Duplicates++
+					w.slab = w.slab[:off]
+					continue
+				}
+				if !errors.Is(err, badger.ErrKeyNotFound) {
+					return err
+				}
+				if _, seen := w.pending[string(w.scratch)]; !seen {
+					w.pending[string(w.scratch)] = last
+				}
+			}
+			if err := txn.Set(key, nil); errors.Is(err, badger.ErrTxnTooBig) {
+				// Readings are idempotent: commit this part and go on.
+				if err := txn.Commit(); err != nil {
+					return err
+				}
+				txn = s.db.NewTransaction(true)
+				if err := txn.Set(key, nil); err != nil {
+					return err
+				}
+			} else if err != nil {
+				return err
+			}
+			w.results[i].Stored++
+			added++
+			if cap(w.slab)-len(w.slab) < 256 {
+				w.slab = make([]byte, 0, 64<<10)
+			}
+		}
+	}
+	s.mu.RLock()
+	total := s.readings + added
+	s.mu.RUnlock()
+	if err := txn.Set(appendMetaKey(nil, metaReadings), appendUint64(nil, total)); err != nil {
+		return err
+	}
+	if err := txn.Commit(); err != nil {
+		return err
+	}
+	if !s.noSync {
+		if err := s.db.Sync(); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+	}
+	s.mu.Lock()
+	s.readings = total
+	for id, ts := range w.pending {
+		if last, ok := s.series[id]; !ok || ts > last {
+			s.series[id] = ts
+		}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Stats returns the Writer's counters.
+func (w *Writer) Stats() WriterStats {
+	return WriterStats{
+		Commits:    w.commits.Load(),
+		Stored:     w.stored.Load(),
+		Duplicates: w.duplicates.Load(),
+		Failures:   w.failures.Load(),
+		SyncNanos:  w.syncNanos.Load(),
+	}
+}
+
+// lastTS returns the newest timestamp stored for the series id, and whether
+// the series has any reading.
+func (s *Store) lastTS(id []byte) (int64, bool) {
+	s.mu.RLock()
+	ts, ok := s.series[string(id)]
+	s.mu.RUnlock()
+	return ts, ok
+}

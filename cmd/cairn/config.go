@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/cairn-gateway/cairn/gateway"
+)
+
+// Config is cairn's configuration file. See README.md for every key.
+type Config struct {
+	DataDir string      `yaml:"data_dir"`
+	Log     LogConfig   `yaml:"log"`
+	MQTT    MQTTConfig  `yaml:"mqtt"`
+	HTTP    HTTPConfig  `yaml:"http"`
+	Store   StoreConfig `yaml:"store"`
+	// MemoryLimitMiB is the Go runtime's soft memory limit (GOMEMLIMIT);
+	// 0 leaves it to the environment.
+	MemoryLimitMiB int `yaml:"memory_limit_mib"`
+
+	// routes are the parsed mqtt.topics, set by Validate.
+	routes []gateway.Route
+}
+
+// LogConfig is the log: section.
+type LogConfig struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Format string `yaml:"format"` // text | json
+}
+
+// MQTTConfig is the mqtt: section. Without url the embedded broker runs;
+// with url (and no embedded block) cairn subscribes to that broker.
+type MQTTConfig struct {
+	Embedded   *EmbeddedConfig `yaml:"embedded"`
+	URL        string          `yaml:"url"`
+	ClientID   string          `yaml:"client_id"`
+	Topics     []TopicConfig   `yaml:"topics"`
+	MaxPayload int             `yaml:"max_payload"` // bytes
+}
+
+// EmbeddedConfig is the mqtt.embedded: section.
+type EmbeddedConfig struct {
+	Listen string `yaml:"listen"`
+}
+
+// TopicConfig is one entry of mqtt.topics.
+type TopicConfig struct {
+	Pattern string `yaml:"pattern"`
+	Format  string `yaml:"format"`
+}
+
+// HTTPConfig is the http: section.
+type HTTPConfig struct {
+	Listen string `yaml:"listen"`
+}
+
+// StoreConfig is the store: section.
+type StoreConfig struct {
+	CommitMaxReadings int           `yaml:"commit_max_readings"`
+	CommitLinger      time.Duration `yaml:"commit_linger"`
+	MemTableMiB       int           `yaml:"memtable_mib"`
+	CacheMiB          int           `yaml:"cache_mib"`
+}
+
+// Defaults.
+const (
+	defaultEmbeddedListen = "127.0.0.1:1883"
+	defaultPattern        = "sensors/{device}/telemetry"
+)
+
+// DefaultConfig returns the configuration that an empty file means.
+func DefaultConfig() *Config {
+	return &Config{
+		DataDir: "./data",
+		Log:     LogConfig{Level: "info", Format: "text"},
+		MQTT: MQTTConfig{
+			ClientID:   "cairn",
+			MaxPayload: 64 << 10,
+		},
+		HTTP: HTTPConfig{Listen: "127.0.0.1:8080"},
+		Store: StoreConfig{
+			CommitMaxReadings: 10000,
+			CommitLinger:      time.Millisecond,
+			MemTableMiB:       8,
+			CacheMiB:          8,
+		},
+	}
+}
+
+// configError is a configuration that cannot run; main exits with 78
+// (EX_CONFIG) for it, so that systemd does not restart in a loop.
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+// LoadConfig reads, decodes and validates the file at path. Its errors name
+// the file, the key and the reason.
+func LoadConfig(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &configError{fmt.Errorf("config: %w", err)}
+	}
+	defer f.Close()
+	cfg, err := ParseConfig(f)
+	if err != nil {
+		return nil, &configError{fmt.Errorf("%s: %w", path, err)}
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes YAML strictly (an unknown key is an error) over
+// DefaultConfig and validates the result.
+func ParseConfig(r io.Reader) (*Config, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	cfg := DefaultConfig()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, explainYAMLError(err, keyPaths(&root))
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+var (
+	lineRE    = regexp.MustCompile(`^line (\d+): (.*)$`)
+	unknownRE = regexp.MustCompile(`^field (\S+) not found in type`)
+)
+
+// explainYAMLError turns the decoder's "line N: …" messages into
+// "key.path: reason (line N)".
+func explainYAMLError(err error, paths map[int]string) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		m := lineRE.FindStringSubmatch(e)
+		if m == nil {
+			msgs = append(msgs, e)
+			continue
+		}
+		line, _ := strconv.Atoi(m[1]) // the regexp matched digits
+		reason := m[2]
+		if u := unknownRE.FindStringSubmatch(reason); u != nil {
+			reason = "unknown key"
+		} else {
+			reason = strings.Replace(reason, "cannot unmarshal", "cannot use", 1)
+		}
+		key := paths[line]
+		if key == "" {
+			key = "line " + m[1]
+			msgs = append(msgs, fmt.Sprintf("%s: %s", key, reason))
+			continue
+		}
+		msgs = append(msgs, fmt.Sprintf("%s: %s (line %d)", key, reason, line))
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// keyPaths maps each line of a YAML document to the path of the key or
+// sequence item that starts there, like "mqtt.topics[0].format".
+func keyPaths(root *yaml.Node) map[int]string {
+	paths := make(map[int]string)
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				paths[k.Line] = p
+				walk(v, p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				p := fmt.Sprintf("%s[%d]", path, i)
+				paths[c.Line] = p // a mapping item overwrites it with its first key
+				walk(c, p)
+			}
+		}
+	}
+	walk(root, "")
+	return paths
+}
+
+// Validate checks every value and fills in what is derived from them. Its
+// errors name the key, the reason and the value.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+	}
+	if strings.TrimSpace(c.DataDir) == "" {
+		bad("data_dir", "must not be empty")
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		bad("log.level", "%v", err)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", "must be text or json (got %q)", c.Log.Format)
+	}
+	m := &c.MQTT
+	switch {
+	case m.URL != "" && m.Embedded != nil:
+		bad("mqtt", "set either mqtt.embedded (the embedded broker) or mqtt.url (an external broker), not both")
+	case m.URL == "" && m.Embedded == nil:
+		m.Embedded = &EmbeddedConfig{}
+	}
+	if m.Embedded != nil {
+		if m.Embedded.Listen == "" {
+			m.Embedded.Listen = defaultEmbeddedListen
+		}
+		if err := checkHostPort(m.Embedded.Listen); err != nil {
+			bad("mqtt.embedded.listen", "%v", err)
+		}
+	}
+	if m.URL != "" {
+		if err := checkBrokerURL(m.URL); err != nil {
+			bad("mqtt.url", "%v", err)
+		}
+	}
+	if m.ClientID == "" {
+		bad("mqtt.client_id", "must not be empty")
+	}
+	if m.MaxPayload < 16 || m.MaxPayload > 16<<20 {
+		bad("mqtt.max_payload", "must be from 16 bytes to 16 MiB (got %d)", m.MaxPayload)
+	}
+	if len(m.Topics) == 0 {
+		m.Topics = []TopicConfig{{Pattern: defaultPattern, Format: "auto"}}
+	}
+	c.routes = c.routes[:0]
+	for i, t := range m.Topics {
+		key := fmt.Sprintf("mqtt.topics[%d]", i)
+		p, err := gateway.ParsePattern(t.Pattern)
+		if err != nil {
+			bad(key+".pattern", "%v", err)
+			continue
+		}
+		if t.Format == "" {
+			t.Format = "auto"
+		}
+		f, err := gateway.ParseFormat(t.Format)
+		if err != nil {
+			bad(key+".format", "%v", err)
+			continue
+		}
+		c.routes = append(c.routes, gateway.Route{Pattern: p, Format: f})
+	}
+	if err := checkHostPort(c.HTTP.Listen); err != nil {
+		bad("http.listen", "%v", err)
+	}
+	s := c.Store
+	if s.CommitMaxReadings < 1 || s.CommitMaxReadings > 100000 {
+		bad("store.commit_max_readings", "must be from 1 to 100000 (got %d)", s.CommitMaxReadings)
+	}
+	if s.CommitLinger < 0 || s.CommitLinger > time.Second {
+		bad("store.commit_linger", "must be from 0s to 1s (got %s)", s.CommitLinger)
+	}
+	if s.MemTableMiB < 1 || s.MemTableMiB > 256 {
+		bad("store.memtable_mib", "must be from 1 to 256 (got %d)", s.MemTableMiB)
+	}
+	if s.CacheMiB < 1 || s.CacheMiB > 1024 {
+		bad("store.cache_mib", "must be from 1 to 1024 (got %d)", s.CacheMiB)
+	}
+	if c.MemoryLimitMiB < 0 {
+		bad("memory_limit_mib", "must be 0 (unset) or more (got %d)", c.MemoryLimitMiB)
+	}
+	return errors.Join(errs...)
+}
+
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("want host:port (got %q)", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("bad port in %q", s)
+	}
+	if host != "" && net.ParseIP(host) == nil && host != "localhost" {
+		return fmt.Errorf("host must be an IP address or localhost (got %q)", host)
+	}
+	return nil
+}
+
+func checkBrokerURL(s string) error {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || (scheme != "tcp" && scheme != "mqtt") {
+		return fmt.Errorf("want tcp://host:port (got %q)", s)
+	}
+	if _, _, err := net.SplitHostPort(rest); err != nil {
+		return fmt.Errorf("want tcp://host:port (got %q)", s)
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil || strings.ContainsAny(s, "+-") {
+		return 0, fmt.Errorf("must be debug, info, warn or error (got %q)", s)
+	}
+	return l, nil
+}

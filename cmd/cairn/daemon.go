@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	oklog "github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway"
+)
+
+// noSyncEnv, set to 1, turns off the fsync of every group commit. It exists
+// for the power-cut test's control run only: acknowledged readings are then
+// not durable. It is not a configuration key on purpose.
+const noSyncEnv = "CAIRN_UNSAFE_NO_SYNC"
+
+// runDaemon runs the gateway until a signal arrives on sigs or ctx ends.
+//
+//	sensors ──MQTT──▶ broker (embedded, mochi)  ─┐
+//	                  or subscriber (external) ──┤ Ingester: match topic,
+//	                                             │ decode, validate
+//	                                             ▼
+//	                         Writer: group commit, sync ──▶ Store (Badger)
+//	                                             │             ▲
+//	          PUBACK / Ack once synced ◀─────────┘             │
+//	HTTP API (status, queries, metrics) ───────────────────────┘
+func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan os.Signal) error {
+	log, err := newLogger(cfg.Log, stderr)
+	if err != nil {
+		return &configError{err}
+	}
+	if cfg.MemoryLimitMiB > 0 {
+		debug.SetMemoryLimit(int64(cfg.MemoryLimitMiB) << 20)
+	}
+	started := time.Now()
+
+	store, err := buffer.Open(buffer.Options{
+		Dir:          cfg.DataDir,
+		MemTableSize: int64(cfg.Store.MemTableMiB) << 20,
+		CacheSize:    int64(cfg.Store.CacheMiB) << 20,
+		NoSync:       os.Getenv(noSyncEnv) == "1",
+		Logger:       log.With("component", "store"),
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.Error("close store", "err", err)
+		}
+	}()
+	if os.Getenv(noSyncEnv) == "1" {
+		log.Warn("group commits are not synced: acknowledged readings can be lost", "env", noSyncEnv)
+	}
+	writer := buffer.NewWriter(store, buffer.WriterOptions{
+		MaxReadings: cfg.Store.CommitMaxReadings,
+		Linger:      cfg.Store.CommitLinger,
+	})
+	ingester := gateway.NewIngester(cfg.routes, writer, cfg.MQTT.MaxPayload, log.With("component", "ingest"))
+
+	var g oklog.Group
+
+	// Signals: the first SIGINT or SIGTERM stops the gateway cleanly; a
+	// second one, while it stops, exits at once.
+	{
+		ctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			select {
+			case sig := <-sigs:
+				log.Info("stopping; send the signal again to exit at once", "signal", sig.String())
+				go func() {
+					if sig, ok := <-sigs; ok {
+						log.Error("exiting at once", "signal", sig.String())
+						os.Exit(1)
+					}
+				}()
+				return nil
+			case <-ctx.Done():
+				return nil
+			}
+		}, func(error) { cancel() })
+	}
+
+	// Writer: the group commit. It stops last among the ingest actors'
+	// dependencies: on interrupt it commits what is queued, then returns.
+	{
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return writer.Run(ctx) }, func(error) { cancel() })
+	}
+
+	// MQTT: the embedded broker or the subscriber to an external one.
+	var mqttStatus func() gateway.MQTTStatus
+	var mqttAddr string
+	if e := cfg.MQTT.Embedded; e != nil {
+		broker, err := gateway.NewBroker(gateway.BrokerOptions{
+			Listen:   e.Listen,
+			Ingester: ingester,
+			Logger:   brokerLogger(cfg.Log, stderr),
+		})
+		if err != nil {
+			return &configError{err}
+		}
+		mqttAddr = broker.Addr()
+		mqttStatus = func() gateway.MQTTStatus {
+			return gateway.MQTTStatus{Mode: "embedded", Address: broker.Addr(), Connected: true, Clients: broker.Clients()}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return broker.Run(ctx) }, func(error) { cancel() })
+	} else {
+		filters := make([]string, len(cfg.routes))
+		for i, r := range cfg.routes {
+			filters[i] = r.Pattern.Filter()
+		}
+		sub := gateway.NewSubscriber(gateway.SubscriberOptions{
+			URL:      cfg.MQTT.URL,
+			ClientID: cfg.MQTT.ClientID,
+			Filters:  filters,
+			Ingester: ingester,
+			Logger:   log.With("component", "subscriber"),
+		})
+		mqttAddr = cfg.MQTT.URL
+		mqttStatus = func() gateway.MQTTStatus {
+			return gateway.MQTTStatus{Mode: "external", Address: cfg.MQTT.URL, Connected: sub.Connected()}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return sub.Run(ctx) }, func(error) { cancel() })
+	}
+
+	// HTTP: status, queries and metrics.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	api, err := gateway.NewAPI(gateway.APIOptions{
+		Store:    store,
+		Writer:   writer,
+		Ingester: ingester,
+		MQTT:     mqttStatus,
+		Version:  version,
+		Started:  started,
+		Registry: reg,
+		Logger:   log.With("component", "http"),
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return &configError{fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)}
+	}
+	{
+		srv := &http.Server{
+			Handler:           api,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       60 * time.Second,
+			MaxHeaderBytes:    16 << 10,
+		}
+		g.Add(func() error {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("http server: %w", err)
+			}
+			return nil
+		}, func(error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				log.Warn("http server shutdown", "err", err)
+			}
+		})
+	}
+
+	log.Info("cairn started", "version", version, "data_dir", cfg.DataDir, "readings", store.ReadingCount(),
+		"mqtt", mqttAddr, "http", ln.Addr().String())
+	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+		log.Warn("systemd notify", "err", err)
+	}
+	err = g.Run()
+	if _, nerr := daemon.SdNotify(false, daemon.SdNotifyStopping); nerr != nil {
+		log.Warn("systemd notify", "err", nerr)
+	}
+	ws := writer.Stats()
+	log.Info("cairn stopped", "commits", ws.Commits, "stored", ws.Stored)
+	return err
+}
+
+// newLogger builds the process logger. Under systemd (JOURNAL_STREAM set)
+// lines carry no timestamp: the journal adds its own.
+func newLogger(c LogConfig, w io.Writer) (*slog.Logger, error) {
+	level, err := parseLevel(c.Level)
+	if err != nil {
+		return nil, fmt.Errorf("log.level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if os.Getenv("JOURNAL_STREAM") != "" {
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// brokerLogger is the embedded broker's logger: it says a line for every
+// hook and listener at info level, so it logs from warn up unless debug.
+func brokerLogger(c LogConfig, w io.Writer) *slog.Logger {
+	if c.Level != "debug" {
+		c.Level = "warn"
+	}
+	log, err := newLogger(c, w)
+	if err != nil { // c was validated
+		return slog.New(slog.DiscardHandler)
+	}
+	return log.With("component", "broker")
+}

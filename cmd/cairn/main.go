@@ -1,0 +1,141 @@
+// Command cairn is an edge gateway for IoT sensors: it takes readings in
+// over MQTT, keeps them safely on local disk, and reports on them over HTTP.
+//
+//	cairn run -config FILE            run the daemon
+//	cairn check-config -config FILE   validate a configuration file
+//	cairn sim [flags]                 simulate sensors publishing readings
+//	cairn version                     print version information
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+)
+
+// Set at build time with -ldflags "-X main.version=… -X main.commit=… -X main.date=…".
+var (
+	version = "dev"
+	commit  = "unknown"
+	date    = "unknown"
+)
+
+// exitConfig is EX_CONFIG: the unit's RestartPreventExitStatus.
+const exitConfig = 78
+
+func main() {
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	if err == nil {
+		return
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(2)
+	}
+	fmt.Fprintln(os.Stderr, "cairn:", err)
+	var ce *configError
+	if errors.As(err, &ce) {
+		os.Exit(exitConfig)
+	}
+	os.Exit(1)
+}
+
+const usage = `usage: cairn <command> [flags]
+
+commands:
+  run -config FILE            run the gateway
+  check-config -config FILE   check a configuration file and exit
+  sim [flags]                 publish simulated sensor readings (cairn sim -h)
+  version                     print version information
+`
+
+// run runs the subcommand named by args[0]. Signals reach the daemon through
+// its own handler; ctx ending stops it too (tests use that).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "run":
+		path, err := configFlag("run", args, stderr)
+		if err != nil {
+			return err
+		}
+		cfg, err := LoadConfig(path)
+		if err != nil {
+			return err
+		}
+		return runDaemon(ctx, cfg, stderr, signals(ctx))
+	case "check-config":
+		path, err := configFlag("check-config", args, stderr)
+		if err != nil {
+			return err
+		}
+		cfg, err := LoadConfig(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: ok (%s)\n", path, describe(cfg))
+		return nil
+	case "sim":
+		return runSim(ctx, args, stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintf(stdout, "cairn %s (commit %s, built %s, %s %s/%s)\n",
+			version, commit, date, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return nil
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+func configFlag(name string, args []string, stderr io.Writer) (string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "/etc/cairn/cairn.yaml", "configuration `file`")
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	if fs.NArg() > 0 {
+		return "", fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
+	}
+	return *path, nil
+}
+
+// describe summarises a valid configuration in one line.
+func describe(c *Config) string {
+	mqtt := "embedded broker on " + c.MQTT.Embedded.listenOrEmpty()
+	if c.MQTT.URL != "" {
+		mqtt = "external broker " + c.MQTT.URL
+	}
+	return fmt.Sprintf("data in %s, %s, %d topic pattern(s), http on %s",
+		c.DataDir, mqtt, len(c.MQTT.Topics), c.HTTP.Listen)
+}
+
+func (e *EmbeddedConfig) listenOrEmpty() string {
+	if e == nil {
+		return ""
+	}
+	return e.Listen
+}
+
+// signals delivers SIGINT and SIGTERM until ctx ends.
+func signals(ctx context.Context) <-chan os.Signal {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		signal.Stop(ch)
+	}()
+	return ch
+}

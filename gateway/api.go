@@ -1,0 +1,270 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// MQTTStatus says how the MQTT side is doing.
+type MQTTStatus struct {
+	Mode      string `json:"mode"` // "embedded" or "external"
+	Address   string `json:"address"`
+	Connected bool   `json:"connected"` // embedded: listening; external: connected and subscribed
+	Clients   int64  `json:"clients,omitempty"`
+}
+
+// APIOptions configure the HTTP API.
+type APIOptions struct {
+	Store    *buffer.Store
+	Writer   *buffer.Writer
+	Ingester *Ingester
+	MQTT     func() MQTTStatus
+	Version  string
+	Started  time.Time
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+}
+
+// API serves the local HTTP status and query endpoints.
+type API struct {
+	opts APIOptions
+	mux  *http.ServeMux
+}
+
+// NewAPI creates the API and registers its metrics with opts.Registry.
+func NewAPI(opts APIOptions) (*API, error) {
+	a := &API{opts: opts, mux: http.NewServeMux()}
+	if err := opts.Registry.Register(newCollector(opts)); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	a.mux.HandleFunc("GET /healthz", a.healthz)
+	a.mux.HandleFunc("GET /readyz", a.readyz)
+	a.mux.HandleFunc("GET /v1/status", a.status)
+	a.mux.HandleFunc("GET /v1/devices", a.devices)
+	a.mux.HandleFunc("GET /v1/devices/{device}/readings", a.readings)
+	a.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
+	return a, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "ok")
+}
+
+// readyz answers 200 once the store is open and MQTT is connected.
+func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if m := a.opts.MQTT(); !m.Connected {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: mqtt (%s %s) not connected\n", m.Mode, m.Address)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// Status is the document served at /v1/status.
+type Status struct {
+	Version       string      `json:"version"`
+	Started       time.Time   `json:"started"`
+	UptimeSeconds int64       `json:"uptime_seconds"`
+	MQTT          MQTTStatus  `json:"mqtt"`
+	Ingest        IngestStats `json:"ingest"`
+	Store         StoreStatus `json:"store"`
+}
+
+// StoreStatus is the store part of Status.
+type StoreStatus struct {
+	Readings     uint64  `json:"readings"`
+	Series       int     `json:"series"`
+	DiskBytes    int64   `json:"disk_bytes"`
+	Commits      uint64  `json:"commits"`
+	CommitErrors uint64  `json:"commit_errors"`
+	CommitMillis float64 `json:"commit_ms_avg"`
+}
+
+func (a *API) status(w http.ResponseWriter, _ *http.Request) {
+	st, err := a.opts.Store.Stats()
+	if err != nil {
+		a.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	ws := a.opts.Writer.Stats()
+	s := Status{
+		Version:       a.opts.Version,
+		Started:       a.opts.Started.UTC(),
+		UptimeSeconds: int64(time.Since(a.opts.Started).Seconds()),
+		MQTT:          a.opts.MQTT(),
+		Ingest:        a.opts.Ingester.Stats(),
+		Store: StoreStatus{
+			Readings:     st.Readings,
+			Series:       st.Series,
+			DiskBytes:    st.DiskBytes,
+			Commits:      ws.Commits,
+			CommitErrors: ws.Failures,
+		},
+	}
+	if n := ws.Commits + ws.Failures; n > 0 {
+		s.Store.CommitMillis = float64(ws.SyncNanos) / float64(n) / 1e6
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+type deviceJSON struct {
+	Device   string   `json:"device"`
+	Metrics  []string `json:"metrics"`
+	LastSeen string   `json:"last_seen"`
+}
+
+func (a *API) devices(w http.ResponseWriter, _ *http.Request) {
+	out := struct {
+		Devices []deviceJSON `json:"devices"`
+	}{Devices: []deviceJSON{}}
+	var last int64
+	for _, s := range a.opts.Store.SeriesList() { // sorted by device
+		n := len(out.Devices)
+		if n == 0 || out.Devices[n-1].Device != s.Device {
+			out.Devices = append(out.Devices, deviceJSON{Device: s.Device})
+			n++
+			last = math.MinInt64
+		}
+		d := &out.Devices[n-1]
+		d.Metrics = append(d.Metrics, s.Metric)
+		if s.Last > last {
+			last = s.Last
+			d.LastSeen = time.Unix(0, last).UTC().Format(time.RFC3339Nano)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type readingJSON struct {
+	Metric string  `json:"metric"`
+	TS     string  `json:"ts"`
+	Value  float64 `json:"value"`
+}
+
+// Query limits of the readings endpoint.
+const (
+	defaultLimit = 50
+	maxLimit     = 10000
+)
+
+func (a *API) readings(w http.ResponseWriter, r *http.Request) {
+	device := r.PathValue("device")
+	q, err := parseReadingsQuery(device, r)
+	if err != nil {
+		a.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	if !a.knownDevice(device) {
+		a.fail(w, http.StatusNotFound, fmt.Errorf("device %q has no readings", device))
+		return
+	}
+	rs, err := a.opts.Store.Readings(q)
+	if err != nil {
+		a.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := struct {
+		Device   string        `json:"device"`
+		Readings []readingJSON `json:"readings"`
+	}{Device: device, Readings: make([]readingJSON, len(rs))}
+	for i, rd := range rs {
+		out.Readings[i] = readingJSON{Metric: rd.Metric, TS: rd.Time().Format(time.RFC3339Nano), Value: rd.Value}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) knownDevice(device string) bool {
+	for _, s := range a.opts.Store.SeriesList() {
+		if s.Device == device {
+			return true
+		}
+	}
+	return false
+}
+
+// parseReadingsQuery reads metric, from, to, limit and order.
+func parseReadingsQuery(device string, r *http.Request) (buffer.Query, error) {
+	v := r.URL.Query()
+	q := buffer.Query{
+		Device: device,
+		Metric: v.Get("metric"),
+		From:   math.MinInt64,
+		To:     math.MaxInt64,
+		Desc:   true,
+		Limit:  defaultLimit,
+	}
+	var err error
+	if s := v.Get("from"); s != "" {
+		if q.From, err = parseTime(s); err != nil {
+			return q, fmt.Errorf("from: %w", err)
+		}
+	}
+	if s := v.Get("to"); s != "" {
+		if q.To, err = parseTime(s); err != nil {
+			return q, fmt.Errorf("to: %w", err)
+		}
+	}
+	if q.From > q.To {
+		return q, fmt.Errorf("from (%s) is after to (%s)", v.Get("from"), v.Get("to"))
+	}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxLimit {
+			return q, fmt.Errorf("limit: must be an integer from 1 to %d (got %q)", maxLimit, s)
+		}
+		q.Limit = n
+	}
+	switch o := v.Get("order"); o {
+	case "", "desc":
+	case "asc":
+		q.Desc = false
+	default:
+		return q, fmt.Errorf("order: must be asc or desc (got %q)", o)
+	}
+	return q, nil
+}
+
+// parseTime reads RFC 3339 or integer Unix milliseconds, in nanoseconds.
+func parseTime(s string) (int64, error) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if ms > math.MaxInt64/1_000_000 || ms < math.MinInt64/1_000_000 {
+			return 0, fmt.Errorf("%q: out of range", s)
+		}
+		return ms * 1e6, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want RFC 3339 (2026-11-22T10:00:00Z) or Unix milliseconds", s)
+	}
+	return t.UnixNano(), nil
+}
+
+func (a *API) fail(w http.ResponseWriter, code int, err error) {
+	if code >= 500 {
+		a.opts.Logger.Error("http request failed", "err", err)
+	}
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v) //nolint:errcheck // the client went away; nothing to do
+}

@@ -1,0 +1,198 @@
+// Package gateway takes sensor readings in over MQTT, from the embedded
+// broker or from an external one, decodes and validates them, hands them to
+// the store's group commit, and serves the local HTTP status and query API.
+//
+// Both ingest paths feed one Ingester, and both acknowledge a QoS 1 message
+// to its sender only once the Ingester has reported it settled: stored and
+// synced, or rejected for good as bad input.
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// Route maps the topics that match Pattern to a payload format.
+type Route struct {
+	Pattern Pattern
+	Format  Format
+}
+
+// committer is the part of buffer.Writer the Ingester uses.
+type committer interface {
+	Submit(ctx context.Context, readings []buffer.Reading, done func(buffer.Result)) error
+}
+
+// Ingester decodes MQTT messages into readings and submits them to the
+// store's writer. It is safe for concurrent use.
+type Ingester struct {
+	routes []Route
+	w      committer
+	log    *slog.Logger
+	// decoders holds *Decoder values; a Decoder is for one goroutine at a time.
+	decoders sync.Pool
+
+	messages, readings, stored, duplicates, ignored, failed atomic.Uint64
+
+	mu       sync.Mutex // guards rejected and examples
+	rejected map[string]uint64
+	examples []Rejection // newest last, at most maxExamples
+}
+
+// maxExamples is how many recent rejections the status keeps.
+const maxExamples = 10
+
+// Rejection describes one message that was rejected.
+type Rejection struct {
+	Time    time.Time `json:"time"`
+	Topic   string    `json:"topic"`
+	Reason  string    `json:"reason"`
+	Detail  string    `json:"detail"`
+	Payload string    `json:"payload"` // the first bytes, as text
+}
+
+// NewIngester creates an Ingester that decodes messages on routes (the first
+// route whose pattern matches a topic applies) and submits their readings to
+// w. maxPayload caps a message's size in bytes (0: no cap).
+func NewIngester(routes []Route, w committer, maxPayload int, log *slog.Logger) *Ingester {
+	in := &Ingester{
+		routes:   routes,
+		w:        w,
+		log:      log,
+		rejected: make(map[string]uint64),
+	}
+	in.decoders.New = func() any { return &Decoder{MaxPayload: maxPayload} }
+	return in
+}
+
+// Ingest decodes one message received at recv and submits its readings.
+// It reports whether the topic matches a route; if it does not, Ingest does
+// nothing else and never calls done.
+//
+// Otherwise done is called exactly once, possibly before Ingest returns:
+// with nil when the message is settled — its readings are on disk, or it was
+// rejected as bad input (counted, with its reason) and must be acknowledged
+// so that the sender moves on — or with an error when the readings could not
+// be stored, in which case the message must not be acknowledged.
+func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, recv time.Time, done func(error)) bool {
+	var route *Route
+	var device, metric string
+	for i := range in.routes {
+		if d, m, ok := in.routes[i].Pattern.Match(topic); ok {
+			route, device, metric = &in.routes[i], d, m
+			break
+		}
+	}
+	if route == nil {
+		return false
+	}
+	in.messages.Add(1)
+	dec := in.decoders.Get().(*Decoder)
+	readings, ignored, err := dec.Decode(nil, route.Format, payload, device, metric, recv)
+	in.decoders.Put(dec)
+	if ignored > 0 {
+		in.ignored.Add(uint64(ignored))
+	}
+	if err != nil {
+		in.reject(topic, payload, recv, err)
+		readings = nil // settle it in order with the sender's other messages
+	}
+	in.readings.Add(uint64(len(readings)))
+	err = in.w.Submit(ctx, readings, func(res buffer.Result) {
+		if res.Err != nil {
+			in.failed.Add(1)
+			done(res.Err)
+			return
+		}
+		in.stored.Add(uint64(res.Stored))
+		in.duplicates.Add(uint64(res.Duplicates))
+		done(nil)
+	})
+	if err != nil {
+		in.failed.Add(1)
+		done(fmt.Errorf("submit: %w", err))
+	}
+	return true
+}
+
+// reject counts a rejected message and keeps it as an example.
+func (in *Ingester) reject(topic string, payload []byte, now time.Time, err error) {
+	reason := RejectReason(err)
+	ex := Rejection{Time: now.UTC(), Topic: topic, Reason: reason, Detail: err.Error(), Payload: excerpt(payload, 64)}
+	in.mu.Lock()
+	in.rejected[reason]++
+	if len(in.examples) == maxExamples {
+		copy(in.examples, in.examples[1:])
+		in.examples = in.examples[:maxExamples-1]
+	}
+	in.examples = append(in.examples, ex)
+	in.mu.Unlock()
+	in.log.Debug("message rejected", "topic", topic, "reason", reason, "err", err)
+}
+
+// excerpt returns at most n bytes of b as valid UTF-8 text.
+func excerpt(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	s := string(b)
+	if !utf8.ValidString(s) {
+		s = fmt.Sprintf("%q", b)
+	}
+	return s
+}
+
+// IngestStats are the Ingester's counters since start.
+type IngestStats struct {
+	Messages   uint64            `json:"messages"`   // messages on a configured topic
+	Readings   uint64            `json:"readings"`   // readings decoded from them
+	Stored     uint64            `json:"stored"`     // readings new to the store
+	Duplicates uint64            `json:"duplicates"` // readings already stored (redelivery)
+	Ignored    uint64            `json:"ignored_fields"`
+	Failed     uint64            `json:"failed"` // messages whose readings could not be stored
+	Rejected   uint64            `json:"rejected"`
+	ByReason   map[string]uint64 `json:"rejected_by_reason"`
+	Examples   []Rejection       `json:"recent_rejections"`
+}
+
+// Stats returns a snapshot of the counters, newest rejection first.
+func (in *Ingester) Stats() IngestStats {
+	st := IngestStats{
+		Messages:   in.messages.Load(),
+		Readings:   in.readings.Load(),
+		Stored:     in.stored.Load(),
+		Duplicates: in.duplicates.Load(),
+		Ignored:    in.ignored.Load(),
+		Failed:     in.failed.Load(),
+		ByReason:   make(map[string]uint64),
+	}
+	in.mu.Lock()
+	for r, n := range in.rejected {
+		st.ByReason[r] = n
+		st.Rejected += n
+	}
+	st.Examples = make([]Rejection, 0, len(in.examples))
+	for i := len(in.examples) - 1; i >= 0; i-- {
+		st.Examples = append(st.Examples, in.examples[i])
+	}
+	in.mu.Unlock()
+	return st
+}
+
+// Reasons returns the rejection reasons seen so far, sorted.
+func (st IngestStats) Reasons() []string {
+	out := make([]string, 0, len(st.ByReason))
+	for r := range st.ByReason {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}

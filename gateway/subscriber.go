@@ -1,0 +1,150 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// SubscriberOptions configure the subscriber to an external broker.
+type SubscriberOptions struct {
+	URL      string // e.g. tcp://127.0.0.1:1883
+	ClientID string // stable: the broker keeps the session under it
+	Filters  []string
+	Ingester *Ingester
+	Logger   *slog.Logger
+}
+
+// Subscriber reads messages from an external broker in a persistent session
+// at QoS 1 and acknowledges each one only once it is settled (see
+// Ingester.Ingest). A message that could not be stored is not acknowledged:
+// the subscriber reconnects so that the broker delivers it again.
+//
+// The broker must not have more unacknowledged messages in flight to the
+// subscriber than the store's writer queue holds (Mosquitto's
+// max_inflight_messages), or a full queue would stall the connection.
+type Subscriber struct {
+	opts      SubscriberOptions
+	client    paho.Client
+	connected atomic.Bool
+	acks      chan paho.Message
+	// redial asks Run to drop the connection and dial again.
+	redial chan struct{}
+	log    *slog.Logger
+}
+
+// NewSubscriber creates a Subscriber. Don't forget to Run it.
+func NewSubscriber(opts SubscriberOptions) *Subscriber {
+	s := &Subscriber{
+		opts:   opts,
+		acks:   make(chan paho.Message, 65536),
+		redial: make(chan struct{}, 1),
+		log:    opts.Logger,
+	}
+	co := paho.NewClientOptions().
+		AddBroker(opts.URL).
+		SetClientID(opts.ClientID).
+		SetCleanSession(false).
+		SetAutoAckDisabled(true).
+		SetOrderMatters(true).
+		SetKeepAlive(30 * time.Second).
+		SetPingTimeout(10 * time.Second).
+		SetConnectTimeout(10 * time.Second).
+		SetAutoReconnect(true).
+		SetConnectRetry(true).
+		SetConnectRetryInterval(2 * time.Second).
+		SetMaxReconnectInterval(10 * time.Second).
+		SetDefaultPublishHandler(s.handle).
+		SetOnConnectHandler(s.onConnect).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			s.connected.Store(false)
+			s.log.Warn("lost connection to mqtt broker, reconnecting", "url", opts.URL, "err", err)
+		})
+	s.client = paho.NewClient(co)
+	return s
+}
+
+// Connected reports whether the subscriber is connected and subscribed.
+func (s *Subscriber) Connected() bool { return s.connected.Load() }
+
+// onConnect subscribes on every (re)connection: the broker may have lost
+// the session.
+func (s *Subscriber) onConnect(c paho.Client) {
+	filters := make(map[string]byte, len(s.opts.Filters))
+	for _, f := range s.opts.Filters {
+		filters[f] = 1
+	}
+	tok := c.SubscribeMultiple(filters, nil)
+	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		err := tok.Error()
+		if err == nil {
+			err = errors.New("no answer in 10s")
+		}
+		s.log.Error("subscribe failed, reconnecting", "url", s.opts.URL, "err", err)
+		s.requestRedial()
+		return
+	}
+	s.connected.Store(true)
+	s.log.Info("connected to mqtt broker", "url", s.opts.URL, "client_id", s.opts.ClientID, "topics", s.opts.Filters)
+}
+
+// handle runs on paho's single delivery goroutine, in arrival order. It
+// must not block for long: Ingest only decodes and queues for the commit.
+func (s *Subscriber) handle(_ paho.Client, m paho.Message) {
+	matched := s.opts.Ingester.Ingest(context.Background(), m.Topic(), m.Payload(), time.Now(), func(err error) {
+		if err != nil {
+			s.requestRedial()
+			return
+		}
+		s.acks <- m
+	})
+	if !matched {
+		s.acks <- m
+	}
+}
+
+func (s *Subscriber) requestRedial() {
+	select {
+	case s.redial <- struct{}{}:
+	default:
+	}
+}
+
+// Run connects, retrying until the broker answers, and serves until ctx
+// ends. It returns nil after a clean stop.
+func (s *Subscriber) Run(ctx context.Context) error {
+	ackDone := make(chan struct{})
+	go func() {
+		defer close(ackDone)
+		for {
+			select {
+			case m := <-s.acks:
+				m.Ack()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer func() { <-ackDone }()
+	s.client.Connect() // retries in the background (ConnectRetry)
+	for {
+		select {
+		case <-ctx.Done():
+			s.connected.Store(false)
+			s.client.Disconnect(250)
+			return nil
+		case <-s.redial:
+			// Unacked messages come back once the session resumes.
+			s.connected.Store(false)
+			s.client.Disconnect(250)
+			if tok := s.client.Connect(); tok.Error() != nil {
+				return fmt.Errorf("mqtt %s: %w", s.opts.URL, tok.Error())
+			}
+		}
+	}
+}
