@@ -164,6 +164,10 @@ const (
 
 func (a *API) readings(w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
+	if !ValidDevice(device) {
+		a.fail(w, http.StatusBadRequest, fmt.Errorf("device %q: not a valid device id (1-%d bytes of A-Z a-z 0-9 _ . : -)", device, MaxDeviceLen))
+		return
+	}
 	q, err := parseReadingsQuery(device, r)
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err)
@@ -200,6 +204,9 @@ func (a *API) knownDevice(device string) bool {
 // parseReadingsQuery reads metric, from, to, limit and order.
 func parseReadingsQuery(device string, r *http.Request) (buffer.Query, error) {
 	v := r.URL.Query()
+	if m := v.Get("metric"); m != "" && !ValidMetric(m) {
+		return buffer.Query{}, fmt.Errorf("metric %q: not a valid metric name", m)
+	}
 	q := buffer.Query{
 		Device: device,
 		Metric: v.Get("metric"),

@@ -91,7 +91,7 @@ func DefaultConfig() *Config {
 		HTTP: HTTPConfig{Listen: "127.0.0.1:8080"},
 		Store: StoreConfig{
 			CommitMaxReadings: 10000,
-			CommitLinger:      time.Millisecond,
+			CommitLinger:      0,
 			MemTableMiB:       8,
 			CacheMiB:          8,
 		},
@@ -204,7 +204,9 @@ func keyPaths(root *yaml.Node) map[int]string {
 		case yaml.SequenceNode:
 			for i, c := range n.Content {
 				p := fmt.Sprintf("%s[%d]", path, i)
-				paths[c.Line] = p // a mapping item overwrites it with its first key
+				if _, ok := paths[c.Line]; !ok { // a key on the line names it better
+					paths[c.Line] = p
+				}
 				walk(c, p)
 			}
 		}

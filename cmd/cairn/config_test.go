@@ -1,0 +1,108 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestLoadConfig_Example(t *testing.T) {
+	cfg, err := LoadConfig("../../configs/cairn.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultConfig()
+	if err := want.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// The example documents the defaults: it must mean the same as an
+	// empty file.
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("configs/cairn.yaml differs from the defaults:\n got %+v\nwant %+v", cfg, want)
+	}
+}
+
+func TestParseConfig_Empty(t *testing.T) {
+	cfg, err := ParseConfig(strings.NewReader(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MQTT.Embedded == nil || cfg.MQTT.Embedded.Listen != "127.0.0.1:1883" {
+		t.Errorf("empty config: got mqtt %+v, want the embedded broker on loopback", cfg.MQTT)
+	}
+	if got := cfg.routes[0].Pattern.String(); got != "sensors/{device}/telemetry" {
+		t.Errorf("default topic: got %q", got)
+	}
+	if cfg.Store.CommitLinger != 0 {
+		t.Errorf("commit_linger: got %v", cfg.Store.CommitLinger)
+	}
+}
+
+func TestParseConfig_External(t *testing.T) {
+	cfg, err := ParseConfig(strings.NewReader("mqtt:\n  url: tcp://10.0.0.2:1883\n  client_id: gw1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MQTT.Embedded != nil || cfg.MQTT.URL != "tcp://10.0.0.2:1883" {
+		t.Errorf("got mqtt %+v, want external broker only", cfg.MQTT)
+	}
+}
+
+// TestLoadConfig_Bad loads every testdata/*.bad.yaml: each must fail with
+// the file name, the key and the reason.
+func TestLoadConfig_Bad(t *testing.T) {
+	want := map[string]string{
+		"unknown_key.bad.yaml":              "mqtt.embeded: unknown key (line 3)",
+		"unknown_topic_key.bad.yaml":        "mqtt.topics[0].fromat: unknown key (line 4)",
+		"http_listen_not_hostport.bad.yaml": `http.listen: want host:port (got "8080")`,
+		"bad_duration.bad.yaml":             "store.commit_linger: cannot use !!str `soon` into time.Duration (line 2)",
+		"wrong_type.bad.yaml":               "store.commit_max_readings: cannot use !!str `lots` into int (line 2)",
+		"commit_zero.bad.yaml":              "store.commit_max_readings: must be from 1 to 100000 (got 0)",
+		"both_brokers.bad.yaml":             "mqtt: set either mqtt.embedded",
+		"bad_url.bad.yaml":                  `mqtt.url: want tcp://host:port (got "mosquitto:1883")`,
+		"bad_pattern.bad.yaml":              "mqtt.topics[1].pattern: ",
+		"bad_format.bad.yaml":               "mqtt.topics[0].format: ",
+		"bad_level.bad.yaml":                `log.level: must be debug, info, warn or error (got "loud")`,
+		"data_dir_list.bad.yaml":            "data_dir: cannot use !!seq into string (line 1)",
+		"syntax.bad.yaml":                   "did not find expected node content",
+	}
+	files, err := filepath.Glob("testdata/*.bad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(want) {
+		t.Errorf("got %d bad config files, the table has %d", len(files), len(want))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			msg, ok := want[filepath.Base(f)]
+			if !ok {
+				t.Fatalf("no expected message for %s", f)
+			}
+			_, err := LoadConfig(f)
+			if err == nil {
+				t.Fatal("got nil error")
+			}
+			var ce *configError
+			if !errors.As(err, &ce) {
+				t.Errorf("got %T, want a configError (exit status 78)", err)
+			}
+			if !strings.HasPrefix(err.Error(), f+": ") {
+				t.Errorf("error %q does not start with the file name", err)
+			}
+			if !strings.Contains(err.Error(), msg) {
+				t.Errorf("error %q does not contain %q", err, msg)
+			}
+		})
+	}
+}
+
+func TestLoadConfig_Missing(t *testing.T) {
+	_, err := LoadConfig(filepath.Join(t.TempDir(), "nope.yaml"))
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("got %v, want a not-exist error", err)
+	}
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs cairn's whole test suite on a Debian machine with Go installed:
+# installs what the tests need (Mosquitto, FUSE), then gofmt, go vet and
+# the tests under the race detector. Needs root for apt-get and for the
+# power-cut tests' FUSE mounts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_pkgs+=(mosquitto)
+command -v mosquitto_pub >/dev/null 2>&1 || need_pkgs+=(mosquitto-clients)
+command -v fusermount3 >/dev/null 2>&1 || need_pkgs+=(fuse3)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "test.sh: missing ${need_pkgs[*]}; run as root or: sudo apt-get install ${need_pkgs[*]}" >&2
+		exit 1
+	fi
+	echo "test.sh: installing ${need_pkgs[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+fi
+# Debian installs mosquitto in /usr/sbin, which a non-login shell may lack.
+export PATH="$PATH:/usr/sbin:/sbin"
+
+echo "test.sh: gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change: $unformatted" >&2
+	exit 1
+fi
+echo "test.sh: go vet"
+go vet ./...
+echo "test.sh: go test -race"
+go test -race -count=1 -timeout 30m "$@" ./...
