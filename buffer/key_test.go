@@ -69,8 +69,8 @@ func TestParsePointKey_Bad(t *testing.T) {
 		nil,
 		[]byte("p"),
 		[]byte("_readings"),
-		append([]byte("pdev\x00"), make([]byte, 16)...),     // no metric
-		append([]byte("p\x00m\x00"), make([]byte, 16)...),   // no device
+		append([]byte("pdev\x00"), make([]byte, 16)...),      // no metric
+		append([]byte("p\x00m\x00"), make([]byte, 16)...),    // no device
 		append([]byte("pdev\x00m\x00"), make([]byte, 15)...), // short tail
 	} {
 		if _, err := parsePointKey(k); err == nil {

@@ -18,11 +18,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/ristretto/v2/z"
 )
 
 // Options configure a Store. The zero value of every field but Dir is a sane
@@ -70,9 +72,9 @@ type Store struct {
 
 // Open opens or creates the store in opts.Dir.
 //
-// After a power cut Badger may refuse the first open of a directory whose
-// newest memtable file was never synced (it is empty); Open then logs the
-// error and opens once more, which succeeds.
+// After a power cut Badger may refuse to open a directory whose newest
+// memtable or value-log file was never synced (it is empty); Open logs the
+// error and opens again, which succeeds.
 func Open(opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("open store: no data directory")
@@ -112,15 +114,9 @@ func Open(opts Options) (*Store, error) {
 		WithValueLogFileSize(64 << 20).
 		WithNumGoroutines(2)
 
-	db, err := badger.Open(bopts)
+	db, err := openBadger(bopts, log)
 	if err != nil {
-		log.Warn("store did not open, trying once more (expected after a power cut)", "dir", opts.Dir, "err", err)
-		var err2 error
-		db, err2 = badger.Open(bopts)
-		if err2 != nil {
-			return nil, fmt.Errorf("open store %s: %w (first attempt: %v)", opts.Dir, err2, err)
-		}
-		log.Info("store opened on second attempt", "dir", opts.Dir)
+		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
 	}
 	s := &Store{
 		db:       db,
@@ -134,6 +130,39 @@ func Open(opts Options) (*Store, error) {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
 	}
 	return s, nil
+}
+
+// openAttempts bounds the opens of one start-up. After a power cut the
+// newest memtable file and the value-log file can both be empty, and each
+// costs one failed open.
+const openAttempts = 3
+
+// openBadger opens the database, trying again where Badger refuses a file
+// that was never synced: the failed open replaces it, and the next one
+// succeeds.
+func openBadger(opts badger.Options, log *slog.Logger) (*badger.DB, error) {
+	var errs []error
+	for attempt := 1; ; attempt++ {
+		db, err := badger.Open(opts)
+		if err == nil {
+			if attempt > 1 {
+				log.Warn("store opened after repairing files that were never synced (a power cut?)", "dir", opts.Dir, "attempts", attempt)
+			}
+			return db, nil
+		}
+		errs = append(errs, err)
+		if attempt == openAttempts || !isUnsyncedFile(err) {
+			return nil, errors.Join(errs...)
+		}
+		log.Warn("store did not open, trying again (expected after a power cut)", "dir", opts.Dir, "err", err)
+	}
+}
+
+// isUnsyncedFile reports whether err is Badger refusing an empty memtable
+// or value-log file. Badger wraps the error in ways errors.Is does not
+// always see through, so its text is checked too.
+func isUnsyncedFile(err error) bool {
+	return errors.Is(err, z.NewFile) || strings.Contains(err.Error(), z.NewFile.Error())
 }
 
 // load checks the schema version, reads the counters and builds the series

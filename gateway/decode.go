@@ -119,8 +119,8 @@ const (
 	NameChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-"
 )
 
-// Epoch timestamps are numbers whose unit Decode infers from the magnitude
-// v of the number (these cut-offs separate dates between 1973 and 5138):
+// Epoch timestamps are numbers whose unit Decode infers from their
+// magnitude v (the cut-offs lie between dates in 1973 and 5138):
 //
 //	v < 1e11          seconds
 //	1e11 ≤ v < 1e14   milliseconds
@@ -128,10 +128,11 @@ const (
 //	1e17 ≤ v          nanoseconds
 //
 // Fractions are allowed in every unit and truncated to whole nanoseconds.
+// Times after 2262-04-11T23:47:16.854775807Z do not fit a Reading.
 const (
-	epochMillisFrom = 1e11
-	epochMicrosFrom = 1e14
-	epochNanosFrom  = 1e17
+	EpochMillisFrom = 1e11
+	EpochMicrosFrom = 1e14
+	EpochNanosFrom  = 1e17
 )
 
 // maxInterned bounds the Decoder's name cache; when full it starts over.
@@ -180,7 +181,7 @@ type Decoder struct {
 //     with fractional seconds, a ±hh:mm or ±hhmm offset instead of Z, a
 //     space or 't' instead of 'T', or no zone at all meaning UTC; or it is
 //     a non-negative epoch number whose unit follows from its magnitude
-//     (see epochMillisFrom and friends). Anything else, or a time before
+//     (see EpochMillisFrom). Anything else, or a time before
 //     1970 or after 2262, rejects the message with bad_timestamp.
 //   - The device is the topic's {device}. Without one, it is the top-level
 //     "device" field, which must then be a string; with one, a "device"
@@ -278,7 +279,7 @@ func (d *Decoder) decodeJSON(dst []buffer.Reading, payload []byte, start int, de
 	}
 	p := jsonParser{d: d, s: payload, i: start, out: dst, topicDevice: device != ""}
 	d.path = d.path[:0]
-	if err := p.object(1, true); err != nil {
+	if err := p.container(1, true); err != nil {
 		return dst, 0, err
 	}
 	p.skipSpace()
@@ -314,6 +315,7 @@ func (d *Decoder) decodeJSON(dst []buffer.Reading, payload []byte, start int, de
 }
 
 // intern returns b as a string, allocating only for names not seen lately.
+// Only valid names (see checkName) are interned.
 func (d *Decoder) intern(b []byte) string {
 	if s, ok := d.names[string(b)]; ok {
 		return s
@@ -394,10 +396,10 @@ func quoteByte(c byte) string {
 	return fmt.Sprintf("byte 0x%02x", c)
 }
 
-// jsonParser is a single-pass parser of one JSON object. Syntax errors stop
-// it at once; other problems are kept in err, the first one winning, while
-// it goes on checking the syntax, so that malformed JSON is always reported
-// as such.
+// jsonParser is a single-pass parser of one JSON object. Syntax errors and
+// nesting beyond MaxDepth stop it at once; other problems are kept in err,
+// the first one winning, while it goes on checking the syntax, so that
+// malformed JSON is always reported as such.
 type jsonParser struct {
 	d   *Decoder
 	s   []byte
@@ -429,39 +431,28 @@ func (p *jsonParser) fail(err *RejectError) {
 	}
 }
 
-// object parses the object at p.s[p.i] == '{' at nesting level depth. With
-// emit it turns members into readings; without, it only checks syntax.
-func (p *jsonParser) object(depth int, emit bool) *RejectError {
+// container parses the object or array at p.s[p.i] at nesting level depth.
+// With emit, the members of an object become readings; without, it only
+// checks the syntax.
+func (p *jsonParser) container(depth int, emit bool) *RejectError {
 	if depth > MaxDepth {
 		return rejectf(ReasonTooDeep, "nested deeper than %d levels at byte %d", MaxDepth, p.i)
 	}
+	object := p.s[p.i] == '{'
+	end, after := byte(']'), "after array element"
+	if object {
+		end, after = '}', "after object key:value pair"
+	}
 	p.i++
 	p.skipSpace()
-	if p.i < len(p.s) && p.s[p.i] == '}' {
+	if p.i < len(p.s) && p.s[p.i] == end {
 		p.i++
 		return nil
 	}
 	for {
-		if p.i >= len(p.s) || p.s[p.i] != '"' {
-			return p.unexpected("looking for beginning of object key string")
-		}
-		ks, ke, esc, err := p.str()
-		if err != nil {
-			return err
-		}
-		p.skipSpace()
-		if p.i >= len(p.s) || p.s[p.i] != ':' {
-			return p.unexpected("after object key")
-		}
-		p.i++
-		p.skipSpace()
-		if emit {
-			key := p.s[ks:ke]
-			if esc {
-				p.d.key = unescape(p.d.key[:0], key)
-				key = p.d.key
-			}
-			err = p.member(depth, key)
+		var err *RejectError
+		if object {
+			err = p.member(depth, emit)
 		} else {
 			err = p.value(depth)
 		}
@@ -469,79 +460,73 @@ func (p *jsonParser) object(depth int, emit bool) *RejectError {
 			return err
 		}
 		p.skipSpace()
-		if p.i < len(p.s) {
-			switch p.s[p.i] {
-			case ',':
-				p.i++
-				p.skipSpace()
-				continue
-			case '}':
-				p.i++
-				return nil
-			}
+		if p.i < len(p.s) && p.s[p.i] == ',' {
+			p.i++
+			p.skipSpace()
+			continue
 		}
-		return p.unexpected("after object key:value pair")
-	}
-}
-
-// array checks the array at p.s[p.i] == '[' at nesting level depth.
-func (p *jsonParser) array(depth int) *RejectError {
-	if depth > MaxDepth {
-		return rejectf(ReasonTooDeep, "nested deeper than %d levels at byte %d", MaxDepth, p.i)
-	}
-	p.i++
-	p.skipSpace()
-	if p.i < len(p.s) && p.s[p.i] == ']' {
-		p.i++
-		return nil
-	}
-	for {
-		if err := p.value(depth); err != nil {
-			return err
+		if p.i < len(p.s) && p.s[p.i] == end {
+			p.i++
+			return nil
 		}
-		p.skipSpace()
-		if p.i < len(p.s) {
-			switch p.s[p.i] {
-			case ',':
-				p.i++
-				p.skipSpace()
-				continue
-			case ']':
-				p.i++
-				return nil
-			}
-		}
-		return p.unexpected("after array element")
+		return p.unexpected(after)
 	}
 }
 
 // value checks the value at p.i inside a container at level depth.
 func (p *jsonParser) value(depth int) *RejectError {
-	if p.i < len(p.s) {
-		switch c := p.s[p.i]; {
-		case c == '{':
-			return p.object(depth+1, false)
-		case c == '[':
-			return p.array(depth + 1)
-		case c == '"':
-			_, _, _, err := p.str()
-			return err
-		case c == 't':
-			return p.literal("true")
-		case c == 'f':
-			return p.literal("false")
-		case c == 'n':
-			return p.literal("null")
-		case c == '-' || isDigit(c):
-			_, _, err := p.number()
-			return err
-		}
+	var err *RejectError
+	switch c := p.peek(); {
+	case c == '{' || c == '[':
+		err = p.container(depth+1, false)
+	case c == '"':
+		_, _, _, err = p.str()
+	case c == 't':
+		err = p.literal("true")
+	case c == 'f':
+		err = p.literal("false")
+	case c == 'n':
+		err = p.literal("null")
+	case c == '-' || isDigit(c):
+		_, _, err = p.number()
+	default:
+		err = p.unexpected("looking for beginning of value")
 	}
-	return p.unexpected("looking for beginning of value")
+	return err
 }
 
-// member handles the value at p.i of key in an object at level depth.
-func (p *jsonParser) member(depth int, key []byte) *RejectError {
+// peek returns the byte at p.i, or 0 at the end of the input.
+func (p *jsonParser) peek() byte {
+	if p.i < len(p.s) {
+		return p.s[p.i]
+	}
+	return 0
+}
+
+// member parses the "key": value pair at p.i in an object at level depth,
+// turning it into readings with emit.
+func (p *jsonParser) member(depth int, emit bool) *RejectError {
+	if p.peek() != '"' {
+		return p.unexpected("looking for beginning of object key string")
+	}
+	ks, ke, esc, err := p.str()
+	if err != nil {
+		return err
+	}
+	p.skipSpace()
+	if p.peek() != ':' {
+		return p.unexpected("after object key")
+	}
+	p.i++
+	p.skipSpace()
+	if !emit {
+		return p.value(depth)
+	}
+	key := p.s[ks:ke]
+	if esc {
+		p.d.key = unescape(p.d.key[:0], key)
+		key = p.d.key
+	}
 	if depth == 1 {
 		switch string(key) {
 		case "ts":
@@ -554,10 +539,7 @@ func (p *jsonParser) member(depth int, key []byte) *RejectError {
 			return p.deviceField()
 		}
 	}
-	if p.i >= len(p.s) {
-		return p.unexpected("looking for beginning of value")
-	}
-	switch c := p.s[p.i]; {
+	switch c := p.peek(); {
 	case c == '{':
 		n := len(p.d.path)
 		if depth > 1 {
@@ -567,34 +549,30 @@ func (p *jsonParser) member(depth int, key []byte) *RejectError {
 		if len(key) == 0 {
 			p.emptyKeys++
 		}
-		err := p.object(depth+1, true)
+		err = p.container(depth+1, true)
 		if len(key) == 0 {
 			p.emptyKeys--
 		}
 		p.d.path = p.d.path[:n]
-		return err
 	case c == '"' || c == '[' || c == 'n':
 		p.ignored++
-		return p.value(depth)
+		err = p.value(depth)
 	case c == 't' || c == 'f':
-		if err := p.value(depth); err != nil {
-			return err
+		if err = p.value(depth); err == nil && c == 't' {
+			p.emit(depth, key, 1, nil)
+		} else if err == nil {
+			p.emit(depth, key, 0, nil)
 		}
-		v := 0.0
-		if c == 't' {
-			v = 1
-		}
-		p.emit(depth, key, v, nil)
-		return nil
 	case c == '-' || isDigit(c):
-		n, start, err := p.number()
-		if err != nil {
-			return err
+		var n numScan
+		var start int
+		if n, start, err = p.number(); err == nil {
+			p.emit(depth, key, n.float(p.s, start), p.s[start:n.end])
 		}
-		p.emit(depth, key, n.float(p.s, start), p.s[start:n.end])
-		return nil
+	default:
+		err = p.unexpected("looking for beginning of value")
 	}
-	return p.unexpected("looking for beginning of value")
+	return err
 }
 
 // emit appends the reading key = v (raw is v's text, for messages).
@@ -611,15 +589,19 @@ func (p *jsonParser) emit(depth int, key []byte, v float64, raw []byte) {
 		p.err = rejectf(ReasonBadMetric, "metric %s: empty key", quote(name))
 		return
 	}
-	if prob := checkName(name, MaxMetricLen); prob != "" {
-		p.err = rejectf(ReasonBadMetric, "metric %s: %s", quote(name), prob)
-		return
+	metric, known := p.d.names[string(name)] // names in the cache are valid
+	if !known {
+		if prob := checkName(name, MaxMetricLen); prob != "" {
+			p.err = rejectf(ReasonBadMetric, "metric %s: %s", quote(name), prob)
+			return
+		}
+		metric = p.d.intern(name)
 	}
 	if math.IsInf(v, 0) || math.IsNaN(v) {
 		p.err = rejectf(ReasonNonFinite, "metric %s: %s overflows float64", quote(name), quote(raw))
 		return
 	}
-	p.out = append(p.out, buffer.Reading{Metric: p.d.intern(name), Value: v})
+	p.out = append(p.out, buffer.Reading{Metric: metric, Value: v})
 }
 
 // timestamp handles the value of a top-level timestamp field; rank orders
@@ -630,7 +612,7 @@ func (p *jsonParser) timestamp(key []byte, rank int) *RejectError {
 		prob string
 		raw  []byte
 	)
-	switch c := p.s[p.i]; {
+	switch c := p.peek(); {
 	case c == '"':
 		s, e, esc, err := p.str()
 		if err != nil {
@@ -669,7 +651,7 @@ func (p *jsonParser) timestamp(key []byte, rank int) *RejectError {
 
 // deviceField handles the value of the top-level "device" field.
 func (p *jsonParser) deviceField() *RejectError {
-	if p.topicDevice || p.s[p.i] != '"' {
+	if p.topicDevice || p.peek() != '"' {
 		if err := p.value(1); err != nil {
 			return err
 		}
@@ -722,114 +704,75 @@ func (p *jsonParser) number() (n numScan, start int, err *RejectError) {
 // control characters, and returns the bounds of its contents and whether
 // they contain escapes. Invalid UTF-8 is let through, as encoding/json does.
 func (p *jsonParser) str() (start, end int, esc bool, err *RejectError) {
-	s := p.s
-	i := p.i + 1
+	s, i := p.s, p.i+1
 	start = i
-	for {
-		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
-			i++
-		}
-		if i >= len(s) {
-			p.i = i
-			return 0, 0, false, p.unexpected("")
-		}
+	for ; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '"':
 			p.i = i + 1
 			return start, i, esc, nil
+		case c < 0x20:
+			p.i = i
+			return 0, 0, false, p.unexpected("in string literal")
 		case c == '\\':
 			esc = true
 			i++
-			if i >= len(s) {
-				p.i = i
-				return 0, 0, false, p.unexpected("")
-			}
-			switch s[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i++
-			case 'u':
+			switch {
+			case i < len(s) && strings.IndexByte(`"\/bfnrt`, s[i]) >= 0:
+			case i < len(s) && s[i] == 'u':
 				for k := 0; k < 4; k++ {
-					i++
-					if i >= len(s) || !isHex(s[i]) {
+					if i++; i >= len(s) || !isHex(s[i]) {
 						p.i = i
 						return 0, 0, false, p.unexpected(`in \u hexadecimal character escape`)
 					}
 				}
-				i++
 			default:
 				p.i = i
 				return 0, 0, false, p.unexpected("in string escape code")
 			}
-		default:
-			p.i = i
-			return 0, 0, false, p.unexpected("in string literal")
 		}
 	}
+	p.i = i
+	return 0, 0, false, p.unexpected("")
 }
 
 func isHex(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c <= '9':
-			c -= '0'
-		case c <= 'F':
-			c -= 'A' - 10
-		default:
-			c -= 'a' - 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
+	v, _ := strconv.ParseUint(string(b[:4]), 16, 32)
+	return rune(v)
 }
 
 // unescape appends the contents of a checked JSON string to dst, decoding
 // escapes like encoding/json: a \u escape that is half a surrogate pair
 // without its other half becomes U+FFFD.
 func unescape(dst, src []byte) []byte {
-	for i := 0; i < len(src); {
+	for i := 0; i < len(src); i++ {
 		c := src[i]
 		if c != '\\' {
 			dst = append(dst, c)
-			i++
 			continue
 		}
 		i++
-		switch src[i] {
-		case 'b':
-			c = '\b'
-		case 'f':
-			c = '\f'
-		case 'n':
-			c = '\n'
-		case 'r':
-			c = '\r'
-		case 't':
-			c = '\t'
-		case 'u':
-			r := hex4(src[i+1:])
-			i += 5
-			if utf16.IsSurrogate(r) {
-				r2 := utf8.RuneError
-				if i+6 <= len(src) && src[i] == '\\' && src[i+1] == 'u' {
-					r2 = hex4(src[i+2:])
-				}
-				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-					r = dec
-					i += 6
-				} else {
-					r = utf8.RuneError
-				}
+		if k := strings.IndexByte("bfnrt", src[i]); k >= 0 {
+			dst = append(dst, "\b\f\n\r\t"[k])
+			continue
+		} else if src[i] != 'u' { // '"', '\\' or '/'
+			dst = append(dst, src[i])
+			continue
+		}
+		r := hex4(src[i+1:])
+		i += 4
+		if utf16.IsSurrogate(r) {
+			r2 := utf8.RuneError
+			if i+6 < len(src) && src[i+1] == '\\' && src[i+2] == 'u' {
+				r2 = hex4(src[i+3:])
 			}
-			dst = utf8.AppendRune(dst, r)
-			continue
-		default: // '"', '\\', '/'
-			c = src[i]
+			if r = utf16.DecodeRune(r, r2); r != utf8.RuneError {
+				i += 6
+			}
 		}
-		dst = append(dst, c)
-		i++
+		dst = utf8.AppendRune(dst, r)
 	}
 	return dst
 }
@@ -850,12 +793,17 @@ type numScan struct {
 // that cannot continue the number; ok is false if what it read is not a
 // number, with n.end at the offending byte.
 func scanNumber(s []byte, i int, strict bool) (n numScan, ok bool) {
-	n.exact = true
+	var (
+		mant       uint64
+		exp, nd    int // nd: significant digits in mant
+		intDigits  int
+		fracDigits int
+		exact      = true
+	)
 	if i < len(s) && (s[i] == '-' || !strict && s[i] == '+') {
 		n.neg = s[i] == '-'
 		i++
 	}
-	nd, intDigits, fracDigits := 0, 0, 0
 	if strict && i < len(s) && s[i] == '0' {
 		i++
 		intDigits = 1
@@ -864,39 +812,42 @@ func scanNumber(s []byte, i int, strict bool) (n numScan, ok bool) {
 			return n, false
 		}
 	} else {
-		for ; i < len(s) && isDigit(s[i]); i++ {
+		for ; i < len(s); i++ {
+			d := s[i] - '0'
+			if d > 9 {
+				break
+			}
 			intDigits++
-			switch d := s[i] - '0'; {
-			case nd < 19:
-				if n.mant != 0 || d != 0 {
-					n.mant = n.mant*10 + uint64(d)
+			if nd < 19 {
+				mant = mant*10 + uint64(d)
+				if mant != 0 {
 					nd++
 				}
-			default:
-				n.exp++
-				if d != 0 {
-					n.exact = false
-				}
+			} else {
+				exp++
+				exact = exact && d == 0
 			}
 		}
-		if strict && intDigits == 0 {
-			n.end = i
-			return n, false
-		}
+	}
+	if strict && intDigits == 0 {
+		n.end = i
+		return n, false
 	}
 	if i < len(s) && s[i] == '.' {
-		i++
-		for ; i < len(s) && isDigit(s[i]); i++ {
+		for i++; i < len(s); i++ {
+			d := s[i] - '0'
+			if d > 9 {
+				break
+			}
 			fracDigits++
-			switch d := s[i] - '0'; {
-			case nd < 19:
-				if n.mant != 0 || d != 0 {
-					n.mant = n.mant*10 + uint64(d)
+			if nd < 19 {
+				mant = mant*10 + uint64(d)
+				if mant != 0 {
 					nd++
 				}
-				n.exp--
-			case d != 0:
-				n.exact = false
+				exp--
+			} else {
+				exact = exact && d == 0
 			}
 		}
 		if fracDigits == 0 && (strict || intDigits == 0) {
@@ -929,9 +880,9 @@ func scanNumber(s []byte, i int, strict bool) (n numScan, ok bool) {
 		if neg {
 			e = -e
 		}
-		n.exp += e
+		exp += e
 	}
-	n.end = i
+	n.end, n.mant, n.exp, n.exact = i, mant, exp, exact
 	return n, true
 }
 
@@ -946,9 +897,9 @@ func (n numScan) float(s []byte, start int) float64 {
 	case n.exact && n.mant <= 1<<53 && n.exp >= -22 && n.exp <= 22:
 		f = float64(n.mant)
 		if n.exp >= 0 {
-			f *= pow10(n.exp)
+			f *= math.Pow10(n.exp)
 		} else {
-			f /= pow10(-n.exp)
+			f /= math.Pow10(-n.exp)
 		}
 	default:
 		f, _ = strconv.ParseFloat(string(s[start:n.end]), 64)
@@ -960,20 +911,8 @@ func (n numScan) float(s []byte, start int) float64 {
 	return f
 }
 
-// pow10 returns 10^k for 0 <= k <= 22, all exact in float64.
-func pow10(k int) float64 {
-	p := 1.0
-	for ; k >= 4; k -= 4 {
-		p *= 1e4
-	}
-	for ; k > 0; k-- {
-		p *= 10
-	}
-	return p
-}
-
 // epochNanos converts a scanned non-negative number to nanoseconds since the
-// epoch, choosing the unit by magnitude (see epochMillisFrom). It truncates
+// epoch, choosing the unit by magnitude (see EpochMillisFrom). It truncates
 // below a nanosecond and is exact: the 19 significant digits a numScan keeps
 // reach below a nanosecond for every time in range. It returns a problem on
 // failure.
@@ -990,11 +929,11 @@ func epochNanos(n numScan) (int64, string) {
 	}
 	digits := 9 // seconds
 	switch {
-	case ip >= epochNanosFrom:
+	case ip >= EpochNanosFrom:
 		digits = 0
-	case ip >= epochMicrosFrom:
+	case ip >= EpochMicrosFrom:
 		digits = 3
-	case ip >= epochMillisFrom:
+	case ip >= EpochMillisFrom:
 		digits = 6
 	}
 	ns, ok := floorScaled(n.mant, n.exp+digits)
@@ -1034,15 +973,12 @@ func pow10u(k int) uint64 {
 func parseISOTime(b []byte) (int64, string) {
 	const syntax = "want an RFC 3339 time such as 2026-11-22T10:00:00Z"
 	num := func(lo, hi int) int {
-		if hi > len(b) {
-			return -1
-		}
 		v := 0
-		for _, c := range b[lo:hi] {
-			if !isDigit(c) {
+		for k := lo; k < hi; k++ {
+			if k >= len(b) || !isDigit(b[k]) {
 				return -1
 			}
-			v = v*10 + int(c-'0')
+			v = v*10 + int(b[k]-'0')
 		}
 		return v
 	}
@@ -1055,14 +991,12 @@ func parseISOTime(b []byte) (int64, string) {
 	if year < 0 || month < 0 || day < 0 || hour < 0 || min < 0 || sec < 0 {
 		return 0, syntax
 	}
-	i := 19
-	var frac int64
+	i, frac := 19, 0
 	if i < len(b) && b[i] == '.' {
-		i++
 		n := 0
-		for ; i < len(b) && isDigit(b[i]); i++ {
+		for i++; i < len(b) && isDigit(b[i]); i++ {
 			if n < 9 {
-				frac = frac*10 + int64(b[i]-'0')
+				frac = frac*10 + int(b[i]-'0')
 			}
 			n++
 		}
@@ -1079,23 +1013,18 @@ func parseISOTime(b []byte) (int64, string) {
 		case 'Z', 'z':
 			i++
 		case '+', '-':
-			neg := b[i] == '-'
-			oh, om := num(i+1, i+3), -1
-			switch {
-			case i+6 <= len(b) && b[i+3] == ':':
-				om = num(i+4, i+6)
-				i += 6
-			default:
-				om = num(i+3, i+5)
-				i += 5
+			neg, n := b[i] == '-', 5 // ±hhmm
+			oh, om := num(i+1, i+3), num(i+3, i+5)
+			if i+3 < len(b) && b[i+3] == ':' { // ±hh:mm
+				om, n = num(i+4, i+6), 6
 			}
 			if oh < 0 || om < 0 || oh > 23 || om > 59 {
 				return 0, syntax
 			}
-			offset = (oh*60 + om) * 60
-			if neg {
+			if offset = (oh*60 + om) * 60; neg {
 				offset = -offset
 			}
+			i += n
 		default:
 			return 0, syntax
 		}
@@ -1103,46 +1032,16 @@ func parseISOTime(b []byte) (int64, string) {
 	if i != len(b) {
 		return 0, syntax
 	}
-	if month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || min > 59 || sec > 59 {
+	t := time.Date(year, time.Month(month), day, hour, min, sec, 0, time.UTC)
+	if month < 1 || int(t.Month()) != month || t.Day() != day || hour > 23 || min > 59 || sec > 59 {
 		return 0, "date or time field out of range"
 	}
-	secs := daysFromCivil(year, month, day)*86400 + int64(hour*3600+min*60+sec-offset)
-	switch {
+	switch secs := t.Unix() - int64(offset); {
 	case secs < 0:
 		return 0, "time before 1970"
-	case secs > math.MaxInt64/int64(1e9) || secs == math.MaxInt64/int64(1e9) && frac > math.MaxInt64%int64(1e9):
+	case secs > math.MaxInt64/int64(1e9) || secs == math.MaxInt64/int64(1e9) && int64(frac) > math.MaxInt64%int64(1e9):
 		return 0, "time after 2262"
+	default:
+		return secs*1e9 + int64(frac), ""
 	}
-	return secs*1e9 + frac, ""
-}
-
-func daysIn(month, year int) int {
-	switch month {
-	case 2:
-		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	}
-	return 31
-}
-
-// daysFromCivil returns the number of days from 1970-01-01 to the given
-// proleptic Gregorian date (year 0 to 9999).
-func daysFromCivil(year, month, day int) int64 {
-	y := int64(year)
-	if month <= 2 {
-		y--
-	}
-	era := y / 400
-	if y < 0 {
-		era = (y - 399) / 400
-	}
-	yoe := y - era*400
-	mp := int64((month + 9) % 12)
-	doy := (153*mp+2)/5 + int64(day) - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return era*146097 + doe - 719468
 }
