@@ -256,10 +256,12 @@ func (w *Writer) write() error {
 				}
 			}
 			if err := txn.Set(key, nil); errors.Is(err, badger.ErrTxnTooBig) {
-				// Readings are idempotent: commit this part and go on.
-				if err := txn.Commit(); err != nil {
+				// Readings are idempotent: commit this part, with the
+				// count of what it holds, and go on.
+				if err := w.commitPart(txn, added); err != nil {
 					return err
 				}
+				added = 0
 				txn = s.db.NewTransaction(true)
 				if err := txn.Set(key, nil); err != nil {
 					return err
@@ -274,6 +276,28 @@ func (w *Writer) write() error {
 			}
 		}
 	}
+	if err := w.commitPart(txn, added); err != nil {
+		return err
+	}
+	if !s.noSync {
+		if err := s.db.Sync(); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+	}
+	s.mu.Lock()
+	for id, ts := range w.pending {
+		if last, ok := s.series[id]; !ok || ts > last {
+			s.series[id] = ts
+		}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// commitPart commits txn together with the store's reading count grown by
+// added, the readings txn stores.
+func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
+	s := w.store
 	s.mu.RLock()
 	total := s.readings + added
 	s.mu.RUnlock()
@@ -283,18 +307,8 @@ func (w *Writer) write() error {
 	if err := txn.Commit(); err != nil {
 		return err
 	}
-	if !s.noSync {
-		if err := s.db.Sync(); err != nil {
-			return fmt.Errorf("sync: %w", err)
-		}
-	}
 	s.mu.Lock()
 	s.readings = total
-	for id, ts := range w.pending {
-		if last, ok := s.series[id]; !ok || ts > last {
-			s.series[id] = ts
-		}
-	}
 	s.mu.Unlock()
 	return nil
 }

@@ -40,6 +40,11 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 	// Each connected client holds a queue of this many outgoing packets;
 	// the default of 8,192 costs ~150 KB per client on a small board.
 	caps.MaximumClientWritesPending = 1024
+	// Held PUBACKs count against a client's receive quota, and the broker
+	// disconnects a client that exhausts it. MQTT 3.1.1 clients cannot
+	// learn the limit, so allow the most the protocol can express; a full
+	// commit queue slows senders down instead.
+	caps.ReceiveMaximum = 65535
 	srv := mqtt.New(&mqtt.Options{
 		Capabilities:           caps,
 		InlineClient:           true,
@@ -152,13 +157,15 @@ func (h *ingestHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pack
 	if q == nil {
 		q = h.queueFor(cl)
 	}
+	// The broker's own quota bookkeeping is skipped for a held message; do
+	// it here, before the message can settle and give its quota back.
+	cl.State.Inflight.DecreaseReceiveQuota()
 	s := q.add(pk)
 	matched := h.in.Ingest(ctx, pk.TopicName, pk.Payload, now, func(err error) { h.settle(cl, q, s, err) })
 	if !matched {
 		// Not ours, but it must not overtake the client's pending acks.
 		h.settle(cl, q, s, nil)
 	}
-	cl.State.Inflight.DecreaseReceiveQuota() // the broker's own bookkeeping is skipped
 	return pk, packets.ErrRejectPacket
 }
 

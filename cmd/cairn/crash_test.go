@@ -1,0 +1,199 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// crashConfig runs the embedded broker; ports are picked at each start.
+const crashConfig = `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+http:
+  listen: "127.0.0.1:0"
+`
+
+// cairnProcess is the cairn binary running `cairn run`.
+type cairnProcess struct {
+	*process
+	mqtt, http string
+	readings   uint64 // readings in the store at start, from the "cairn started" line
+}
+
+var startedReadingsRE = regexp.MustCompile(`\breadings=(\d+)`)
+
+// startCairn runs `cairn run -config cfg` as a process and waits until it
+// has started.
+func startCairn(t *testing.T, bin, cfg string) *cairnProcess {
+	t.Helper()
+	p := &cairnProcess{process: startProcess(t, bin, "run", "-config", cfg)}
+	line, err := p.out.waitLine(`msg="cairn started"`, p.exited, startTimeout)
+	if err != nil {
+		t.Fatalf("cairn: %v (%v)\noutput:\n%s", err, p.err, p.out)
+	}
+	if p.mqtt, p.http, err = parseStarted(line); err != nil {
+		t.Fatal(err)
+	}
+	m := startedReadingsRE.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no readings= in %q", line)
+	}
+	if p.readings, err = strconv.ParseUint(m[1], 10, 64); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sensorFleet publishes messages of a few devices with strictly increasing
+// times per device, and resends what was not acknowledged, like sensors
+// that reconnect. One goroutine at a time may call publish.
+type sensorFleet struct {
+	devices int
+	window  int // unacknowledged messages at most
+	msgs    []sensorMessage
+	acks    *ackLog
+	resent  int // messages sent again because their PUBACK did not come
+}
+
+// publish connects to addr and resends the pending messages; then, if
+// fresh, it sends new ones until stop is closed or the connection fails. It
+// returns once every message it sent got its PUBACK or an error.
+func (f *sensorFleet) publish(addr string, fresh bool, stop <-chan struct{}) error {
+	c, err := connectPublisher(addr, "crash-fleet")
+	if err != nil {
+		return err
+	}
+	defer c.Disconnect(0)
+	sem := make(chan struct{}, f.window)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	send := func(i int) error {
+		select {
+		case sem <- struct{}{}:
+		case <-stop:
+			return errStopped
+		}
+		if !c.IsConnectionOpen() {
+			<-sem
+			return fmt.Errorf("connection to %s lost", addr)
+		}
+		m := f.msgs[i]
+		tok := c.Publish(m.topic(), 1, false, m.payload)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if tok.WaitTimeout(ackTimeout) && tok.Error() == nil {
+				f.acks.ack(i)
+			}
+		}()
+		return nil
+	}
+	for _, i := range f.acks.pending() {
+		if err := send(i); err != nil {
+			return err
+		}
+		f.resent++
+	}
+	for fresh {
+		i := f.acks.add()
+		f.msgs = append(f.msgs, newSensorMessage(fmt.Sprintf("crash-%d", i%f.devices), t0+int64(i/f.devices), i))
+		if err := send(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errStopped is what publish returns when it was told to stop.
+var errStopped = errors.New("stopped")
+
+// TestCrash_SIGKILL kills a loaded cairn process at random moments and
+// checks that no acknowledged reading is lost and none is stored twice.
+func TestCrash_SIGKILL(t *testing.T) {
+	cycles := 20
+	if s := os.Getenv("CAIRN_CRASH_CYCLES"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("CAIRN_CRASH_CYCLES=%q: want a positive number", s)
+		}
+		cycles = max(cycles, n)
+	}
+	bin := cairnBinary.get(t)
+	dataDir := t.TempDir()
+	cfg := writeConfig(t, dataDir, crashConfig)
+	// More devices for more cycles keep each device's readings within one
+	// query when the store is checked.
+	fleet := &sensorFleet{devices: 8 * ((cycles + 19) / 20), window: 32, acks: newAckLog(0)}
+
+	var slowestStart time.Duration
+	minAcked, maxAcked := math.MaxInt, 0
+	for cycle := range cycles {
+		ackedBefore := fleet.acks.count()
+		started := time.Now()
+		p := startCairn(t, bin, cfg)
+		slowestStart = max(slowestStart, time.Since(started))
+		if atLeast := 2 * uint64(ackedBefore); p.readings < atLeast {
+			t.Fatalf("cycle %d: store holds %d readings after restart, want at least %d (every acknowledged one)\noutput:\n%s", cycle, p.readings, atLeast, p.out)
+		}
+		stop := make(chan struct{})
+		stopOnce := sync.OnceFunc(func() { close(stop) })
+		t.Cleanup(stopOnce) // if the test fails before the kill
+		done := make(chan error, 1)
+		go func() { done <- fleet.publish(p.mqtt, true, stop) }()
+		load := time.NewTimer(200*time.Millisecond + rand.N(500*time.Millisecond))
+		select {
+		case <-load.C:
+		case err := <-done:
+			load.Stop()
+			t.Fatalf("cycle %d: publisher stopped before the kill: %v\noutput:\n%s", cycle, err, p.out)
+		}
+		if err := p.signal(t, syscall.SIGKILL); err == nil {
+			t.Fatalf("cycle %d: cairn exited cleanly on SIGKILL", cycle)
+		}
+		stopOnce()
+		<-done // the connection is gone: every PUBACK or error is in
+		n := fleet.acks.count() - ackedBefore
+		minAcked, maxAcked = min(minAcked, n), max(maxAcked, n)
+	}
+	if maxAcked == 0 {
+		t.Fatal("no message was acknowledged before a kill: the crashes happened without load")
+	}
+
+	// Start once more, let every sensor deliver what it still holds, and
+	// stop cleanly.
+	p := startCairn(t, bin, cfg)
+	waitUntil(t, time.Minute, "every message to be acknowledged", func() (bool, string) {
+		pending := len(fleet.acks.pending())
+		if pending == 0 {
+			return true, ""
+		}
+		if err := fleet.publish(p.mqtt, false, nil); err != nil {
+			return false, err.Error()
+		}
+		return false, fmt.Sprintf("%d messages unacknowledged", pending)
+	})
+	st := newAPIClient(p.http).status(t)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("cairn after SIGTERM: got %v, want exit status 0\noutput:\n%s", err, p.out)
+	}
+
+	stored, missing, doubled := checkStored(t, dataDir, fleet.msgs, fleet.acks)
+	if want := 2 * len(fleet.msgs); stored != want {
+		t.Errorf("stored %d readings, want %d: every message was acknowledged in the end", stored, want)
+	}
+	t.Logf("cycles %d (%d to %d PUBACKs before each kill, restarts took up to %s), messages acknowledged %d, resent after a kill %d, readings stored %d, missing %d, doubled %d",
+		cycles, minAcked, maxAcked, slowestStart.Round(time.Millisecond), fleet.acks.count(), fleet.resent, stored, missing, doubled)
+	t.Logf("last run: %d readings stored again were recognised as duplicates", st.Ingest.Duplicates)
+}

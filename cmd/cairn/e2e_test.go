@@ -1,0 +1,584 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// embeddedConfig runs the embedded broker and the API on free ports. The
+// second topic takes one plain value per message, named by the topic.
+const embeddedConfig = `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+  topics:
+    - pattern: "sensors/{device}/telemetry"
+      format: auto
+    - pattern: "sensors/{device}/{metric}"
+      format: auto
+http:
+  listen: "127.0.0.1:0"
+store:
+  commit_linger: 1ms
+`
+
+// t0 is 2023-11-14T22:13:20Z in Unix milliseconds.
+const t0 = 1_700_000_000_000
+
+// recvTime stands for "the time the broker received the message" in an
+// expected reading: the payload carried no time.
+const recvTime = -1
+
+// ms returns Unix milliseconds in nanoseconds.
+func ms(v int64) int64 { return v * 1e6 }
+
+// wantReading builds an expected reading; ts is in Unix milliseconds, or
+// recvTime.
+func wantReading(device, metric string, ts int64, value float64) buffer.Reading {
+	if ts != recvTime {
+		ts = ms(ts)
+	}
+	return buffer.Reading{Device: device, Metric: metric, TS: ts, Value: value}
+}
+
+// apiReadings returns the readings of device among rs as the readings
+// endpoint lists them: by time, newest first if desc, ties by metric then
+// value.
+func apiReadings(rs []buffer.Reading, device string, desc bool) []readingDoc {
+	var sel []buffer.Reading
+	for _, r := range rs {
+		if r.Device == device {
+			sel = append(sel, r)
+		}
+	}
+	sort.Slice(sel, func(i, j int) bool {
+		a, b := sel[i], sel[j]
+		if a.TS != b.TS {
+			return (a.TS < b.TS) != desc
+		}
+		if a.Metric != b.Metric {
+			return a.Metric < b.Metric
+		}
+		return a.Value < b.Value
+	})
+	out := make([]readingDoc, len(sel))
+	for i, r := range sel {
+		out[i] = readingDoc{Metric: r.Metric, TS: r.Time().Format(time.RFC3339Nano), Value: r.Value}
+	}
+	return out
+}
+
+// checkReadings fetches path and compares the readings it lists.
+func checkReadings(t *testing.T, api *apiClient, device, query string, want []readingDoc) {
+	t.Helper()
+	path := "/v1/devices/" + device + "/readings"
+	if query != "" {
+		path += "?" + query
+	}
+	var got readingsDoc
+	if code := api.get(t, path, &got); code != http.StatusOK {
+		t.Fatalf("GET %s: got status %d, want 200", path, code)
+	}
+	if got.Device != device {
+		t.Errorf("GET %s: got device %q, want %q", path, got.Device, device)
+	}
+	if !slices.Equal(got.Readings, want) {
+		t.Errorf("GET %s:\ngot  %v\nwant %v", path, got.Readings, want)
+	}
+}
+
+func TestRun_EmbeddedEndToEnd(t *testing.T) {
+	messages := []struct {
+		topic, payload string
+		want           []buffer.Reading // readings the message gives
+		reason         string           // why a malformed message is rejected
+	}{
+		{
+			topic:   "sensors/greenhouse-1/telemetry",
+			payload: `{"ts":1700000000000,"temperature":21.5,"humidity":40}`,
+			want: []buffer.Reading{
+				wantReading("greenhouse-1", "temperature", t0, 21.5),
+				wantReading("greenhouse-1", "humidity", t0, 40),
+			},
+		},
+		{
+			topic:   "sensors/greenhouse-1/telemetry",
+			payload: `{"ts":1700000001000,"temperature":21.75,"soil":{"moisture":0.31,"probe":{"depth_cm":15}},"note":"ok","tags":[1,2]}`,
+			want: []buffer.Reading{
+				wantReading("greenhouse-1", "temperature", t0+1000, 21.75),
+				wantReading("greenhouse-1", "soil.moisture", t0+1000, 0.31),
+				wantReading("greenhouse-1", "soil.probe.depth_cm", t0+1000, 15),
+			},
+		},
+		{
+			topic:   "sensors/greenhouse-1/telemetry",
+			payload: `{"ts":1700000002000,"temperature":`,
+			reason:  "invalid_json",
+		},
+		{
+			topic:   "sensors/greenhouse-1/telemetry",
+			payload: `{"ts":"2023-11-14T22:13:22.5Z","temperature":22,"door_open":true}`,
+			want: []buffer.Reading{
+				wantReading("greenhouse-1", "temperature", t0+2500, 22),
+				wantReading("greenhouse-1", "door_open", t0+2500, 1),
+			},
+		},
+		{
+			topic:   "sensors/greenhouse-2/telemetry",
+			payload: `{"ts":"2023-11-14T23:13:23+01:00","temperature":-3.25,"door_open":false}`,
+			want: []buffer.Reading{
+				wantReading("greenhouse-2", "temperature", t0+3000, -3.25),
+				wantReading("greenhouse-2", "door_open", t0+3000, 0),
+			},
+		},
+		{
+			topic:   "sensors/greenhouse-2/telemetry",
+			payload: `{"ts":"yesterday","temperature":1}`,
+			reason:  "bad_timestamp",
+		},
+		{
+			topic:   "sensors/greenhouse-2/telemetry",
+			payload: `{"ts":1700000004000,"temperature":-3.5}`,
+			want:    []buffer.Reading{wantReading("greenhouse-2", "temperature", t0+4000, -3.5)},
+		},
+		{
+			topic:   "sensors/greenhouse-2/telemetry",
+			payload: `{"note":"no numbers here"}`,
+			reason:  "no_readings",
+		},
+		{
+			topic:   "sensors/weather/telemetry",
+			payload: `{"ts":1700000005000,"wind":{"speed":3.5,"gust":7.25},"rain_mm":0}`,
+			want: []buffer.Reading{
+				wantReading("weather", "wind.speed", t0+5000, 3.5),
+				wantReading("weather", "wind.gust", t0+5000, 7.25),
+				wantReading("weather", "rain_mm", t0+5000, 0),
+			},
+		},
+		{
+			topic:   "sensors/weather/pressure",
+			payload: `high`,
+			reason:  "invalid_value",
+		},
+		{
+			topic:   "sensors/weather/pressure",
+			payload: `1013.25`,
+			want:    []buffer.Reading{wantReading("weather", "pressure", recvTime, 1013.25)},
+		},
+		{
+			topic:   "sensors/weather/humidity",
+			payload: `{"value":81.5,"unit":"%","ts":1700000006000}`,
+			want:    []buffer.Reading{wantReading("weather", "humidity", t0+6000, 81.5)},
+		},
+		{
+			topic:   "sensors/bad device/telemetry",
+			payload: `{"ts":1700000006000,"temperature":1}`,
+			reason:  "bad_device",
+		},
+		{
+			topic:   "sensors/weather/telemetry",
+			payload: `{"ts":1700000007000,"temperature":1.25e1}`,
+			want:    []buffer.Reading{wantReading("weather", "temperature", t0+7000, 12.5)},
+		},
+		{
+			topic:   "sensors/weather/telemetry",
+			payload: `{"ts":1700000007500,"temperature":}`,
+			reason:  "invalid_json",
+		},
+		{
+			topic:   "sensors/greenhouse-1/telemetry",
+			payload: `{"ts":1700000008000,"temperature":23}`,
+			want:    []buffer.Reading{wantReading("greenhouse-1", "temperature", t0+8000, 23)},
+		},
+	}
+	var want []buffer.Reading
+	var wantRejected uint64
+	wantReasons := make(map[string]uint64)
+	for _, m := range messages {
+		want = append(want, m.want...)
+		if m.reason != "" {
+			wantReasons[m.reason]++
+			wantRejected++
+		}
+	}
+	devices := []string{"greenhouse-1", "greenhouse-2", "weather"}
+
+	dataDir := t.TempDir()
+	cfg := writeConfig(t, dataDir, embeddedConfig)
+	d := startDaemon(t, cfg)
+	api := newAPIClient(d.http)
+	pub := mustConnect(t, d.mqtt, "e2e-publisher")
+
+	// Publish everything back to back, then collect the PUBACKs: a bad
+	// message in the middle must not hold up or drop the ones after it.
+	sent := time.Now()
+	var errs []error
+	toks := make([]func() error, len(messages))
+	for i, m := range messages {
+		tok := pub.Publish(m.topic, 1, false, m.payload)
+		toks[i] = func() error {
+			if !tok.WaitTimeout(ackTimeout) {
+				return fmt.Errorf("message %d (%s): no PUBACK in %s", i, m.payload, ackTimeout)
+			}
+			return tok.Error()
+		}
+	}
+	for _, wait := range toks {
+		if err := wait(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	acked := time.Now()
+	if len(errs) > 0 {
+		t.Fatalf("publish: %v\nlog:\n%s", errs, d.log)
+	}
+	if !pub.IsConnectionOpen() {
+		t.Fatal("publisher was disconnected: a bad message must not end the connection")
+	}
+
+	// A PUBACK means stored: no waiting from here on. The plain value
+	// carried no time, so it has the time it was received.
+	var pressure readingsDoc
+	api.get(t, "/v1/devices/weather/readings?metric=pressure", &pressure)
+	if len(pressure.Readings) != 1 {
+		t.Fatalf("weather pressure: got %v, want one reading", pressure.Readings)
+	}
+	recvTS, err := time.Parse(time.RFC3339Nano, pressure.Readings[0].TS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recvTS.Before(sent) || recvTS.After(acked) {
+		t.Errorf("weather pressure: got time %s, want the receive time, between %s and %s", recvTS, sent, acked)
+	}
+	for i := range want {
+		if want[i].TS == recvTime {
+			want[i].TS = recvTS.UnixNano()
+		}
+	}
+
+	t.Run("readings", func(t *testing.T) {
+		for _, dev := range devices {
+			checkReadings(t, api, dev, "order=asc", apiReadings(want, dev, false))
+			checkReadings(t, api, dev, "order=desc", apiReadings(want, dev, true))
+			checkReadings(t, api, dev, "", apiReadings(want, dev, true)) // newest first by default
+		}
+	})
+
+	t.Run("query parameters", func(t *testing.T) {
+		doc := func(metric string, ts int64, v float64) readingDoc {
+			return readingDoc{Metric: metric, TS: msTS(ts), Value: v}
+		}
+		tests := []struct {
+			query string
+			want  []readingDoc
+		}{
+			{"metric=temperature&order=asc", []readingDoc{
+				doc("temperature", t0, 21.5), doc("temperature", t0+1000, 21.75),
+				doc("temperature", t0+2500, 22), doc("temperature", t0+8000, 23),
+			}},
+			{"metric=temperature&from=1700000001000&to=1700000008000&order=asc", []readingDoc{
+				doc("temperature", t0+1000, 21.75), doc("temperature", t0+2500, 22),
+			}},
+			{"from=2023-11-14T22:13:21Z&to=2023-11-14T22:13:22.5Z&order=asc", []readingDoc{
+				doc("soil.moisture", t0+1000, 0.31), doc("soil.probe.depth_cm", t0+1000, 15), doc("temperature", t0+1000, 21.75),
+			}},
+			{"from=" + url.QueryEscape("2023-11-14T23:13:22.5+01:00"), []readingDoc{
+				doc("temperature", t0+8000, 23), doc("door_open", t0+2500, 1), doc("temperature", t0+2500, 22),
+			}},
+			{"limit=2", []readingDoc{doc("temperature", t0+8000, 23), doc("door_open", t0+2500, 1)}},
+			{"limit=1&order=asc", []readingDoc{doc("humidity", t0, 40)}},
+			{"metric=humidity&to=1700000000000", []readingDoc{}},
+			{"metric=no_such_metric", []readingDoc{}},
+		}
+		for _, tt := range tests {
+			checkReadings(t, api, "greenhouse-1", tt.query, tt.want)
+		}
+	})
+
+	t.Run("bad query parameters", func(t *testing.T) {
+		tests := []struct {
+			path     string
+			wantCode int
+			wantText string // in the error message
+		}{
+			{"/v1/devices/greenhouse-1/readings?limit=0", 400, "limit"},
+			{"/v1/devices/greenhouse-1/readings?limit=ten", 400, "limit"},
+			{"/v1/devices/greenhouse-1/readings?limit=10001", 400, "limit"},
+			{"/v1/devices/greenhouse-1/readings?order=sideways", 400, "order"},
+			{"/v1/devices/greenhouse-1/readings?from=yesterday", 400, "from"},
+			{"/v1/devices/greenhouse-1/readings?to=2023-13-01T00:00:00Z", 400, "to"},
+			{"/v1/devices/greenhouse-1/readings?from=1700000002000&to=1700000001000", 400, "after"},
+			{"/v1/devices/nobody/readings", 404, "nobody"},
+		}
+		for _, tt := range tests {
+			var got struct {
+				Error string `json:"error"`
+			}
+			code := api.get(t, tt.path, &got)
+			if code != tt.wantCode || !strings.Contains(got.Error, tt.wantText) {
+				t.Errorf("GET %s: got %d %q, want %d and an error that mentions %q", tt.path, code, got.Error, tt.wantCode, tt.wantText)
+			}
+		}
+	})
+
+	wantDevices := devicesDoc(want)
+	t.Run("devices", func(t *testing.T) {
+		checkDevices(t, api, wantDevices)
+	})
+
+	t.Run("status", func(t *testing.T) {
+		st := api.status(t)
+		tests := []struct {
+			name      string
+			got, want uint64
+		}{
+			{"ingest.messages", st.Ingest.Messages, uint64(len(messages))},
+			{"ingest.readings", st.Ingest.Readings, uint64(len(want))},
+			{"ingest.stored", st.Ingest.Stored, uint64(len(want))},
+			{"ingest.duplicates", st.Ingest.Duplicates, 0},
+			{"ingest.failed", st.Ingest.Failed, 0},
+			{"ingest.rejected", st.Ingest.Rejected, wantRejected},
+			{"store.readings", st.Store.Readings, uint64(len(want))},
+		}
+		for _, tt := range tests {
+			if tt.got != tt.want {
+				t.Errorf("%s: got %d, want %d", tt.name, tt.got, tt.want)
+			}
+		}
+		if !maps.Equal(st.Ingest.ByReason, wantReasons) {
+			t.Errorf("ingest.rejected_by_reason: got %v, want %v", st.Ingest.ByReason, wantReasons)
+		}
+	})
+
+	// Stop cleanly and start again on the same data: everything is there.
+	pub.Disconnect(250)
+	if err := d.stop(); err != nil {
+		t.Fatalf("cairn run after cancel: got %v, want nil", err)
+	}
+	d2 := startDaemon(t, cfg)
+	api2 := newAPIClient(d2.http)
+	t.Run("after restart", func(t *testing.T) {
+		for _, dev := range devices {
+			checkReadings(t, api2, dev, "order=asc&limit=10000", apiReadings(want, dev, false))
+		}
+		checkDevices(t, api2, wantDevices)
+		if got := api2.status(t).Store.Readings; got != uint64(len(want)) {
+			t.Errorf("store.readings: got %d, want %d", got, len(want))
+		}
+	})
+}
+
+// deviceDoc is one device as /v1/devices lists it.
+type deviceDoc struct {
+	Device   string   `json:"device"`
+	Metrics  []string `json:"metrics"`
+	LastSeen string   `json:"last_seen"`
+}
+
+// devicesDoc returns what /v1/devices should list for the readings rs.
+func devicesDoc(rs []buffer.Reading) []deviceDoc {
+	metrics := make(map[string]map[string]bool)
+	last := make(map[string]int64)
+	for _, r := range rs {
+		if metrics[r.Device] == nil {
+			metrics[r.Device] = make(map[string]bool)
+			last[r.Device] = r.TS
+		}
+		metrics[r.Device][r.Metric] = true
+		last[r.Device] = max(last[r.Device], r.TS)
+	}
+	var out []deviceDoc
+	for dev, ms := range metrics {
+		d := deviceDoc{Device: dev, LastSeen: time.Unix(0, last[dev]).UTC().Format(time.RFC3339Nano)}
+		for m := range ms {
+			d.Metrics = append(d.Metrics, m)
+		}
+		sort.Strings(d.Metrics)
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })
+	return out
+}
+
+func checkDevices(t *testing.T, api *apiClient, want []deviceDoc) {
+	t.Helper()
+	var got struct {
+		Devices []deviceDoc `json:"devices"`
+	}
+	if code := api.get(t, "/v1/devices", &got); code != http.StatusOK {
+		t.Fatalf("GET /v1/devices: got %d, want 200", code)
+	}
+	if !reflect.DeepEqual(got.Devices, want) {
+		t.Errorf("GET /v1/devices:\ngot  %v\nwant %v", got.Devices, want)
+	}
+}
+
+func TestRun_Redelivery(t *testing.T) {
+	const (
+		first  = `{"ts":1700000000000,"temperature":20.5,"humidity":55}`
+		second = `{"ts":1700000001000,"temperature":20.25,"humidity":56}`
+	)
+	steps := []struct {
+		name           string
+		topic, payload string
+		times          int  // published this often back to back, then the PUBACKs are awaited
+		dup            bool // sent once, with the DUP flag, on a raw MQTT connection
+		wantStored     uint64
+		wantDuplicates uint64
+	}{
+		{"new message", "sensors/redelivery-1/telemetry", first, 1, false, 2, 0},
+		{"same message again", "sensors/redelivery-1/telemetry", first, 1, false, 0, 2},
+		{"same message with the DUP flag", "sensors/redelivery-1/telemetry", first, 0, true, 0, 2},
+		{"new message five times at once", "sensors/redelivery-1/telemetry", second, 5, false, 2, 8},
+		{"same time, one value differs", "sensors/redelivery-1/telemetry", `{"ts":1700000000000,"temperature":20.75,"humidity":55}`, 1, false, 1, 1},
+		{"same time in RFC 3339", "sensors/redelivery-1/telemetry", `{"ts":"2023-11-14T22:13:20Z","temperature":20.5}`, 1, false, 0, 1},
+		{"same readings of another device", "sensors/redelivery-2/telemetry", first, 1, false, 2, 0},
+	}
+	dataDir := t.TempDir()
+	d := startDaemon(t, writeConfig(t, dataDir, embeddedConfig))
+	api := newAPIClient(d.http)
+	pub := mustConnect(t, d.mqtt, "redelivery-publisher")
+
+	for _, st := range steps {
+		before := api.status(t)
+		var errs []error
+		var toks []func() error
+		for range st.times {
+			tok := pub.Publish(st.topic, 1, false, st.payload)
+			toks = append(toks, func() error {
+				if !tok.WaitTimeout(ackTimeout) {
+					return fmt.Errorf("no PUBACK in %s", ackTimeout)
+				}
+				return tok.Error()
+			})
+		}
+		for _, wait := range toks {
+			if err := wait(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if st.dup {
+			if err := publishDup(d.mqtt, st.topic, st.payload); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", st.name, errs)
+		}
+		after := api.status(t)
+		checks := []struct {
+			what      string
+			got, want uint64
+		}{
+			{"ingest.stored", after.Ingest.Stored - before.Ingest.Stored, st.wantStored},
+			{"ingest.duplicates", after.Ingest.Duplicates - before.Ingest.Duplicates, st.wantDuplicates},
+			{"store.readings", after.Store.Readings - before.Store.Readings, st.wantStored},
+		}
+		for _, c := range checks {
+			if c.got != c.want {
+				t.Errorf("%s: %s grew by %d, want %d", st.name, c.what, c.got, c.want)
+			}
+		}
+	}
+
+	doc := func(metric string, ts int64, v float64) readingDoc {
+		return readingDoc{Metric: metric, TS: msTS(ts), Value: v}
+	}
+	checkReadings(t, api, "redelivery-1", "order=asc", []readingDoc{
+		doc("humidity", t0, 55), doc("temperature", t0, 20.5), doc("temperature", t0, 20.75),
+		doc("humidity", t0+1000, 56), doc("temperature", t0+1000, 20.25),
+	})
+	checkReadings(t, api, "redelivery-2", "order=asc", []readingDoc{
+		doc("humidity", t0, 55), doc("temperature", t0, 20.5),
+	})
+}
+
+// publishDup sends one QoS 1 PUBLISH with the DUP flag set, as a sensor
+// does when it resends a message whose PUBACK it did not get, on its own
+// MQTT 3.1.1 connection, and waits for the PUBACK. paho's client sets DUP
+// only itself, so the packets are built with its codec.
+func publishDup(addr, topic, payload string) error {
+	conn, err := net.DialTimeout("tcp", addr, startTimeout)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(ackTimeout)); err != nil {
+		return err
+	}
+	c := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
+	c.ProtocolName, c.ProtocolVersion = "MQTT", 4
+	c.CleanSession = true
+	c.ClientIdentifier = "dup-sender"
+	c.Keepalive = 30
+	if err := c.Write(conn); err != nil {
+		return fmt.Errorf("write CONNECT: %w", err)
+	}
+	pk, err := packets.ReadPacket(conn)
+	if err != nil {
+		return fmt.Errorf("read CONNACK: %w", err)
+	}
+	if ca, ok := pk.(*packets.ConnackPacket); !ok || ca.ReturnCode != packets.Accepted {
+		return fmt.Errorf("got %v, want an accepting CONNACK", pk)
+	}
+	const id = 4711
+	p := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+	p.Qos, p.Dup = 1, true
+	p.TopicName, p.MessageID, p.Payload = topic, id, []byte(payload)
+	if err := p.Write(conn); err != nil {
+		return fmt.Errorf("write PUBLISH: %w", err)
+	}
+	pk, err = packets.ReadPacket(conn)
+	if err != nil {
+		return fmt.Errorf("read PUBACK: %w", err)
+	}
+	if pa, ok := pk.(*packets.PubackPacket); !ok || pa.MessageID != id {
+		return fmt.Errorf("got %v, want PUBACK of message %d", pk, id)
+	}
+	if err := packets.NewControlPacket(packets.Disconnect).Write(conn); err != nil {
+		return fmt.Errorf("write DISCONNECT: %w", err)
+	}
+	return nil
+}
+
+// TestRun_ManyInFlight publishes more QoS 1 messages back to back than the
+// broker's default receive maximum (1,024): held PUBACKs must slow the
+// sender down, never cost it its connection.
+func TestRun_ManyInFlight(t *testing.T) {
+	const n = 3000
+	d := startDaemon(t, writeConfig(t, t.TempDir(), embeddedConfig))
+	pub := mustConnect(t, d.mqtt, "many-in-flight")
+	toks := make([]paho.Token, n)
+	for i := range toks {
+		toks[i] = pub.Publish("sensors/burst/telemetry", 1, false, fmt.Sprintf(`{"ts":%d,"v":%d}`, 1700000000000+i, i))
+	}
+	for i, tok := range toks {
+		if !tok.WaitTimeout(ackTimeout) {
+			t.Fatalf("message %d: no PUBACK in %s", i, ackTimeout)
+		}
+		if err := tok.Error(); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if !pub.IsConnectionOpen() {
+		t.Fatal("publisher was disconnected")
+	}
+	if got := newAPIClient(d.http).status(t).Store.Readings; got != n {
+		t.Errorf("store.readings: got %d, want %d", got, n)
+	}
+}

@@ -1,0 +1,495 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"go.uber.org/goleak"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		cairnBinary.remove()
+		os.Exit(code)
+	}))
+}
+
+// Waiting limits. They are generous: a slow CI machine under -race must
+// not fail a test that is merely slow. Nothing waits for them to pass.
+const (
+	startTimeout = 30 * time.Second // a daemon or broker to come up
+	stopTimeout  = 30 * time.Second // a daemon or broker to exit
+	ackTimeout   = 30 * time.Second // one PUBACK
+)
+
+// waitUntil polls cond until it reports done, and fails the test if that
+// takes longer than timeout. cond's state is printed on failure.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (done bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		done, state := cond()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// logLines is an io.Writer that keeps what a process or an in-process
+// daemon writes, and lets tests wait for a line. It is safe for concurrent
+// use.
+type logLines struct {
+	mu      sync.Mutex // guards partial, lines and changed
+	partial []byte
+	lines   []string
+	changed chan struct{} // closed and replaced when a line is complete
+}
+
+func newLogLines() *logLines { return &logLines{changed: make(chan struct{})} }
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, p...)
+	added := false
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		l.lines = append(l.lines, string(l.partial[:i]))
+		l.partial = l.partial[i+1:]
+		added = true
+	}
+	if added {
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+	return len(p), nil
+}
+
+// String returns everything written so far.
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n") + "\n" + string(l.partial)
+}
+
+// waitLine waits for a line that contains substr and returns it. It gives up
+// when quit is closed (the writer is gone) or after timeout.
+func (l *logLines) waitLine(substr string, quit <-chan struct{}, timeout time.Duration) (string, error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		l.mu.Lock()
+		for _, line := range l.lines {
+			if strings.Contains(line, substr) {
+				l.mu.Unlock()
+				return line, nil
+			}
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-quit:
+			return "", fmt.Errorf("exited before logging %q", substr)
+		case <-timer.C:
+			return "", fmt.Errorf("no line with %q after %s", substr, timeout)
+		}
+	}
+}
+
+var startedAddrRE = regexp.MustCompile(`\b(mqtt|http)=(\S+)`)
+
+// parseStarted returns the MQTT and HTTP addresses of a "cairn started" line.
+func parseStarted(line string) (mqttAddr, httpAddr string, err error) {
+	for _, m := range startedAddrRE.FindAllStringSubmatch(line, -1) {
+		switch m[1] {
+		case "mqtt":
+			mqttAddr = strings.TrimPrefix(m[2], "tcp://")
+		case "http":
+			httpAddr = m[2]
+		}
+	}
+	if mqttAddr == "" || httpAddr == "" {
+		return "", "", fmt.Errorf("no mqtt= and http= in %q", line)
+	}
+	return mqttAddr, httpAddr, nil
+}
+
+// writeConfig writes a config file into a new temporary directory and
+// returns its path. %DATA% in yaml is replaced by dataDir.
+func writeConfig(t *testing.T, dataDir, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cairn.yaml")
+	yaml = strings.ReplaceAll(yaml, "%DATA%", dataDir)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// inProcess is `cairn run` running in this process, as run() in a goroutine.
+type inProcess struct {
+	mqtt, http string // listen addresses, from the "cairn started" line
+	log        *logLines
+	cancel     context.CancelFunc
+	done       chan struct{} // closed when run has returned
+	err        error         // what run returned; read after done
+}
+
+// startDaemon runs `cairn run -config path` until the test ends (or stop)
+// and waits until it has logged that it started.
+func startDaemon(t *testing.T, path string) *inProcess {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &inProcess{log: newLogLines(), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		d.err = run(ctx, []string{"run", "-config", path}, io.Discard, d.log)
+	}()
+	t.Cleanup(func() {
+		if err := d.stop(); err != nil {
+			t.Errorf("cairn run: %v\nlog:\n%s", err, d.log)
+		}
+	})
+	line, err := d.log.waitLine(`msg="cairn started"`, d.done, startTimeout)
+	if err != nil {
+		d.cancel()
+		<-d.done
+		t.Fatalf("cairn run: %v (run returned %v)\nlog:\n%s", err, d.err, d.log)
+	}
+	if d.mqtt, d.http, err = parseStarted(line); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// stop cancels run's context and returns what run returned. It may be
+// called more than once.
+func (d *inProcess) stop() error {
+	d.cancel()
+	select {
+	case <-d.done:
+		return d.err
+	case <-time.After(stopTimeout):
+		return fmt.Errorf("still running %s after its context was cancelled", stopTimeout)
+	}
+}
+
+// process is a child process whose output is kept.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	out    *logLines
+	exited chan struct{} // closed when the process has exited
+	err    error         // what Wait returned; read after exited
+}
+
+// startProcess starts a program; it is killed when the test ends if it is
+// still running.
+func startProcess(t *testing.T, name string, args ...string) *process {
+	t.Helper()
+	p := &process{name: filepath.Base(name), out: newLogLines(), exited: make(chan struct{})}
+	p.cmd = exec.Command(name, args...)
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		defer close(p.exited)
+		p.err = p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+			return
+		default:
+		}
+		if err := p.cmd.Process.Kill(); err != nil {
+			t.Errorf("kill %s: %v", p.name, err)
+		}
+		<-p.exited
+	})
+	return p
+}
+
+// signal sends sig to the process and waits until it has exited. It
+// returns what Wait returned.
+func (p *process) signal(t *testing.T, sig os.Signal) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %s to %s: %v", sig, p.name, err)
+	}
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(stopTimeout):
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Errorf("kill %s: %v", p.name, err)
+		}
+		<-p.exited
+		t.Fatalf("%s still running %s after %s; output:\n%s", p.name, stopTimeout, sig, p.out)
+		return nil
+	}
+}
+
+// running reports whether the process has not exited yet.
+func (p *process) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago, for
+// a program that must keep its port across a restart.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// connectPublisher connects a sensor-like MQTT client (clean session, no
+// automatic reconnection) to the broker at addr (host:port).
+func connectPublisher(addr, clientID string) (paho.Client, error) {
+	opts := paho.NewClientOptions().
+		AddBroker("tcp://" + addr).
+		SetClientID(clientID).
+		SetCleanSession(true).
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
+		SetConnectTimeout(5 * time.Second).
+		SetWriteTimeout(10 * time.Second).
+		SetKeepAlive(30 * time.Second)
+	c := paho.NewClient(opts)
+	tok := c.Connect()
+	if !tok.WaitTimeout(startTimeout) {
+		c.Disconnect(0)
+		return nil, fmt.Errorf("connect %s: no CONNACK in %s", addr, startTimeout)
+	}
+	if err := tok.Error(); err != nil {
+		return nil, fmt.Errorf("connect %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// mustConnect is connectPublisher that fails the test on error; the client
+// is disconnected when the test ends.
+func mustConnect(t *testing.T, addr, clientID string) paho.Client {
+	t.Helper()
+	c, err := connectPublisher(addr, clientID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+	return c
+}
+
+// publish1 publishes at QoS 1 and waits for the PUBACK.
+func publish1(c paho.Client, topic, payload string) error {
+	tok := c.Publish(topic, 1, false, payload)
+	if !tok.WaitTimeout(ackTimeout) {
+		return fmt.Errorf("publish %s: no PUBACK in %s", topic, ackTimeout)
+	}
+	if err := tok.Error(); err != nil {
+		return fmt.Errorf("publish %s: %w", topic, err)
+	}
+	return nil
+}
+
+// apiClient calls a daemon's HTTP API.
+type apiClient struct {
+	base string
+	c    *http.Client
+}
+
+func newAPIClient(addr string) *apiClient {
+	return &apiClient{
+		base: "http://" + addr,
+		// No keep-alive: no idle connection outlives a test.
+		c: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
+	}
+}
+
+// get fetches path, decodes its JSON body into v (if not nil) and returns
+// the status code.
+func (a *apiClient) get(t *testing.T, path string, v any) int {
+	t.Helper()
+	code, body, err := a.fetch(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != nil {
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("GET %s: %d, body is not the JSON expected: %v\n%s", path, code, err, body)
+		}
+	}
+	return code
+}
+
+func (a *apiClient) fetch(path string) (int, []byte, error) {
+	resp, err := a.c.Get(a.base + path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	return resp.StatusCode, body, nil
+}
+
+// statusDoc is the part of /v1/status the tests read.
+type statusDoc struct {
+	MQTT struct {
+		Mode      string `json:"mode"`
+		Connected bool   `json:"connected"`
+	} `json:"mqtt"`
+	Ingest struct {
+		Messages   uint64            `json:"messages"`
+		Readings   uint64            `json:"readings"`
+		Stored     uint64            `json:"stored"`
+		Duplicates uint64            `json:"duplicates"`
+		Failed     uint64            `json:"failed"`
+		Rejected   uint64            `json:"rejected"`
+		ByReason   map[string]uint64 `json:"rejected_by_reason"`
+	} `json:"ingest"`
+	Store struct {
+		Readings uint64 `json:"readings"`
+		Series   int    `json:"series"`
+	} `json:"store"`
+}
+
+func (a *apiClient) status(t *testing.T) statusDoc {
+	t.Helper()
+	var st statusDoc
+	if code := a.get(t, "/v1/status", &st); code != http.StatusOK {
+		t.Fatalf("GET /v1/status: got %d, want 200", code)
+	}
+	return st
+}
+
+// readingDoc is one reading as the readings endpoint serves it.
+type readingDoc struct {
+	Metric string  `json:"metric"`
+	TS     string  `json:"ts"`
+	Value  float64 `json:"value"`
+}
+
+type readingsDoc struct {
+	Device   string       `json:"device"`
+	Readings []readingDoc `json:"readings"`
+}
+
+// msTS formats epoch milliseconds as the API does.
+func msTS(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
+
+// storedReadings opens the data directory of a stopped daemon and returns
+// every reading of every series.
+func storedReadings(t *testing.T, dir string) (all []buffer.Reading, counted uint64) {
+	t.Helper()
+	store, err := buffer.Open(buffer.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	devices := make(map[string]bool)
+	for _, s := range store.SeriesList() {
+		devices[s.Device] = true
+	}
+	for dev := range devices {
+		rs, err := store.Readings(buffer.Query{Device: dev, From: math.MinInt64, To: math.MaxInt64, Limit: buffer.MaxQueryLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) == buffer.MaxQueryLimit {
+			t.Fatalf("device %s has %d readings or more: too many for one query", dev, len(rs))
+		}
+		all = append(all, rs...)
+	}
+	return all, store.ReadingCount()
+}
+
+// cairnBinary is the cairn command built once for the tests that run it as
+// a process; TestMain removes it.
+var cairnBinary binaryBuild
+
+type binaryBuild struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// get builds the binary on first use and returns its path.
+func (b *binaryBuild) get(t *testing.T) string {
+	t.Helper()
+	b.once.Do(func() {
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			b.err = fmt.Errorf("the go command is needed to build cairn: %w", err)
+			return
+		}
+		if b.dir, err = os.MkdirTemp("", "cairn-test-bin-"); err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(b.dir, "cairn")
+		cmd := exec.Command(gobin, "build", "-o", b.path, ".")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+func (b *binaryBuild) remove() {
+	if b.dir == "" {
+		return
+	}
+	if err := os.RemoveAll(b.dir); err != nil {
+		fmt.Fprintln(os.Stderr, "remove test binary:", err)
+	}
+}
