@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -43,6 +44,14 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}
 	if cfg.MemoryLimitMiB > 0 {
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMiB) << 20)
+	}
+	// On a single core the runtime has one P, and a goroutine in fsync
+	// keeps it until the runtime notices (up to 10 ms when the process was
+	// idle): MQTT reads stall during every group commit, the next commit
+	// holds only what trickled in, and throughput collapses. A second P
+	// lets ingest run while the disk syncs; the kernel shares the core.
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
 	}
 	started := time.Now()
 

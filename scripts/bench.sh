@@ -1,0 +1,432 @@
+#!/usr/bin/env bash
+# Measures cairn's ingest throughput, CPU and memory in the shape of a small
+# two-core board: the publisher (and Mosquitto) on core 0, `cairn run` alone
+# on core 1 (one core, as on a small board; cairn then runs two Ps). 100 simulated devices send JSON messages
+# (millisecond ts + 2 numeric fields = 2 readings) at QoS 1.
+#
+#   scripts/bench.sh [CASE...]     CASE: embedded_max external_drain embedded_paced
+#
+# Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
+#   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
+#                   -inflight 100` as fast as it goes; readings/s = readings
+#                   stored / the publisher's elapsed seconds
+#   external_drain  Mosquitto holds 200,000 messages queued for cairn's
+#                   persistent session; time from starting cairn until all
+#                   400,000 readings are stored
+#   embedded_paced  embedded broker; `cairn sim -rate 10000 -duration 20s`;
+#                   cairn's share of one core
+#
+# Figures: readings_per_sec, cpu_sec_per_100k_msgs (utime+stime of cairn from
+# just before the load until all readings are stored; for external_drain from
+# cairn's start), peak_rss_mib (VmHWM just before cairn is stopped),
+# rss_anon_mib (RssAnon at the same moment), publisher_cpu_percent /
+# broker_cpu_percent (to see whether core 0 is the limit), and
+# core1_other_cpu_percent: busy time of core 1 not charged to cairn during
+# the measurement (other processes, plus interrupt and kernel-thread work,
+# part of it cairn's own networking and I/O). On a quiet machine it should
+# stay small; much more means something else ran on cairn's core.
+#
+# Environment:
+#   BENCH_RUNS=N            runs per case (default 3)
+#   BENCH_CONFIG_EXTRA=...  YAML lines appended to the generated cairn config,
+#                           e.g. 'memory_limit_mib: 40' or
+#                           $'store:\n  commit_linger: 2ms' (don't repeat
+#                           data_dir, mqtt or http: the script sets those)
+#   BENCH_MOSQUITTO_EXTRA=...  lines appended to the generated mosquitto.conf
+#   BENCH_TIMEOUT=S         seconds to wait for all readings (default 300)
+#   TMPDIR                  where data dirs go; use a real disk, not tmpfs
+#
+# Summary lines go to stdout, progress to stderr. Needs Linux, 2+ cores,
+# taskset, python3, Go; Mosquitto for external_drain (installed with apt-get
+# when missing and running as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/sbin:/sbin"
+unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
+
+ALL_CASES=(embedded_max external_drain embedded_paced)
+RUNS=${BENCH_RUNS:-3}
+EXTRA=${BENCH_CONFIG_EXTRA:-}
+MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
+TIMEOUT=${BENCH_TIMEOUT:-300}
+STALL=30 # seconds without a new stored reading that fail a run
+DEVICES=100
+COUNT=200000
+INFLIGHT=100
+PACED_RATE=10000
+PACED_DURATION=20s
+CLIENT_ID=cairn-bench
+HELPER=scripts/bench/status.py
+
+log() { printf 'bench: %s\n' "$*" >&2; }
+FAILED=
+die() {
+	printf 'bench: FAIL: %s\n' "$*" >&2
+	FAILED=1
+	exit 1
+}
+
+# ---- arguments and prerequisites ----------------------------------------
+
+cases=("$@")
+[ ${#cases[@]} -gt 0 ] || cases=("${ALL_CASES[@]}")
+for c in "${cases[@]}"; do
+	case " ${ALL_CASES[*]} " in
+	*" $c "*) ;;
+	*) die "unknown case '$c' (cases: ${ALL_CASES[*]})" ;;
+	esac
+done
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_RUNS must be a positive integer (got '$RUNS')"
+[[ $TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer (got '$TIMEOUT')"
+[ "$(nproc --all)" -ge 2 ] || die "needs at least 2 cores (cairn on core 1, the publisher on core 0)"
+for tool in taskset python3 go getconf; do
+	command -v "$tool" >/dev/null || die "$tool not found"
+done
+if [[ " ${cases[*]} " == *" external_drain "* ]] && ! command -v mosquitto >/dev/null; then
+	[ "$(id -u)" -eq 0 ] || die "mosquitto not found; install it: sudo apt-get install mosquitto"
+	log "installing mosquitto"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mosquitto >/dev/null ||
+		die "apt-get install mosquitto failed"
+fi
+TCK=$(getconf CLK_TCK)
+
+# ---- process bookkeeping --------------------------------------------------
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cairn-bench.XXXXXX")
+pids=() # every background process started and not yet reaped
+
+running() { # PID: alive and not a zombie
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	[[ ${s:0:1} != [ZX] ]]
+}
+
+forget() {
+	local keep=() p
+	for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	pids=("${keep[@]}")
+}
+
+cleanup() {
+	local p i
+	for p in "${pids[@]}"; do running "$p" && kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do
+		for ((i = 0; i < 50; i++)); do running "$p" || break; sleep 0.1; done
+		running "$p" && kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	if [ -n "$FAILED" ]; then
+		log "kept $tmp (logs, configs, data) for inspection"
+	else
+		rm -rf "$tmp"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# stop PID NAME: SIGTERM, wait up to 30 s, reap; warns on a non-zero exit.
+stop() {
+	local pid=$1 name=$2 i rc=0
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 300; i++)); do running "$pid" || break; sleep 0.1; done
+	if running "$pid"; then
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		forget "$pid"
+		die "$name (pid $pid) did not stop within 30 s of SIGTERM"
+	fi
+	wait "$pid" || rc=$?
+	forget "$pid"
+	[ "$rc" -eq 0 ] || log "warning: $name exited with status $rc after SIGTERM"
+}
+
+# ---- measurements ---------------------------------------------------------
+
+cpu_ticks() { # PID: utime+stime (fields 14, 15 of /proc/PID/stat)
+	local s f
+	s=$(cat "/proc/$1/stat") || die "pid $1 is gone"
+	s=${s##*) } # field 3 on
+	read -ra f <<<"$s"
+	echo $((f[11] + f[12]))
+}
+
+mem_kib() { # PID KEY: a kB value of /proc/PID/status
+	awk -v k="$2:" '$1 == k { print $2; found = 1 } END { if (!found) exit 1 }' "/proc/$1/status" ||
+		die "no $2 for pid $1"
+}
+
+core_busy() { # CORE: busy ticks of one core (user nice system irq softirq steal)
+	awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
+}
+
+# other_pct BUSY0 BUSY1 OWN_TICKS WALL_S: percent of a core that processes
+# other than OWN used meanwhile.
+other_pct() { calc "(($2 - $1) - $3) / $TCK / $4 * 100"; }
+
+calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
+fmt() { printf "%.${2:-2}f" "$1"; } # VALUE [DECIMALS]
+
+json_num() { # KEY JSON: a number field of a flat JSON object
+	[[ $2 =~ \"$1\":([0-9.eE+-]+) ]] || die "no \"$1\" in $2"
+	echo "${BASH_REMATCH[1]}"
+}
+
+# ---- results ----------------------------------------------------------------
+
+declare -A VALS FMTS
+ORDER=()
+
+record() { # CASE FIGURE PRINTF-FORMAT VALUE
+	local key="$1: $2"
+	if [ -z "${FMTS[$key]+x}" ]; then
+		ORDER+=("$key")
+		FMTS[$key]=$3
+		VALS[$key]=""
+	fi
+	VALS[$key]+="$(printf "$3" "$4") "
+}
+
+summarize() { # CASE: print its figures
+	local key med
+	for key in "${ORDER[@]}"; do
+		[[ $key == "$1: "* ]] || continue
+		# shellcheck disable=SC2086 # the values are words
+		med=$(printf '%s\n' ${VALS[$key]} | sort -g |
+			awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+		printf '%s median=%s runs=[%s]\n' "$key" "$(printf "${FMTS[$key]}" "$med")" "${VALS[$key]% }"
+	done
+}
+
+# ---- building blocks ------------------------------------------------------
+
+free_ports() { python3 "$HELPER" ports "$1" | tr '\n' ' '; }
+
+# write_config FILE embedded|external MQTT_PORT HTTP_PORT DATA_DIR
+write_config() {
+	{
+		echo "data_dir: $5"
+		echo "mqtt:"
+		if [ "$2" = embedded ]; then
+			echo "  embedded:"
+			echo "    listen: \"127.0.0.1:$3\""
+		else
+			echo "  url: tcp://127.0.0.1:$3"
+		fi
+		echo "  client_id: $CLIENT_ID"
+		echo "http:"
+		echo "  listen: \"127.0.0.1:$4\""
+		[ -z "$EXTRA" ] || printf '%s\n' "$EXTRA"
+	} >"$1"
+	"$tmp/cairn" check-config -config "$1" >/dev/null 2>"$1.err" ||
+		die "generated config rejected (BENCH_CONFIG_EXTRA?): $(cat "$1.err")"
+}
+
+# start_cairn CONFIG LOG: sets CAIRN_PID (taskset execs cairn: same pid).
+start_cairn() {
+	taskset -c 1 "$tmp/cairn" run -config "$1" 2>"$2" &
+	CAIRN_PID=$!
+	pids+=("$CAIRN_PID")
+}
+
+wait_started() { # PID LOG
+	local i
+	for ((i = 0; i < 600; i++)); do
+		grep -q 'msg="cairn started"' "$2" && return 0
+		running "$1" || die "cairn exited at start:"$'\n'"$(tail -n 20 "$2")"
+		sleep 0.05
+	done
+	die "cairn did not log 'cairn started' within 30 s:"$'\n'"$(tail -n 20 "$2")"
+}
+
+# wait_readings HTTP_PORT PID TARGET LOG: sets DONE_AT (epoch seconds at the
+# first poll that saw TARGET readings), COMMITS and COMMIT_MS (group commits
+# so far and their average duration).
+wait_readings() {
+	local out
+	out=$(python3 "$HELPER" readings "http://127.0.0.1:$1/v1/status" "$2" "$3" "$TIMEOUT" "$STALL") ||
+		die "not all readings stored (cairn log: $4):"$'\n'"$(tail -n 20 "$4")"
+	read -r DONE_AT _ _ COMMITS COMMIT_MS <<<"$out"
+}
+
+# run_sim DIR BROKER_PORT SIM-ARGS...: runs cairn sim on core 0 in the
+# foreground; sets SIM_SENT SIM_ACKED SIM_SECONDS SIM_CPU_PCT.
+run_sim() {
+	local dir=$1 port=$2 out t real user sys
+	shift 2
+	local TIMEFORMAT='%R %U %S'
+	{ time taskset -c 0 "$tmp/cairn" sim -broker "tcp://127.0.0.1:$port" -devices "$DEVICES" -qos 1 \
+		-inflight "$INFLIGHT" "$@" >"$dir/sim.out" 2>"$dir/sim.err"; } 2>"$dir/sim.time" ||
+		die "cairn sim failed: $(cat "$dir/sim.err")"
+	out=$(tail -n 1 "$dir/sim.out")
+	SIM_SENT=$(json_num sent "$out")
+	SIM_ACKED=$(json_num acked "$out")
+	SIM_SECONDS=$(json_num seconds "$out")
+	read -r real user sys <"$dir/sim.time"
+	SIM_CPU_PCT=$(calc "($user + $sys) / $real * 100")
+	[ "$SIM_ACKED" -eq "$SIM_SENT" ] || die "cairn sim: only $SIM_ACKED of $SIM_SENT messages acknowledged: $(cat "$dir/sim.err")"
+	[ "$SIM_ACKED" -gt 0 ] || die "cairn sim acknowledged no messages"
+}
+
+wait_port() { # PORT PID NAME
+	local i
+	for ((i = 0; i < 200; i++)); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		running "$2" || die "$3 exited at start"
+		sleep 0.05
+	done
+	die "$3 not listening on port $1 within 10 s"
+}
+
+# ---- cases ------------------------------------------------------------------
+
+case_embedded_max() { # RUN-DIR
+	local dir=$1 mport hport c0 c1 b0 b1 w0 w1 cpu target
+	read -r mport hport <<<"$(free_ports 2)"
+	write_config "$dir/cairn.yaml" embedded "$mport" "$hport" "$dir/data"
+	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
+	wait_started "$CAIRN_PID" "$dir/cairn.log"
+	b0=$(core_busy 1) w0=$EPOCHREALTIME
+	c0=$(cpu_ticks "$CAIRN_PID")
+	run_sim "$dir" "$mport" -rate 0 -count "$COUNT"
+	target=$((2 * SIM_ACKED))
+	wait_readings "$hport" "$CAIRN_PID" "$target" "$dir/cairn.log"
+	c1=$(cpu_ticks "$CAIRN_PID")
+	b1=$(core_busy 1) w1=$EPOCHREALTIME
+	OTHER=$(other_pct "$b0" "$b1" $((c1 - c0)) "$(calc "$w1 - $w0")")
+	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
+	stop "$CAIRN_PID" cairn
+	cpu=$(calc "($c1 - $c0) / $TCK")
+	RPS=$(calc "$target / $SIM_SECONDS")
+	record embedded_max readings_per_sec %.0f "$RPS"
+	record embedded_max cpu_sec_per_100k_msgs %.2f "$(calc "$cpu / ($SIM_ACKED / 100000)")"
+	record embedded_max peak_rss_mib %.1f "$(calc "$HWM / 1024")"
+	record embedded_max rss_anon_mib %.1f "$(calc "$ANON / 1024")"
+	record embedded_max publisher_cpu_percent %.0f "$SIM_CPU_PCT"
+	record embedded_max core1_other_cpu_percent %.0f "$OTHER"
+	DETAIL="$target readings in ${SIM_SECONDS}s, cairn cpu $(fmt "$cpu")s, $COMMITS commits of ${COMMIT_MS} ms avg, publisher cpu $(fmt "$SIM_CPU_PCT" 0)%"
+}
+
+case_external_drain() { # RUN-DIR
+	local dir=$1 mport hport mpid t0 c1 m0 m1 b0 b1 cpu secs target pub_secs pub_pct broker
+	read -r mport hport <<<"$(free_ports 2)"
+	cat >"$dir/mosquitto.conf" <<EOF
+listener $mport 127.0.0.1
+allow_anonymous true
+persistence false
+max_inflight_messages 1000
+max_queued_messages 0
+max_queued_bytes 0
+log_dest stderr
+log_type error
+log_type warning
+${MOSQ_EXTRA}
+EOF
+	taskset -c 0 mosquitto -c "$dir/mosquitto.conf" 2>"$dir/mosquitto.log" &
+	mpid=$!
+	pids+=("$mpid")
+	wait_port "$mport" "$mpid" mosquitto
+	write_config "$dir/cairn.yaml" external "$mport" "$hport" "$dir/data"
+
+	# Create cairn's persistent session and subscription, then go offline.
+	start_cairn "$dir/cairn.yaml" "$dir/cairn-session.log"
+	python3 "$HELPER" connected "http://127.0.0.1:$hport/v1/status" "$CAIRN_PID" 30 ||
+		die "cairn did not subscribe at mosquitto:"$'\n'"$(tail -n 20 "$dir/cairn-session.log")"
+	stop "$CAIRN_PID" cairn
+
+	# Queue the messages for the offline session.
+	run_sim "$dir" "$mport" -rate 0 -count "$COUNT"
+	pub_secs=$SIM_SECONDS pub_pct=$SIM_CPU_PCT
+	running "$mpid" || die "mosquitto exited: $(tail -n 20 "$dir/mosquitto.log")"
+	target=$((2 * SIM_ACKED))
+
+	# Drain: from cairn's start until every reading is stored.
+	m0=$(cpu_ticks "$mpid")
+	b0=$(core_busy 1)
+	t0=$EPOCHREALTIME
+	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
+	wait_readings "$hport" "$CAIRN_PID" "$target" "$dir/cairn.log"
+	c1=$(cpu_ticks "$CAIRN_PID")
+	m1=$(cpu_ticks "$mpid")
+	b1=$(core_busy 1)
+	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
+	stop "$CAIRN_PID" cairn
+	stop "$mpid" mosquitto
+	secs=$(calc "$DONE_AT - $t0")
+	cpu=$(calc "$c1 / $TCK")
+	broker=$(calc "($m1 - $m0) / $TCK / $secs * 100")
+	OTHER=$(other_pct "$b0" "$b1" "$c1" "$(calc "$EPOCHREALTIME - $t0")")
+	RPS=$(calc "$target / $secs")
+	record external_drain readings_per_sec %.0f "$RPS"
+	record external_drain cpu_sec_per_100k_msgs %.2f "$(calc "$cpu / ($SIM_ACKED / 100000)")"
+	record external_drain peak_rss_mib %.1f "$(calc "$HWM / 1024")"
+	record external_drain rss_anon_mib %.1f "$(calc "$ANON / 1024")"
+	record external_drain broker_cpu_percent %.0f "$broker"
+	record external_drain core1_other_cpu_percent %.0f "$OTHER"
+	DETAIL="$target readings drained in $(fmt "$secs")s, cairn cpu $(fmt "$cpu")s, $COMMITS commits of ${COMMIT_MS} ms avg, mosquitto cpu $(fmt "$broker" 0)% (queued in ${pub_secs}s, publisher cpu $(fmt "$pub_pct" 0)%)"
+}
+
+case_embedded_paced() { # RUN-DIR
+	local dir=$1 mport hport c0 c1 b0 b1 w0 w1 cpu wall target
+	read -r mport hport <<<"$(free_ports 2)"
+	write_config "$dir/cairn.yaml" embedded "$mport" "$hport" "$dir/data"
+	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
+	wait_started "$CAIRN_PID" "$dir/cairn.log"
+	c0=$(cpu_ticks "$CAIRN_PID")
+	b0=$(core_busy 1) w0=$EPOCHREALTIME
+	run_sim "$dir" "$mport" -rate "$PACED_RATE" -duration "$PACED_DURATION"
+	# A PUBACK leaves only once its message is synced: everything
+	# acknowledged is stored by now, which wait_readings checks below.
+	c1=$(cpu_ticks "$CAIRN_PID")
+	b1=$(core_busy 1) w1=$EPOCHREALTIME
+	target=$((2 * SIM_ACKED))
+	wait_readings "$hport" "$CAIRN_PID" "$target" "$dir/cairn.log"
+	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
+	stop "$CAIRN_PID" cairn
+	cpu=$(calc "($c1 - $c0) / $TCK")
+	wall=$(calc "$w1 - $w0")
+	RPS=$(calc "$target / $SIM_SECONDS")
+	record embedded_paced cpu_share_percent %.1f "$(calc "$cpu / $wall * 100")"
+	record embedded_paced readings_per_sec %.0f "$RPS"
+	record embedded_paced peak_rss_mib %.1f "$(calc "$HWM / 1024")"
+	record embedded_paced rss_anon_mib %.1f "$(calc "$ANON / 1024")"
+	record embedded_paced publisher_cpu_percent %.0f "$SIM_CPU_PCT"
+	OTHER=$(other_pct "$b0" "$b1" $((c1 - c0)) "$wall")
+	record embedded_paced core1_other_cpu_percent %.0f "$OTHER"
+	DETAIL="$target readings in ${SIM_SECONDS}s, cairn cpu $(fmt "$cpu")s over $(fmt "$wall" 1)s, $COMMITS commits of ${COMMIT_MS} ms avg, publisher cpu $(fmt "$SIM_CPU_PCT" 0)%"
+}
+
+# ---- main -------------------------------------------------------------------
+
+log "building cairn"
+go build -o "$tmp/cairn" ./cmd/cairn || die "go build failed"
+# The harness itself (polling, parsing) stays off cairn's core.
+taskset -cp 0 $$ >/dev/null
+
+cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || rev+="+dirty"
+header="# cairn bench: nproc=$(nproc --all) cpu=\"${cpu_model:-unknown}\" $(go env GOVERSION) $(go env GOOS)/$(go env GOARCH)"
+header+=" rev=$rev fs=$(stat -f -c %T "$tmp") loadavg=$(cut -d' ' -f1 /proc/loadavg) runs=$RUNS"
+[ -z "$EXTRA" ] || header+=" config_extra=\"${EXTRA//$'\n'/; }\""
+[ -z "$MOSQ_EXTRA" ] || header+=" mosquitto_extra=\"${MOSQ_EXTRA//$'\n'/; }\""
+echo "$header"
+
+start=$SECONDS
+for c in "${cases[@]}"; do
+	for ((r = 1; r <= RUNS; r++)); do
+		dir="$tmp/$c-$r"
+		mkdir -p "$dir"
+		"case_$c" "$dir"
+		log "$c run $r/$RUNS: $(fmt "$RPS" 0) readings/s, peak RSS $((HWM / 1024)) MiB; $DETAIL"
+		awk "BEGIN { exit !($OTHER > 15) }" &&
+			log "warning: other work took $(fmt "$OTHER" 0)% of core 1 during this run; its figures are unreliable"
+		rm -rf "$dir/data"
+	done
+	summarize "$c"
+done
+log "done in $((SECONDS - start)) s"
