@@ -250,3 +250,37 @@ func TestWriter_StopCommitsQueuedAndRefusesMore(t *testing.T) {
 		t.Errorf("submit after stop: got %v, want ErrClosed", err)
 	}
 }
+
+func TestWriter_CommitLargerThanOneTransaction(t *testing.T) {
+	// A 1 MiB memtable takes about 1,600 entries per transaction: the
+	// commit is written in parts, each with the reading count.
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWriter(s, WriterOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	var rs []Reading
+	for i := range 20000 {
+		rs = append(rs, Reading{Device: "sim-0001", Metric: "temperature", TS: int64(i), Value: 21.5})
+	}
+	if res := write(t, w, rs...); res.Stored != len(rs) {
+		t.Errorf("got %+v, want %d stored", res, len(rs))
+	}
+	cancel()
+	<-done
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(Options{Dir: dir, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := s.ReadingCount(); n != uint64(len(rs)) {
+		t.Errorf("ReadingCount after reopen: got %d, want %d", n, len(rs))
+	}
+}

@@ -201,6 +201,7 @@ func (w *Writer) commit() {
 	if err != nil {
 		w.failures.Add(1)
 		err = fmt.Errorf("group commit: %w", err)
+		w.store.log.Error("group commit failed: its messages are not acknowledged", "batches", len(w.batch), "err", err)
 	} else {
 		w.commits.Add(1)
 	}
@@ -227,6 +228,8 @@ func (w *Writer) write() error {
 	var added uint64
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
+	// Every part of the commit keeps room for the reading count.
+	budget := newTxnBudget(s.db, metaEntrySize)
 	for i, req := range w.batch {
 		for _, r := range req.readings {
 			w.scratch = append(append(append(w.scratch[:0], r.Device...), 0), r.Metric...)
@@ -255,7 +258,7 @@ func (w *Writer) write() error {
 					w.pending[string(w.scratch)] = last
 				}
 			}
-			if err := txn.Set(key, nil); errors.Is(err, badger.ErrTxnTooBig) {
+			if !budget.take(key, nil) {
 				// Readings are idempotent: commit this part, with the
 				// count of what it holds, and go on.
 				if err := w.commitPart(txn, added); err != nil {
@@ -263,10 +266,10 @@ func (w *Writer) write() error {
 				}
 				added = 0
 				txn = s.db.NewTransaction(true)
-				if err := txn.Set(key, nil); err != nil {
-					return err
-				}
-			} else if err != nil {
+				budget = newTxnBudget(s.db, metaEntrySize)
+				budget.take(key, nil)
+			}
+			if err := txn.Set(key, nil); err != nil {
 				return err
 			}
 			w.results[i].Stored++
@@ -293,6 +296,36 @@ func (w *Writer) write() error {
 	s.mu.Unlock()
 	return nil
 }
+
+// txnBudget tracks what a transaction may still take, by Badger's own
+// accounting (Txn.checkSize), so that a commit can be split before Badger
+// refuses an entry.
+type txnBudget struct {
+	count, size       int64
+	maxCount, maxSize int64
+}
+
+// newTxnBudget returns the budget of a new transaction of db that keeps
+// room for one more entry of reserve bytes (key, value and metadata).
+func newTxnBudget(db *badger.DB, reserve int64) txnBudget {
+	// Badger counts an entry that ends the transaction, of up to 30
+	// bytes, and 10 bytes of version per entry.
+	return txnBudget{count: 2, size: 30 + reserve + 10, maxCount: db.MaxBatchCount(), maxSize: db.MaxBatchSize()}
+}
+
+// take reports whether an entry of key and value fits, and counts it if so.
+func (b *txnBudget) take(key, value []byte) bool {
+	count, size := b.count+1, b.size+int64(len(key)+len(value))+2+10
+	if count >= b.maxCount || size >= b.maxSize {
+		return false
+	}
+	b.count, b.size = count, size
+	return true
+}
+
+// metaEntrySize is the size of the reading count entry: key, value and
+// metadata.
+const metaEntrySize int64 = 1 + int64(len(metaReadings)) + 8 + 2
 
 // commitPart commits txn together with the store's reading count grown by
 // added, the readings txn stores.

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -85,8 +84,9 @@ func (s *Subscriber) onConnect(c paho.Client) {
 		if err == nil {
 			err = errors.New("no answer in 10s")
 		}
-		s.log.Error("subscribe failed, reconnecting", "url", s.opts.URL, "err", err)
-		s.requestRedial()
+		// A lost connection is dialled again by the client, and this
+		// runs again then.
+		s.log.Error("subscribe failed", "url", s.opts.URL, "err", err)
 		return
 	}
 	s.connected.Store(true)
@@ -139,12 +139,26 @@ func (s *Subscriber) Run(ctx context.Context) error {
 			s.client.Disconnect(250)
 			return nil
 		case <-s.redial:
-			// Unacked messages come back once the session resumes.
+			// Unacked messages come back once the session resumes. Let
+			// the other failed messages of the commit ask too, then dial
+			// once.
 			s.connected.Store(false)
 			s.client.Disconnect(250)
-			if tok := s.client.Connect(); tok.Error() != nil {
-				return fmt.Errorf("mqtt %s: %w", s.opts.URL, tok.Error())
+			select {
+			case <-time.After(redialDelay):
+			case <-ctx.Done():
+				return nil
 			}
+			select {
+			case <-s.redial:
+			default:
+			}
+			s.log.Warn("reconnecting so that the broker sends unstored messages again", "url", s.opts.URL)
+			s.client.Connect() // retries in the background (ConnectRetry)
 		}
 	}
 }
+
+// redialDelay is how long the subscriber waits after dropping the
+// connection because a message could not be stored.
+const redialDelay = time.Second
