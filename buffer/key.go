@@ -19,6 +19,13 @@ const (
 	// same key (redelivery is idempotent) while two readings of one series
 	// with the same timestamp and different values are two keys.
 	kindPoint keyKind = 'p'
+	// kindBucket holds a sealed bucket: up to N readings of one series
+	// within one UTC day, encoded by appendBucket:
+	//   'b' device 0x00 metric 0x00 day(4B BE) firstTS(8B BE) → bucket.
+	// Buckets of a series never overlap in time (equal timestamps may
+	// straddle two), so key order is time order, and a series-day is a
+	// prefix that can be dropped whole.
+	kindBucket keyKind = 'b'
 	// kindMeta holds store-wide values under a name: '_' name → value.
 	kindMeta keyKind = '_'
 )
@@ -94,6 +101,113 @@ func parsePointKey(k []byte) (Reading, error) {
 		TS:     decodeTS(tail[:8]),
 		Value:  math.Float64frombits(binary.BigEndian.Uint64(tail[8:])),
 	}, nil
+}
+
+// bucketKeyFixed is the length of a bucket key's fixed-width tail.
+const bucketKeyFixed = 4 + 8 + 8
+
+// nanosPerDay is the length of a UTC day in nanoseconds.
+const nanosPerDay = 24 * 60 * 60 * 1e9
+
+// dayOf returns the UTC day of ts, counted from the epoch (negative before
+// 1970).
+func dayOf(ts int64) int32 {
+	d := ts / nanosPerDay
+	if ts%nanosPerDay < 0 {
+		d--
+	}
+	return int32(d)
+}
+
+// dayStart returns the first nanosecond of day.
+func dayStart(day int32) int64 { return int64(day) * nanosPerDay }
+
+// appendDay appends day as 4 big-endian bytes with the sign bit flipped.
+func appendDay(dst []byte, day int32) []byte {
+	return binary.BigEndian.AppendUint32(dst, uint32(day)^(1<<31))
+}
+
+// appendBucketPrefix appends the prefix of every bucket of a series.
+func appendBucketPrefix(dst []byte, device, metric string) []byte {
+	dst = append(dst, byte(kindBucket))
+	dst = append(dst, device...)
+	dst = append(dst, sep)
+	dst = append(dst, metric...)
+	return append(dst, sep)
+}
+
+// appendBucketKey appends the key of the bucket of a series whose first
+// sample is first. The first sample's value is part of the key, as in
+// point keys, so that two buckets never share a key even when more than
+// a bucket's worth of readings share one timestamp.
+func appendBucketKey(dst []byte, device, metric string, first Sample) []byte {
+	dst = appendBucketPrefix(dst, device, metric)
+	return appendBucketTail(dst, first)
+}
+
+// appendBucketTail appends the fixed-width part of a bucket key.
+func appendBucketTail(dst []byte, first Sample) []byte {
+	dst = appendDay(dst, dayOf(first.TS))
+	dst = appendTS(dst, first.TS)
+	return binary.BigEndian.AppendUint64(dst, math.Float64bits(first.Value))
+}
+
+// parseBucketTail parses the fixed-width tail of a bucket key: the first
+// sample of the bucket.
+func parseBucketTail(k []byte) (Sample, error) {
+	if len(k) < bucketKeyFixed {
+		return Sample{}, fmt.Errorf("%w: bucket key of %d bytes", errBadKey, len(k))
+	}
+	tail := k[len(k)-bucketKeyFixed:]
+	first := Sample{
+		TS:    decodeTS(tail[4:12]),
+		Value: math.Float64frombits(binary.BigEndian.Uint64(tail[12:])),
+	}
+	if !bytes.Equal(appendDay(nil, dayOf(first.TS)), tail[:4]) {
+		return Sample{}, fmt.Errorf("%w: bucket key day does not hold its first reading", errBadKey)
+	}
+	return first, nil
+}
+
+// parseBucketKey parses a key written by appendBucketKey.
+func parseBucketKey(k []byte) (device, metric string, first Sample, err error) {
+	if len(k) < 1+4+bucketKeyFixed || keyKind(k[0]) != kindBucket {
+		return "", "", Sample{}, fmt.Errorf("%w: not a bucket key (%d bytes)", errBadKey, len(k))
+	}
+	head := k[1 : len(k)-bucketKeyFixed]
+	i := bytes.IndexByte(head, sep)
+	if i < 1 || len(head) < i+3 || head[len(head)-1] != sep {
+		return "", "", Sample{}, fmt.Errorf("%w: bucket key without device and metric", errBadKey)
+	}
+	m := head[i+1 : len(head)-1]
+	if len(m) == 0 || bytes.IndexByte(m, sep) >= 0 {
+		return "", "", Sample{}, fmt.Errorf("%w: bucket key with bad metric", errBadKey)
+	}
+	first, err = parseBucketTail(k)
+	if err != nil {
+		return "", "", Sample{}, err
+	}
+	return string(head[:i]), string(m), first, nil
+}
+
+// parsePointTail parses the fixed-width tail of a point key.
+func parsePointTail(k []byte) Sample {
+	tail := k[len(k)-pointKeyFixed:]
+	return Sample{TS: decodeTS(tail[:8]), Value: math.Float64frombits(binary.BigEndian.Uint64(tail[8:]))}
+}
+
+// less reports whether a sorts before b in a series: by time, then by the
+// value's bits, the order of point keys.
+func (a Sample) less(b Sample) bool {
+	if a.TS != b.TS {
+		return a.TS < b.TS
+	}
+	return math.Float64bits(a.Value) < math.Float64bits(b.Value)
+}
+
+// same reports whether a and b are the same sample, bit for bit.
+func (a Sample) same(b Sample) bool {
+	return a.TS == b.TS && math.Float64bits(a.Value) == math.Float64bits(b.Value)
 }
 
 // appendMetaKey appends the key of the meta value name to dst.

@@ -2,6 +2,8 @@ package buffer
 
 import (
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -20,48 +22,62 @@ type Query struct {
 // MaxQueryLimit is the largest Query.Limit accepted.
 const MaxQueryLimit = 100000
 
-// Readings returns the readings that q selects, in time order (ties by
-// metric, then value), at most q.Limit of them.
+// Readings returns the readings that q selects, open and sealed alike, in
+// time order (ties by metric, then by the value's bits), at most q.Limit
+// of them.
 func (s *Store) Readings(q Query) ([]Reading, error) {
+	out := make([]Reading, 0, min(q.Limit, 1024))
+	err := s.Scan(q, func(r Reading) bool {
+		out = append(out, r)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Scan calls fn with each reading that q selects, in the order of
+// Readings, until it has called it q.Limit times or fn returns false.
+// It reads from one consistent snapshot of the store.
+func (s *Store) Scan(q Query, fn func(Reading) bool) error {
 	if q.Limit <= 0 || q.Limit > MaxQueryLimit {
-		return nil, fmt.Errorf("query limit %d: must be 1..%d", q.Limit, MaxQueryLimit)
+		return fmt.Errorf("query limit %d: must be 1..%d", q.Limit, MaxQueryLimit)
 	}
 	if q.From >= q.To {
-		return nil, nil
+		return nil
 	}
 	metrics := []string{q.Metric}
 	if q.Metric == "" {
 		metrics = s.metricsOf(q.Device)
 	}
-	var out []Reading
 	err := s.db.View(func(txn *badger.Txn) error {
 		cursors := make([]*cursor, 0, len(metrics))
 		defer func() {
 			for _, c := range cursors {
-				c.it.Close()
+				c.close()
 			}
 		}()
 		for _, m := range metrics {
-			c := newCursor(txn, q, m)
+			c, err := newCursor(txn, q, m)
+			if err != nil {
+				return err
+			}
 			cursors = append(cursors, c)
 			if err := c.next(); err != nil {
 				return err
 			}
 		}
-		for len(out) < q.Limit {
+		for n := 0; n < q.Limit; n++ {
 			best := -1
 			for i, c := range cursors {
-				if !c.ok {
-					continue
-				}
-				if best < 0 || before(c.cur, cursors[best].cur, q.Desc) {
+				if c.ok && (best < 0 || before(c.cur, cursors[best].cur, q.Desc)) {
 					best = i
 				}
 			}
-			if best < 0 {
+			if best < 0 || !fn(cursors[best].cur) {
 				break
 			}
-			out = append(out, cursors[best].cur)
 			if err := cursors[best].next(); err != nil {
 				return err
 			}
@@ -69,12 +85,13 @@ func (s *Store) Readings(q Query) ([]Reading, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("query %s: %w", q.Device, err)
+		return fmt.Errorf("query %s: %w", q.Device, err)
 	}
-	return out, nil
+	return nil
 }
 
-// before reports whether a comes before b in a result's order.
+// before reports whether a comes before b in a result's order: by time,
+// then by metric, then by the value's bits.
 func before(a, b Reading, desc bool) bool {
 	if a.TS != b.TS {
 		return (a.TS < b.TS) != desc
@@ -82,68 +99,237 @@ func before(a, b Reading, desc bool) bool {
 	if a.Metric != b.Metric {
 		return a.Metric < b.Metric
 	}
-	return a.Value < b.Value
+	return (math.Float64bits(a.Value) < math.Float64bits(b.Value)) != desc
 }
 
-// cursor walks one series within a query's bounds.
+// cursor walks one series within a query's bounds, merging its open points
+// with its sealed buckets. Buckets never overlap each other; points may
+// fall anywhere, so the two are merged sample by sample.
 type cursor struct {
+	device, metric string
+	q              Query
+	pts            pointSource
+	bkt            bucketSource
+	cur            Reading
+	ok             bool
+}
+
+func newCursor(txn *badger.Txn, q Query, metric string) (*cursor, error) {
+	c := &cursor{device: q.Device, metric: metric, q: q}
+	if err := c.pts.init(txn, q, metric); err != nil {
+		return nil, err
+	}
+	if err := c.bkt.init(txn, q, metric); err != nil {
+		c.pts.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *cursor) close() {
+	c.pts.close()
+	c.bkt.close()
+}
+
+// next moves to the next reading and reports it in c.cur, with c.ok false
+// at the end.
+func (c *cursor) next() error {
+	usePts := c.pts.ok && (!c.bkt.ok || c.pts.head.less(c.bkt.head) != c.q.Desc)
+	var s Sample
+	switch {
+	case usePts:
+		s = c.pts.head
+		if err := c.pts.next(); err != nil {
+			return err
+		}
+	case c.bkt.ok:
+		s = c.bkt.head
+		if err := c.bkt.next(); err != nil {
+			return err
+		}
+	default:
+		c.ok = false
+		return nil
+	}
+	c.cur = Reading{Device: c.device, Metric: c.metric, TS: s.TS, Value: s.Value}
+	c.ok = true
+	return nil
+}
+
+// pointSource walks the open points of a series within bounds.
+type pointSource struct {
 	it     *badger.Iterator
 	prefix []byte
 	q      Query
-	cur    Reading
+	head   Sample
 	ok     bool
-	first  bool
 }
 
-func newCursor(txn *badger.Txn, q Query, metric string) *cursor {
-	prefix := appendSeriesPrefix(nil, q.Device, metric)
-	it := txn.NewIterator(badger.IteratorOptions{Reverse: q.Desc, Prefix: prefix})
-	return &cursor{it: it, prefix: prefix, q: q, first: true}
-}
-
-// next moves to the next reading of the series within bounds and reports it
-// in c.cur, with c.ok false at the end.
-func (c *cursor) next() error {
-	if c.first {
-		c.first = false
-		seek := c.prefix[:len(c.prefix):len(c.prefix)]
-		if c.q.Desc {
-			// A bare timestamp sorts after every key before To and
-			// before every key at To.
-			seek = appendTS(seek, c.q.To)
-		} else {
-			seek = appendTS(seek, c.q.From)
-		}
-		c.it.Seek(seek)
+func (p *pointSource) init(txn *badger.Txn, q Query, metric string) error {
+	p.q = q
+	p.prefix = appendSeriesPrefix(nil, q.Device, metric)
+	p.it = txn.NewIterator(badger.IteratorOptions{Reverse: q.Desc, Prefix: p.prefix})
+	seek := p.prefix[:len(p.prefix):len(p.prefix)]
+	if q.Desc {
+		// A bare timestamp sorts after every key before To and before
+		// every key at To.
+		p.it.Seek(appendTS(seek, q.To))
 	} else {
-		c.it.Next()
+		p.it.Seek(appendTS(seek, q.From))
 	}
-	c.ok = false
-	if !c.it.ValidForPrefix(c.prefix) {
+	return p.read()
+}
+
+func (p *pointSource) next() error {
+	p.it.Next()
+	return p.read()
+}
+
+func (p *pointSource) read() error {
+	p.ok = false
+	if !p.it.Valid() {
 		return nil
 	}
-	k := c.it.Item().Key()
-	if len(k) != len(c.prefix)+pointKeyFixed {
+	k := p.it.Item().Key()
+	if len(k) != len(p.prefix)+pointKeyFixed {
 		return fmt.Errorf("%w: %q", errBadKey, k)
 	}
-	r, err := parsePointKey(k)
-	if err != nil {
-		return err
-	}
-	if r.TS < c.q.From || r.TS >= c.q.To {
+	s := parsePointTail(k)
+	if s.TS < p.q.From || s.TS >= p.q.To {
 		return nil
 	}
-	c.cur, c.ok = r, true
+	p.head, p.ok = s, true
 	return nil
+}
+
+func (p *pointSource) close() {
+	if p.it != nil {
+		p.it.Close()
+	}
+}
+
+// bucketSource walks the samples of the sealed buckets of a series within
+// bounds, decoding one bucket at a time.
+type bucketSource struct {
+	it      *badger.Iterator
+	q       Query
+	samples []Sample
+	i       int // next sample to return, counting from the end when Desc
+	head    Sample
+	ok      bool
+}
+
+func (b *bucketSource) init(txn *badger.Txn, q Query, metric string) error {
+	b.q = q
+	prefix := appendBucketPrefix(nil, q.Device, metric)
+	b.it = txn.NewIterator(badger.IteratorOptions{Reverse: q.Desc, Prefix: prefix})
+	seek := prefix[:len(prefix):len(prefix)]
+	switch {
+	case q.Desc:
+		// Buckets that start before To, newest first.
+		b.it.Seek(appendTS(appendDay(seek, dayOf(q.To)), q.To))
+	case q.From == math.MinInt64:
+		b.it.Rewind()
+	default:
+		// The bucket holding From starts before it: find it with a short
+		// reverse look, then walk forward from there.
+		rev := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: prefix})
+		rev.Seek(appendTS(appendDay(seek, dayOf(q.From)), q.From))
+		start := appendTS(appendDay(seek, dayOf(q.From)), q.From)
+		if rev.Valid() {
+			start = rev.Item().KeyCopy(nil)
+		}
+		rev.Close()
+		b.it.Seek(start)
+	}
+	return b.load()
+}
+
+// load decodes the bucket under the iterator, skipping buckets without a
+// sample in bounds, and reads its first sample in bounds.
+func (b *bucketSource) load() error {
+	for ; b.it.Valid(); b.it.Next() {
+		item := b.it.Item()
+		first, err := parseBucketTail(item.Key())
+		if err != nil {
+			return err
+		}
+		if !b.q.Desc && first.TS >= b.q.To {
+			break
+		}
+		stop := false
+		err = item.Value(func(v []byte) error {
+			h, err := parseBucketHeader(v)
+			if err != nil {
+				return err
+			}
+			if h.Last < b.q.From {
+				// Asc: a bucket before the range; Desc: every bucket from
+				// here on ends before it.
+				stop = b.q.Desc
+				b.samples = b.samples[:0]
+				return nil
+			}
+			b.samples, err = decodeBucket(b.samples[:0], v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("bucket %q: %w", item.Key(), err)
+		}
+		if stop {
+			break
+		}
+		b.i = 0
+		if b.advance() {
+			b.it.Next()
+			return nil
+		}
+	}
+	b.ok = false
+	return nil
+}
+
+// advance moves to the next sample of the decoded bucket that is in bounds
+// and reports whether there is one.
+func (b *bucketSource) advance() bool {
+	for b.i < len(b.samples) {
+		j := b.i
+		if b.q.Desc {
+			j = len(b.samples) - 1 - b.i
+		}
+		b.i++
+		s := b.samples[j]
+		if s.TS >= b.q.From && s.TS < b.q.To {
+			b.head, b.ok = s, true
+			return true
+		}
+	}
+	return false
+}
+
+func (b *bucketSource) next() error {
+	if b.advance() {
+		return nil
+	}
+	return b.load()
+}
+
+func (b *bucketSource) close() {
+	if b.it != nil {
+		b.it.Close()
+	}
 }
 
 // metricsOf returns the metrics of device in the index, sorted.
 func (s *Store) metricsOf(device string) []string {
 	var out []string
-	for _, se := range s.SeriesList() {
-		if se.Device == device {
-			out = append(out, se.Metric)
+	s.mu.RLock()
+	for _, st := range s.series {
+		if st.device == device {
+			out = append(out, st.metric)
 		}
 	}
+	s.mu.RUnlock()
+	slices.Sort(out)
 	return out
 }

@@ -15,12 +15,14 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -63,11 +65,38 @@ type Store struct {
 	// would go to the value log.
 	maxValue int
 
-	mu sync.RWMutex // guards series and readings
-	// series maps a series id (device 0x00 metric) to the newest timestamp
-	// stored for it. It is loaded at Open and updated after each commit.
-	series   map[string]int64
+	mu sync.RWMutex // guards series, seriesState.last and readings
+	// series maps a series id (device 0x00 metric) to its state. It is
+	// loaded at Open; after that only the Writer adds to it.
+	series   map[string]*seriesState
 	readings uint64 // distinct readings stored
+}
+
+// seriesState is what the store keeps in memory about one series.
+type seriesState struct {
+	last int64 // newest timestamp stored; guarded by Store.mu
+
+	device, metric string
+
+	// Used by the Writer's goroutine only.
+	next       int64              // newest timestamp written, maybe not yet committed
+	open       map[int32][]Sample // committed points not yet sealed, by UTC day, in arrival order
+	pend       []Sample           // points of the commit under way
+	sealedLast int64              // newest timestamp in a sealed bucket
+	lastWrite  time.Time          // when the series last got a new reading
+	touched    bool               // written in the current commit
+}
+
+func newSeriesState(device, metric string, now time.Time) *seriesState {
+	return &seriesState{
+		last:       math.MinInt64,
+		next:       math.MinInt64,
+		device:     device,
+		metric:     metric,
+		open:       make(map[int32][]Sample),
+		sealedLast: math.MinInt64,
+		lastWrite:  now,
+	}
 }
 
 // Open opens or creates the store in opts.Dir.
@@ -124,7 +153,7 @@ func Open(opts Options) (*Store, error) {
 		noSync:   opts.NoSync,
 		log:      log,
 		maxValue: maxValue,
-		series:   make(map[string]int64),
+		series:   make(map[string]*seriesState),
 	}
 	if err := s.load(); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
@@ -166,7 +195,9 @@ func isUnsyncedFile(err error) bool {
 }
 
 // load checks the schema version, reads the counters and builds the series
-// index by skipping from series to series.
+// index: the open points are counted one by one (there are at most a
+// bucket's worth per series-day, give or take late readings), and the
+// sealed buckets are skipped through from series to series.
 func (s *Store) load() error {
 	return s.db.View(func(txn *badger.Txn) error {
 		v, err := getUint64(txn, metaSchema)
@@ -179,21 +210,52 @@ func (s *Store) load() error {
 		if s.readings, err = getUint64(txn, metaReadings); err != nil {
 			return err
 		}
-		it := txn.NewIterator(badger.IteratorOptions{Reverse: true})
-		defer it.Close()
-		// Walk series from the last backwards: the first key seen of each
-		// series is its newest, then seek before the series' prefix.
-		seek := []byte{byte(kindPoint) + 1}
-		for it.Seek(seek); it.ValidForPrefix([]byte{byte(kindPoint)}); it.Seek(seek) {
-			k := it.Item().Key()
-			r, err := parsePointKey(k)
+		now := time.Now()
+		state := func(device, metric string) *seriesState {
+			id := seriesID(device, metric)
+			st := s.series[id]
+			if st == nil {
+				st = newSeriesState(device, metric, now)
+				s.series[id] = st
+			}
+			return st
+		}
+		pit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindPoint)}})
+		defer pit.Close()
+		for pit.Rewind(); pit.Valid(); pit.Next() {
+			r, err := parsePointKey(pit.Item().Key())
 			if err != nil {
 				return err
 			}
-			s.series[seriesID(r.Device, r.Metric)] = r.TS
+			st := state(r.Device, r.Metric)
+			st.last = max(st.last, r.TS)
+			d := dayOf(r.TS)
+			st.open[d] = append(st.open[d], Sample{TS: r.TS, Value: r.Value})
+		}
+		// Walk the buckets' series from the last backwards: the first key
+		// seen of each series is its newest bucket.
+		bit := txn.NewIterator(badger.IteratorOptions{Reverse: true})
+		defer bit.Close()
+		seek := []byte{byte(kindBucket) + 1}
+		for bit.Seek(seek); bit.ValidForPrefix([]byte{byte(kindBucket)}); bit.Seek(seek) {
+			item := bit.Item()
+			device, metric, _, err := parseBucketKey(item.Key())
+			if err != nil {
+				return err
+			}
+			var h bucketHeader
+			if err := item.Value(func(v []byte) (err error) { h, err = parseBucketHeader(v); return err }); err != nil {
+				return fmt.Errorf("bucket %q: %w", item.Key(), err)
+			}
+			st := state(device, metric)
+			st.last = max(st.last, h.Last)
+			st.sealedLast = h.Last
 			// No key equals a series prefix, so the next reverse seek lands
-			// on the newest key of the series before this one.
-			seek = appendSeriesPrefix(seek[:0], r.Device, r.Metric)
+			// on the newest bucket of the series before this one.
+			seek = appendBucketPrefix(seek[:0], device, metric)
+		}
+		for _, st := range s.series {
+			st.next = st.last
 		}
 		return nil
 	})
@@ -292,9 +354,9 @@ type Series struct {
 func (s *Store) SeriesList() []Series {
 	s.mu.RLock()
 	out := make([]Series, 0, len(s.series))
-	for id, last := range s.series {
+	for id, st := range s.series {
 		dev, metric, _ := cutSeriesID(id)
-		out = append(out, Series{Device: dev, Metric: metric, Last: last})
+		out = append(out, Series{Device: dev, Metric: metric, Last: st.last})
 	}
 	s.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool {

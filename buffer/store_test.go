@@ -26,6 +26,12 @@ func TestMain(m *testing.M) {
 // until the test ends.
 func testStore(t *testing.T, dir string) (*Store, *Writer) {
 	t.Helper()
+	return testStoreWith(t, dir, WriterOptions{})
+}
+
+// testStoreWith is testStore with the Writer's options.
+func testStoreWith(t *testing.T, dir string, opts WriterOptions) (*Store, *Writer) {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -33,7 +39,7 @@ func testStore(t *testing.T, dir string) (*Store, *Writer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := NewWriter(s, WriterOptions{})
+	w := NewWriter(s, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()

@@ -33,7 +33,21 @@ type WriterOptions struct {
 	// QueueSize is how many submitted batches may wait (default 4,096).
 	// Submit blocks when the queue is full.
 	QueueSize int
+	// BucketSamples is the most readings a sealed bucket holds (default
+	// 200, at most MaxBucketSamples).
+	BucketSamples int
+	// SealIdle is how long a series must get no new reading before its
+	// open points are sealed into a bucket that is not full (default 1h).
+	SealIdle time.Duration
+	// SealCheck is how often the Writer looks for open points that are due
+	// to be sealed (default 1 minute).
+	SealCheck time.Duration
+
+	noSeal bool // keep every reading as a point (for benchmarks)
 }
+
+// MaxBucketSamples is the largest WriterOptions.BucketSamples.
+const MaxBucketSamples = 10000
 
 // WriterStats are the Writer's counters since it was created.
 type WriterStats struct {
@@ -42,6 +56,8 @@ type WriterStats struct {
 	Duplicates uint64 // readings that were already stored
 	Failures   uint64 // group commits that failed
 	SyncNanos  uint64 // time spent in commits and syncs
+	Sealed     uint64 // readings sealed into buckets
+	SealErrors uint64 // sealing transactions that failed
 }
 
 // Writer is the single writer of a Store: it takes batches of readings from
@@ -52,6 +68,8 @@ type Writer struct {
 	store *Store
 	opts  WriterOptions
 	queue chan request
+	// sealReq carries SealDue calls to the Run goroutine.
+	sealReq chan sealRequest
 
 	stopping  chan struct{} // closed when Run begins to stop
 	closeOnce sync.Once
@@ -59,13 +77,17 @@ type Writer struct {
 	closed    bool
 
 	commits, stored, duplicates, failures, syncNanos atomic.Uint64
+	sealed, sealErrors                               atomic.Uint64
 
 	// Used by the Run goroutine only.
 	batch   []request
 	results []Result
 	slab    []byte
 	scratch []byte
-	pending map[string]int64
+	snap    *badger.Txn             // read snapshot of the commit, if one was needed
+	created map[string]*seriesState // series new in this commit
+	touched []*seriesState          // series written in this commit
+	seal    sealer
 }
 
 type request struct {
@@ -81,12 +103,23 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 4096
 	}
+	if opts.BucketSamples <= 0 {
+		opts.BucketSamples = 200
+	}
+	opts.BucketSamples = min(opts.BucketSamples, MaxBucketSamples)
+	if opts.SealIdle <= 0 {
+		opts.SealIdle = time.Hour
+	}
+	if opts.SealCheck <= 0 {
+		opts.SealCheck = time.Minute
+	}
 	return &Writer{
 		store:    s,
 		opts:     opts,
 		queue:    make(chan request, opts.QueueSize),
+		sealReq:  make(chan sealRequest),
 		stopping: make(chan struct{}),
-		pending:  make(map[string]int64),
+		created:  make(map[string]*seriesState),
 	}
 }
 
@@ -117,12 +150,20 @@ func (w *Writer) Submit(ctx context.Context, readings []Reading, done func(Resul
 // Run writes group commits until ctx ends, then commits everything that was
 // submitted before it stopped accepting, and returns nil.
 func (w *Writer) Run(ctx context.Context) error {
+	tick := time.NewTicker(w.opts.SealCheck)
+	defer tick.Stop()
 	for {
 		select {
 		case req := <-w.queue:
 			w.batch = append(w.batch[:0], req)
 			w.collect(ctx)
 			w.commit()
+		case now := <-tick.C:
+			w.queueDue(now)
+			w.sealNow()
+		case req := <-w.sealReq:
+			w.queueDue(req.now)
+			req.done <- w.sealQueued()
 		case <-ctx.Done():
 			w.stop()
 			return nil
@@ -216,6 +257,47 @@ func (w *Writer) commit() {
 		req.done(res)
 		w.batch[i] = request{} // let the readings go
 	}
+	if err == nil && !w.opts.noSeal {
+		w.queueFull()
+		w.sealNow()
+	}
+}
+
+// sealNow seals what is queued, logging a failure: the points stay open
+// and durable, and sealing is tried again later.
+func (w *Writer) sealNow() {
+	if len(w.seal.queue) == 0 {
+		return
+	}
+	if err := w.sealQueued(); err != nil {
+		w.sealErrors.Add(1)
+		w.store.log.Error("sealing failed; the readings stay stored as points", "err", err)
+	}
+}
+
+// SealDue has the running Writer seal every series-day that is due at now,
+// as its periodic check does, and returns the result. It is the one-step
+// form of that check, for tests and tools.
+func (w *Writer) SealDue(ctx context.Context, now time.Time) error {
+	req := sealRequest{now: now, done: make(chan error, 1)}
+	select {
+	case w.sealReq <- req:
+	case <-w.stopping:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type sealRequest struct {
+	now  time.Time
+	done chan error
 }
 
 // write stores the readings of w.batch that are not stored yet, syncs, and
@@ -223,7 +305,19 @@ func (w *Writer) commit() {
 // series cannot be stored already; only older ones cost a lookup.
 func (w *Writer) write() error {
 	s := w.store
-	clear(w.pending)
+	now := time.Now()
+	clear(w.created)
+	w.touched = w.touched[:0]
+	defer func() {
+		for _, st := range w.touched {
+			st.touched = false
+			st.pend = st.pend[:0] // committed ones were moved to open
+		}
+		if w.snap != nil {
+			w.snap.Discard()
+			w.snap = nil
+		}
+	}()
 	w.slab = w.slab[:0]
 	var added uint64
 	txn := s.db.NewTransaction(true)
@@ -232,30 +326,21 @@ func (w *Writer) write() error {
 	budget := newTxnBudget(s.db, metaEntrySize)
 	for i, req := range w.batch {
 		for _, r := range req.readings {
-			w.scratch = append(append(append(w.scratch[:0], r.Device...), 0), r.Metric...)
-			last, known := w.pending[string(w.scratch)]
-			if !known {
-				last, known = s.lastTS(w.scratch)
-			}
+			st := w.state(r.Device, r.Metric, now)
 			// The key must stay untouched until the commit: cut it from a
 			// slab that grows in large steps.
 			off := len(w.slab)
 			w.slab = appendPointKey(w.slab, r)
 			key := w.slab[off:len(w.slab):len(w.slab)]
-			if !known || r.TS > last {
-				w.pending[string(w.scratch)] = r.TS
-			} else {
-				_, err := txn.Get(key)
-				if err == nil {
+			if r.TS <= st.next {
+				dup, err := w.isStored(txn, r, key)
+				if err != nil {
+					return err
+				}
+				if dup {
 					w.results[i].Duplicates++
 					w.slab = w.slab[:off]
 					continue
-				}
-				if !errors.Is(err, badger.ErrKeyNotFound) {
-					return err
-				}
-				if _, seen := w.pending[string(w.scratch)]; !seen {
-					w.pending[string(w.scratch)] = last
 				}
 			}
 			if !budget.take(key, nil) {
@@ -272,6 +357,13 @@ func (w *Writer) write() error {
 			if err := txn.Set(key, nil); err != nil {
 				return err
 			}
+			if !st.touched {
+				st.touched = true
+				w.touched = append(w.touched, st)
+			}
+			st.next = max(st.next, r.TS)
+			st.pend = append(st.pend, Sample{TS: r.TS, Value: r.Value})
+			st.lastWrite = now
 			w.results[i].Stored++
 			added++
 			if cap(w.slab)-len(w.slab) < 256 {
@@ -287,13 +379,6 @@ func (w *Writer) write() error {
 			return fmt.Errorf("sync: %w", err)
 		}
 	}
-	s.mu.Lock()
-	for id, ts := range w.pending {
-		if last, ok := s.series[id]; !ok || ts > last {
-			s.series[id] = ts
-		}
-	}
-	s.mu.Unlock()
 	return nil
 }
 
@@ -328,7 +413,7 @@ func (b *txnBudget) take(key, value []byte) bool {
 const metaEntrySize int64 = 1 + int64(len(metaReadings)) + 8 + 2
 
 // commitPart commits txn together with the store's reading count grown by
-// added, the readings txn stores.
+// added, the readings txn stores, and then brings the index up to date.
 func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	s := w.store
 	s.mu.RLock()
@@ -342,8 +427,56 @@ func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	}
 	s.mu.Lock()
 	s.readings = total
+	for id, st := range w.created {
+		s.series[id] = st
+	}
+	for _, st := range w.touched {
+		st.last = st.next
+	}
 	s.mu.Unlock()
+	clear(w.created)
+	for _, st := range w.touched {
+		for _, smp := range st.pend {
+			d := dayOf(smp.TS)
+			st.open[d] = append(st.open[d], smp)
+		}
+		st.pend = st.pend[:0]
+	}
 	return nil
+}
+
+// state returns the state of a series, creating it (for the index, once
+// committed) if the series is new.
+func (w *Writer) state(device, metric string, now time.Time) *seriesState {
+	w.scratch = append(append(append(w.scratch[:0], device...), 0), metric...)
+	if st := w.store.series[string(w.scratch)]; st != nil { // only this goroutine writes the map
+		return st
+	}
+	if st := w.created[string(w.scratch)]; st != nil {
+		return st
+	}
+	st := newSeriesState(device, metric, now)
+	w.created[string(w.scratch)] = st
+	return st
+}
+
+// isStored reports whether the reading r, whose point key is key, is
+// stored already: as an open point (txn sees the commit's own points too),
+// or in a sealed bucket. Buckets are read from a snapshot taken once per
+// commit: only sealing writes them, and an iterator of txn would first
+// sort all of its pending writes.
+func (w *Writer) isStored(txn *badger.Txn, r Reading, key []byte) (bool, error) {
+	_, err := txn.Get(key)
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, badger.ErrKeyNotFound) {
+		return false, err
+	}
+	if w.snap == nil {
+		w.snap = w.store.db.NewTransaction(false)
+	}
+	return w.store.inBucket(w.snap, r)
 }
 
 // Stats returns the Writer's counters.
@@ -354,14 +487,7 @@ func (w *Writer) Stats() WriterStats {
 		Duplicates: w.duplicates.Load(),
 		Failures:   w.failures.Load(),
 		SyncNanos:  w.syncNanos.Load(),
+		Sealed:     w.sealed.Load(),
+		SealErrors: w.sealErrors.Load(),
 	}
-}
-
-// lastTS returns the newest timestamp stored for the series id, and whether
-// the series has any reading.
-func (s *Store) lastTS(id []byte) (int64, bool) {
-	s.mu.RLock()
-	ts, ok := s.series[string(id)]
-	s.mu.RUnlock()
-	return ts, ok
 }

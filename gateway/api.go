@@ -92,6 +92,8 @@ type StoreStatus struct {
 	DiskBytes    int64   `json:"disk_bytes"`
 	Commits      uint64  `json:"commits"`
 	CommitErrors uint64  `json:"commit_errors"`
+	Sealed       uint64  `json:"sealed"`
+	SealErrors   uint64  `json:"seal_errors"`
 	CommitMillis float64 `json:"commit_ms_avg"`
 }
 
@@ -114,6 +116,8 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 			DiskBytes:    st.DiskBytes,
 			Commits:      ws.Commits,
 			CommitErrors: ws.Failures,
+			Sealed:       ws.Sealed,
+			SealErrors:   ws.SealErrors,
 		},
 	}
 	if n := ws.Commits + ws.Failures; n > 0 {

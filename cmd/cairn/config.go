@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
 )
 
@@ -69,6 +70,8 @@ type HTTPConfig struct {
 type StoreConfig struct {
 	CommitMaxReadings int           `yaml:"commit_max_readings"`
 	CommitLinger      time.Duration `yaml:"commit_linger"`
+	BucketSamples     int           `yaml:"bucket_samples"`
+	SealIdle          time.Duration `yaml:"seal_idle"`
 	MemTableMiB       int           `yaml:"memtable_mib"`
 	CacheMiB          int           `yaml:"cache_mib"`
 }
@@ -92,6 +95,8 @@ func DefaultConfig() *Config {
 		Store: StoreConfig{
 			CommitMaxReadings: 10000,
 			CommitLinger:      0,
+			BucketSamples:     200,
+			SealIdle:          time.Hour,
 			MemTableMiB:       8,
 			CacheMiB:          8,
 		},
@@ -287,6 +292,18 @@ func (c *Config) Validate() error {
 	}
 	if s.CommitLinger < 0 || s.CommitLinger > time.Second {
 		bad("store.commit_linger", "must be from 0s to 1s (got %s)", s.CommitLinger)
+	}
+	if s.BucketSamples < 2 || s.BucketSamples > buffer.MaxBucketSamples {
+		bad("store.bucket_samples", "must be from 2 to %d (got %d)", buffer.MaxBucketSamples, s.BucketSamples)
+	}
+	// A bucket takes up to ~18 bytes a reading (random full-precision
+	// values) and must stay under the store's value limit, 1/8 of the
+	// memtable.
+	if s.BucketSamples*18 > s.MemTableMiB<<20/8 && s.MemTableMiB >= 1 {
+		bad("store.bucket_samples", "%d readings do not fit a bucket with store.memtable_mib %d (at most %d)", s.BucketSamples, s.MemTableMiB, s.MemTableMiB<<20/8/18)
+	}
+	if s.SealIdle < time.Minute {
+		bad("store.seal_idle", "must be at least 1m (got %s)", s.SealIdle)
 	}
 	if s.MemTableMiB < 1 || s.MemTableMiB > 256 {
 		bad("store.memtable_mib", "must be from 1 to 256 (got %d)", s.MemTableMiB)

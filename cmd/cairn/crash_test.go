@@ -22,6 +22,9 @@ mqtt:
     listen: "127.0.0.1:0"
 http:
   listen: "127.0.0.1:0"
+store:
+  # Small buckets: sealing runs all the time, so kills land in it too.
+  bucket_samples: 16
 `
 
 // cairnProcess is the cairn binary running `cairn run`.

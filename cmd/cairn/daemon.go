@@ -74,8 +74,10 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		log.Warn("group commits are not synced: acknowledged readings can be lost", "env", noSyncEnv)
 	}
 	writer := buffer.NewWriter(store, buffer.WriterOptions{
-		MaxReadings: cfg.Store.CommitMaxReadings,
-		Linger:      cfg.Store.CommitLinger,
+		MaxReadings:   cfg.Store.CommitMaxReadings,
+		Linger:        cfg.Store.CommitLinger,
+		BucketSamples: cfg.Store.BucketSamples,
+		SealIdle:      cfg.Store.SealIdle,
 	})
 	ingester := gateway.NewIngester(cfg.routes, writer, cfg.MQTT.MaxPayload, log.With("component", "ingest"))
 

@@ -1,0 +1,337 @@
+package buffer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Sealing packs the open points of a series into buckets of at most
+// WriterOptions.BucketSamples readings of one UTC day (see kindBucket):
+//
+//   - a series-day with a full bucket's worth of open points is sealed
+//     right after the commit that filled it, whole buckets only;
+//   - every SealCheck, the open points of a series-day are sealed whole
+//     when a newer day has begun (by the series' newest reading or by the
+//     clock), or when the series got nothing new for SealIdle.
+//
+// Points that fall within the time span of a sealed bucket (late readings)
+// are merged with it, so that the buckets of a series never overlap. One
+// seal is one transaction: it writes the new buckets and deletes the points
+// and the buckets they replace, so a crash loses or doubles nothing.
+
+// sealCandidate is a series-day to seal.
+type sealCandidate struct {
+	st    *seriesState
+	day   int32
+	whole bool  // seal every open point, not only whole buckets
+	last  int64 // newest timestamp sealed, once planned
+}
+
+// sealer holds the scratch space of sealing; used by the Writer's goroutine
+// only.
+type sealer struct {
+	queue   []sealCandidate
+	samples []Sample // samples of overlapping buckets
+	old     [][]byte // keys of overlapping buckets
+	merged  []Sample // the samples of the planned buckets
+	sets    []kv     // the planned buckets
+	dels    [][]byte // the planned deletes: points, then replaced buckets
+}
+
+// queueFull queues the series-days of the last commit that hold a full
+// bucket of open points.
+func (w *Writer) queueFull() {
+	for _, st := range w.touched {
+		for day, open := range st.open {
+			if len(open) >= w.opts.BucketSamples {
+				w.seal.queue = append(w.seal.queue, sealCandidate{st: st, day: day})
+			}
+		}
+	}
+}
+
+// queueDue queues the series-days whose open points are due to be sealed
+// whole at now: a newer day has begun, or the series is idle.
+func (w *Writer) queueDue(now time.Time) {
+	today := dayOf(now.UnixNano())
+	for _, st := range w.store.series { // only this goroutine writes the map
+		idle := now.Sub(st.lastWrite) >= w.opts.SealIdle
+		newest := dayOf(st.next)
+		for day := range st.open {
+			if idle || day < newest || day < today {
+				w.seal.queue = append(w.seal.queue, sealCandidate{st: st, day: day, whole: true})
+			}
+		}
+	}
+}
+
+// sealQueued seals the queued series-days, as many to a transaction as
+// Badger takes. It returns the first error; what was not sealed stays
+// open, to be sealed on a later try.
+func (w *Writer) sealQueued() error {
+	q := w.seal.queue
+	defer func() { w.seal.queue = w.seal.queue[:0] }()
+	// Read from a snapshot: an iterator of a read-write transaction sorts
+	// all its pending writes first. The candidates are distinct
+	// series-days, so no seal needs to read another's writes.
+	snap := w.store.db.NewTransaction(false)
+	defer snap.Discard()
+	var (
+		txn    *badger.Txn
+		budget txnBudget
+		done   []sealCandidate
+		sealed []int
+	)
+	commit := func() error {
+		if txn == nil {
+			return nil
+		}
+		defer txn.Discard()
+		if err := txn.Commit(); err != nil {
+			return fmt.Errorf("seal: %w", err)
+		}
+		for i, c := range done {
+			open := c.st.open[c.day]
+			if rest := open[sealed[i]:]; len(rest) > 0 {
+				c.st.open[c.day] = slices.Clone(rest)
+			} else {
+				delete(c.st.open, c.day)
+			}
+			c.st.sealedLast = max(c.st.sealedLast, c.last)
+			w.sealed.Add(uint64(sealed[i]))
+		}
+		txn, done, sealed = nil, done[:0], sealed[:0]
+		return nil
+	}
+	for _, c := range q {
+		limit := len(c.st.open[c.day])
+		for {
+			n, err := w.planSeal(snap, c, limit)
+			if err != nil {
+				return errors.Join(fmt.Errorf("seal %s/%s: %w", c.st.device, c.st.metric, err), commit())
+			}
+			if n == 0 {
+				break
+			}
+			if txn == nil {
+				txn = w.store.db.NewTransaction(true)
+				budget = newTxnBudget(w.store.db, 0)
+			}
+			fitted := w.seal.fits(&budget)
+			if !fitted && len(done) > 0 {
+				// Full: commit the seals so far and try afresh.
+				if err := commit(); err != nil {
+					return err
+				}
+				txn = w.store.db.NewTransaction(true)
+				budget = newTxnBudget(w.store.db, 0)
+				fitted = w.seal.fits(&budget)
+			}
+			if !fitted {
+				// Too big for one transaction even alone: seal fewer.
+				txn.Discard()
+				txn = nil
+				if limit = n / 2; limit < w.opts.BucketSamples {
+					return errors.Join(fmt.Errorf("seal %s/%s: %d readings do not fit one transaction", c.st.device, c.st.metric, n), commit())
+				}
+				continue
+			}
+			if err := w.seal.apply(txn); err != nil {
+				return errors.Join(fmt.Errorf("seal %s/%s: %w", c.st.device, c.st.metric, err), commit())
+			}
+			c.last = w.seal.merged[len(w.seal.merged)-1].TS
+			done = append(done, c)
+			sealed = append(sealed, n)
+			if limit >= len(c.st.open[c.day]) {
+				break
+			}
+			// Sealed in parts: commit this one, then seal the rest.
+			if err := commit(); err != nil {
+				return err
+			}
+		}
+	}
+	return commit()
+}
+
+// planSeal prepares in w.seal the sealing of the open points of one
+// series-day, at most limit of them, reading sealed buckets from snap. It
+// returns the number of open points it seals. The open points of the day
+// are sorted in place, so that the sealed ones are their head.
+func (w *Writer) planSeal(snap *badger.Txn, c sealCandidate, limit int) (int, error) {
+	st, sc := c.st, &w.seal
+	open := st.open[c.day]
+	slices.SortFunc(open, compareSamples)
+	n := min(len(open), limit)
+	if !c.whole || n < len(open) {
+		n -= n % w.opts.BucketSamples
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	pts := open[:n]
+	sc.samples, sc.old = sc.samples[:0], sc.old[:0]
+	if pts[0].TS <= st.sealedLast { // late points: merge the buckets they touch
+		if err := w.overlapping(snap, st, c.day, pts[0], pts[n-1]); err != nil {
+			return 0, err
+		}
+	}
+	sc.merged = append(append(sc.merged[:0], pts...), sc.samples...)
+	slices.SortFunc(sc.merged, compareSamples)
+	sc.merged = slices.CompactFunc(sc.merged, Sample.same)
+
+	sc.sets = sc.sets[:0]
+	for chunk := range slices.Chunk(sc.merged, w.opts.BucketSamples) {
+		val, err := appendBucket(nil, chunk)
+		if err != nil {
+			return 0, err
+		}
+		if len(val) > w.store.maxValue {
+			return 0, fmt.Errorf("bucket of %d bytes is over the %d-byte limit", len(val), w.store.maxValue)
+		}
+		sc.sets = append(sc.sets, kv{appendBucketKey(nil, st.device, st.metric, chunk[0]), val})
+	}
+	sc.dels = sc.dels[:0]
+	keys := make([]byte, 0, n*(len(st.device)+len(st.metric)+3+pointKeyFixed))
+	for _, p := range pts {
+		off := len(keys)
+		keys = appendPointKey(keys, Reading{Device: st.device, Metric: st.metric, TS: p.TS, Value: p.Value})
+		sc.dels = append(sc.dels, keys[off:len(keys):len(keys)])
+	}
+	sc.dels = append(sc.dels, sc.old...)
+	return n, nil
+}
+
+// kv is a key and a value to write.
+type kv struct{ key, value []byte }
+
+// fits reports whether the planned seal fits in b, and counts it if so.
+func (sc *sealer) fits(b *txnBudget) bool {
+	try := *b
+	for _, e := range sc.sets {
+		if !try.take(e.key, e.value) {
+			return false
+		}
+	}
+	for _, k := range sc.dels {
+		if !try.take(k, nil) {
+			return false
+		}
+	}
+	*b = try
+	return true
+}
+
+// apply writes the planned seal into txn: the buckets it replaces and its
+// points are deleted, its buckets written (a new bucket may reuse the key
+// of one it replaces, so deletes go first).
+func (sc *sealer) apply(txn *badger.Txn) error {
+	for _, k := range sc.dels {
+		if err := txn.Delete(k); err != nil {
+			return err
+		}
+	}
+	for _, e := range sc.sets {
+		if err := txn.Set(e.key, e.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compareSamples orders samples as a series stores them.
+func compareSamples(a, b Sample) int {
+	switch {
+	case a.less(b):
+		return -1
+	case b.less(a):
+		return 1
+	}
+	return 0
+}
+
+// overlapping appends to w.seal.samples the samples of the series-day's
+// buckets that overlap [lo, hi], and their keys to w.seal.old.
+func (w *Writer) overlapping(txn *badger.Txn, st *seriesState, day int32, lo, hi Sample) error {
+	sc := &w.seal
+	prefix := appendDay(appendBucketPrefix(nil, st.device, st.metric), day)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		first, err := parseBucketTail(item.Key())
+		if err != nil {
+			return err
+		}
+		if hi.less(first) {
+			break // this bucket and the later ones start after the points
+		}
+		err = item.Value(func(v []byte) error {
+			h, err := parseBucketHeader(v)
+			if err != nil {
+				return err
+			}
+			if h.Last < lo.TS {
+				return nil // ends before the points
+			}
+			start := len(sc.samples)
+			if sc.samples, err = decodeBucket(sc.samples, v); err != nil {
+				return err
+			}
+			if last := sc.samples[len(sc.samples)-1]; last.less(lo) {
+				sc.samples = sc.samples[:start]
+				return nil
+			}
+			sc.old = append(sc.old, item.KeyCopy(nil))
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("bucket %q: %w", item.Key(), err)
+		}
+	}
+	return nil
+}
+
+// inBucket reports whether the reading r is in a sealed bucket of its
+// series, as txn sees it. Buckets do not overlap, so only the one starting
+// at or before r can hold it.
+func (s *Store) inBucket(txn *badger.Txn, r Reading) (bool, error) {
+	prefix := appendBucketPrefix(nil, r.Device, r.Metric)
+	smp := Sample{TS: r.TS, Value: r.Value}
+	it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: prefix})
+	defer it.Close()
+	it.Seek(appendBucketTail(prefix[:len(prefix):len(prefix)], smp))
+	if !it.Valid() {
+		return false, nil
+	}
+	item := it.Item()
+	first, err := parseBucketTail(item.Key())
+	if err != nil {
+		return false, err
+	}
+	if dayOf(first.TS) != dayOf(r.TS) {
+		return false, nil
+	}
+	found := false
+	err = item.Value(func(v []byte) error {
+		h, err := parseBucketHeader(v)
+		if err != nil || h.Last < r.TS {
+			return err
+		}
+		samples, err := decodeBucket(nil, v)
+		if err != nil {
+			return err
+		}
+		i, ok := slices.BinarySearchFunc(samples, smp, compareSamples)
+		found = ok && samples[i].same(smp)
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("bucket %q: %w", item.Key(), err)
+	}
+	return found, nil
+}

@@ -1,0 +1,390 @@
+package buffer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// sealOpts seals often and only when told to, apart from full buckets.
+var sealOpts = WriterOptions{BucketSamples: 10, SealIdle: 24 * time.Hour, SealCheck: 24 * time.Hour}
+
+const day = int64(nanosPerDay)
+
+// sortSeries sorts readings of one series in store order.
+func sortSeries(rs []Reading) {
+	slices.SortFunc(rs, func(a, b Reading) int {
+		sa, sb := Sample{a.TS, a.Value}, Sample{b.TS, b.Value}
+		switch {
+		case sa.less(sb):
+			return -1
+		case sb.less(sa):
+			return 1
+		}
+		return 0
+	})
+}
+
+// sameReadings compares readings bit for bit (NaN included).
+func sameReadings(got, want []Reading) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("got %d readings, want %d", len(got), len(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.Device != w.Device || g.Metric != w.Metric || g.TS != w.TS || math.Float64bits(g.Value) != math.Float64bits(w.Value) {
+			return fmt.Errorf("reading %d: got %+v, want %+v", i, g, w)
+		}
+	}
+	return nil
+}
+
+// checkBuckets checks the sealed buckets of every series: non-overlapping,
+// within one day, at most max samples, keyed by their first sample. It
+// returns how many readings they hold.
+func checkBuckets(t *testing.T, s *Store, max int) int {
+	t.Helper()
+	total := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindBucket)}})
+		defer it.Close()
+		var prevSeries string
+		var prevLast Sample
+		for it.Rewind(); it.Valid(); it.Next() {
+			dev, metric, first, err := parseBucketKey(it.Item().Key())
+			if err != nil {
+				return err
+			}
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			smp, err := decodeBucket(nil, v)
+			if err != nil {
+				return err
+			}
+			if len(smp) == 0 || len(smp) > max {
+				return fmt.Errorf("bucket %s/%s@%d holds %d samples, want 1..%d", dev, metric, first.TS, len(smp), max)
+			}
+			if !smp[0].same(first) {
+				return fmt.Errorf("bucket key names %+v, first sample is %+v", first, smp[0])
+			}
+			if dayOf(smp[0].TS) != dayOf(smp[len(smp)-1].TS) {
+				return fmt.Errorf("bucket %s/%s@%d spans two days", dev, metric, first.TS)
+			}
+			if id := seriesID(dev, metric); id == prevSeries && !prevLast.less(smp[0]) {
+				return fmt.Errorf("bucket %s/%s@%d overlaps the one before (which ends at %+v)", dev, metric, first.TS, prevLast)
+			} else {
+				prevSeries = id
+			}
+			prevLast = smp[len(smp)-1]
+			total += len(smp)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
+// randomReadings returns n readings of one series with adversarial values
+// and timestamps over a few days, in random order, without repeats.
+func randomReadings(rng *rand.Rand, device, metric string, n int) []Reading {
+	specials := []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0, math.MaxFloat64, -math.SmallestNonzeroFloat64, 0.1 + 0.2}
+	base := int64(1763769600) * 1e9  // a UTC midnight
+	seen := make(map[[2]uint64]bool) // by timestamp and value bits: NaN != NaN
+	var out []Reading
+	for len(out) < n {
+		var ts int64
+		switch rng.IntN(4) {
+		case 0: // a timestamp already used, with another value
+			if len(out) > 0 {
+				ts = out[rng.IntN(len(out))].TS
+				break
+			}
+			fallthrough
+		case 1: // around a day boundary
+			ts = base + int64(rng.IntN(3)+1)*day + int64(rng.IntN(2001)-1000)*1e6
+		default:
+			ts = base + rng.Int64N(3*day)
+		}
+		v := math.Round(rng.NormFloat64()*1000) / 100
+		if rng.IntN(8) == 0 {
+			v = specials[rng.IntN(len(specials))]
+		}
+		key := [2]uint64{uint64(ts), math.Float64bits(v)}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, Reading{Device: device, Metric: metric, TS: ts, Value: v})
+	}
+	return out
+}
+
+func TestSeal_RoundTripThroughBuckets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	s, w := testStoreWith(t, "", sealOpts)
+	ctx := context.Background()
+	want := randomReadings(rng, "dev", "t", 700)
+	// Write in random batches, sealing now and then, with repeats.
+	for i := 0; i < len(want); {
+		n := min(1+rng.IntN(40), len(want)-i)
+		batch := slices.Clone(want[i : i+n])
+		if i > 0 && rng.IntN(3) == 0 {
+			batch = append(batch, want[rng.IntN(i)]) // redelivery of a stored one
+		}
+		write(t, w, batch...)
+		i += n
+		if rng.IntN(4) == 0 {
+			if err := w.SealDue(ctx, time.Unix(0, want[i-1].TS)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.SealDue(ctx, time.Unix(0, math.MaxInt64)); err != nil {
+		t.Fatal(err)
+	}
+	if n := checkBuckets(t, s, sealOpts.BucketSamples); n != len(want) {
+		t.Errorf("buckets hold %d readings, want all %d", n, len(want))
+	}
+	if n := s.ReadingCount(); n != uint64(len(want)) {
+		t.Errorf("ReadingCount: got %d, want %d", n, len(want))
+	}
+	sortSeries(want)
+	got, err := s.Readings(all("dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameReadings(got, want); err != nil {
+		t.Error(err)
+	}
+	// Every reading is now in a bucket: writing them again stores nothing.
+	if res := write(t, w, want...); res.Stored != 0 || res.Duplicates != len(want) {
+		t.Errorf("rewrite after sealing: got %+v, want all duplicates", res)
+	}
+}
+
+func TestSeal_QueriesMatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	s, w := testStoreWith(t, "", sealOpts)
+	var ref []Reading
+	for _, m := range []string{"a", "b", "c"} {
+		rs := randomReadings(rng, "dev", m, 300)
+		for i := 0; i < len(rs); i += 25 {
+			write(t, w, rs[i:min(i+25, len(rs))]...)
+		}
+		ref = append(ref, rs...)
+		if err := w.SealDue(context.Background(), time.Unix(0, rs[len(rs)/2].TS)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, w, Reading{Device: "other", Metric: "a", TS: 5, Value: 1})
+	checkBuckets(t, s, sealOpts.BucketSamples)
+	for i := range 300 {
+		q := Query{Device: "dev", From: math.MinInt64, To: math.MaxInt64, Desc: rng.IntN(2) == 0, Limit: 1 + rng.IntN(120)}
+		if rng.IntN(2) == 0 {
+			q.Metric = []string{"a", "b", "c", "zz"}[rng.IntN(4)]
+		}
+		if rng.IntN(3) > 0 {
+			a, b := ref[rng.IntN(len(ref))].TS+int64(rng.IntN(3)-1), ref[rng.IntN(len(ref))].TS
+			q.From, q.To = min(a, b), max(a, b)
+		}
+		got, err := s.Readings(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameReadings(got, naiveQuery(ref, q)); err != nil {
+			t.Fatalf("query %d %+v: %v", i, q, err)
+		}
+	}
+}
+
+// naiveQuery answers q from a plain list of readings.
+func naiveQuery(rs []Reading, q Query) []Reading {
+	var out []Reading
+	for _, r := range rs {
+		if r.Device == q.Device && (q.Metric == "" || r.Metric == q.Metric) && r.TS >= q.From && r.TS < q.To {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Reading) int {
+		if before(a, b, q.Desc) {
+			return -1
+		}
+		if before(b, a, q.Desc) {
+			return 1
+		}
+		return 0
+	})
+	return out[:min(len(out), q.Limit)]
+}
+
+func TestSeal_FullBucketsSealAtOnce(t *testing.T) {
+	s, w := testStoreWith(t, "", sealOpts)
+	base := int64(1763769600) * 1e9
+	var rs []Reading
+	for i := range 25 {
+		rs = append(rs, Reading{Device: "d", Metric: "m", TS: base + int64(i)*1e9, Value: float64(i) / 10})
+	}
+	write(t, w, rs...)
+	// Two full buckets sealed after the commit; five points stay open.
+	// The Writer seals in its own goroutine after the results, so wait
+	// for its next step.
+	write(t, w)
+	if got := checkBuckets(t, s, 10); got != 20 {
+		t.Errorf("sealed %d readings, want 20", got)
+	}
+	if got := countPoints(t, s); got != 5 {
+		t.Errorf("open points: got %d, want 5", got)
+	}
+}
+
+func countPoints(t *testing.T, s *Store) int {
+	t.Helper()
+	n := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindPoint)}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestSeal_ReopenSealsWhatWasOpen(t *testing.T) {
+	dir := t.TempDir()
+	base := int64(1763769600) * 1e9
+	var rs []Reading
+	for i := range 7 {
+		rs = append(rs, Reading{Device: "d", Metric: "m", TS: base + int64(i)*1e9, Value: float64(i)})
+	}
+	func() {
+		s, err := Open(Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		w := NewWriter(s, sealOpts)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- w.Run(ctx) }()
+		write(t, w, rs...)
+		cancel()
+		<-done
+	}()
+	s, w := testStoreWith(t, dir, sealOpts)
+	if err := w.SealDue(context.Background(), time.Unix(0, base+2*day)); err != nil {
+		t.Fatal(err)
+	}
+	if got := checkBuckets(t, s, 10); got != 7 {
+		t.Errorf("after reopen and a day boundary: sealed %d readings, want 7", got)
+	}
+	got, err := s.Readings(all("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameReadings(got, rs); err != nil {
+		t.Error(err)
+	}
+	if se := s.SeriesList(); len(se) != 1 || se[0].Last != rs[6].TS {
+		t.Errorf("series after sealing: got %+v, want last %d", se, rs[6].TS)
+	}
+}
+
+func TestBucketKey_SortsByFirstSample(t *testing.T) {
+	var keys [][]byte
+	for _, ts := range []int64{-day - 1, -1, 0, 1, day - 1, day, 5 * day} {
+		keys = append(keys, appendBucketKey(nil, "d", "m", Sample{ts, 1}))
+	}
+	if !slices.IsSortedFunc(keys, bytes.Compare) {
+		t.Error("bucket keys do not sort like their first timestamps")
+	}
+	for _, k := range keys {
+		dev, metric, first, err := parseBucketKey(k)
+		if err != nil || dev != "d" || metric != "m" {
+			t.Errorf("parseBucketKey(%x): %s %s %+v %v", k, dev, metric, first, err)
+		}
+	}
+}
+
+func FuzzParseBucketKey(f *testing.F) {
+	f.Add(appendBucketKey(nil, "d", "m", Sample{1, 2}))
+	f.Add([]byte("b\x00\x00"))
+	f.Fuzz(func(t *testing.T, k []byte) {
+		dev, metric, first, err := parseBucketKey(k)
+		if err != nil {
+			return
+		}
+		if got := appendBucketKey(nil, dev, metric, first); !bytes.Equal(got, k) {
+			t.Fatalf("round trip: %x → %s %s %+v → %x", k, dev, metric, first, got)
+		}
+	})
+}
+
+func TestSeal_SplitsAcrossTransactions(t *testing.T) {
+	// A 1 MiB memtable takes about 1,600 entries per transaction; sealing
+	// 6,000 open points (and deleting them) must take several.
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing is sealed until SealDue, which then has too much for one
+	// transaction, even for one series alone.
+	w := NewWriter(s, WriterOptions{BucketSamples: 1000, SealIdle: 24 * time.Hour, SealCheck: 24 * time.Hour, noSeal: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		s.Close()
+	}()
+	base := int64(1763769600) * 1e9
+	var want []Reading
+	for m := range 3 {
+		for i := range 2000 {
+			want = append(want, Reading{Device: "d", Metric: "m" + strconv.Itoa(m), TS: base + int64(i)*1e9, Value: float64(i%17) / 4})
+		}
+	}
+	for i := 0; i < len(want); i += 500 {
+		write(t, w, want[i:i+500]...)
+	}
+	if err := w.SealDue(ctx, time.Unix(0, base+2*day)); err != nil {
+		t.Fatal(err)
+	}
+	if n := checkBuckets(t, s, 1000); n != len(want) {
+		t.Errorf("sealed %d readings, want %d", n, len(want))
+	}
+	if n := countPoints(t, s); n != 0 {
+		t.Errorf("%d points left open", n)
+	}
+	got, err := s.Readings(Query{Device: "d", From: math.MinInt64, To: math.MaxInt64, Limit: MaxQueryLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(want, func(a, b Reading) int {
+		if before(a, b, false) {
+			return -1
+		}
+		return 1
+	})
+	if err := sameReadings(got, want); err != nil {
+		t.Error(err)
+	}
+}
