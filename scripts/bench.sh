@@ -15,6 +15,12 @@
 #                   400,000 readings are stored
 #   embedded_paced  embedded broker; `cairn sim -rate 10000 -duration 20s`;
 #                   cairn's share of one core
+#   storage         the store's own benchmarks (go test -bench ./buffer/):
+#                   bytes on disk per reading after sealing and compaction
+#                   for STORAGE_SERIES (1000) series x 1 Hz x STORAGE_HOURS
+#                   (24) h, next to one reading per key; p99 of the latest
+#                   50 readings of one device among 1000 with 30 days, and
+#                   of one day of one series at 1 Hz
 #
 # Figures: readings_per_sec, cpu_sec_per_100k_msgs (utime+stime of cairn from
 # just before the load until all readings are stored; for external_drain from
@@ -44,7 +50,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
-ALL_CASES=(embedded_max external_drain embedded_paced)
+ALL_CASES=(embedded_max external_drain embedded_paced storage)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
@@ -416,8 +422,40 @@ header+=" rev=$rev fs=$(stat -f -c %T "$tmp") loadavg=$(cut -d' ' -f1 /proc/load
 [ -z "$MOSQ_EXTRA" ] || header+=" mosquitto_extra=\"${MOSQ_EXTRA//$'\n'/; }\""
 echo "$header"
 
+# storage_bench runs the store benchmarks RUNS times and prints medians.
+storage_bench() {
+	local series=${STORAGE_SERIES:-1000} hours=${STORAGE_HOURS:-24} out
+	log "storage: $series series x 1 Hz x ${hours} h through the writer, sealed and as points (takes minutes)"
+	out=$(CAIRN_BENCH_SERIES=$series CAIRN_BENCH_HOURS=$hours go test -run '^$' -bench 'DiskPerReading' \
+		-benchtime 1x -count "$RUNS" -timeout 0 ./buffer/) || die "storage benchmark failed: $out"
+	log "storage: query latencies"
+	out+=$'\n'$(go test -run '^$' -bench 'Query_' -benchtime 2000x -count "$RUNS" -timeout 0 ./buffer/) ||
+		die "query benchmark failed: $out"
+	printf '%s\n' "$out" | awk -v series="$series" -v hours="$hours" '
+		function add(k, v) { n[k]++; val[k, n[k]] = v }
+		function median(k,   i, j, t, a) {
+			for (i = 1; i <= n[k]; i++) a[i] = val[k, i]
+			for (i = 1; i <= n[k]; i++) for (j = i + 1; j <= n[k]; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+			return a[int((n[k] + 1) / 2)]
+		}
+		function runs(k,   i, s) { for (i = 1; i <= n[k]; i++) s = s (i > 1 ? " " : "") val[k, i]; return s }
+		/^BenchmarkStore_DiskPerReading\/sealed/ { add("sealed_bytes_per_reading", $5); add("sealed_ingest_readings_per_sec", $7) }
+		/^BenchmarkStore_DiskPerReading\/points/ { add("points_bytes_per_reading", $5); add("points_ingest_readings_per_sec", $7) }
+		/^BenchmarkQuery_Latest50/ { add("latest50_p99_us", $5) }
+		/^BenchmarkQuery_DayRange/ { add("day_range_p99_us", $5) }
+		END {
+			split("sealed_bytes_per_reading points_bytes_per_reading sealed_ingest_readings_per_sec points_ingest_readings_per_sec latest50_p99_us day_range_p99_us", keys, " ")
+			for (i = 1; i in keys; i++) if (n[keys[i]]) printf "storage: %s median=%s runs=[%s] (%d series x %d h)\n", keys[i], median(keys[i]), runs(keys[i]), series, hours
+		}'
+}
+
 start=$SECONDS
+if [[ " ${cases[*]} " == *" storage "* ]]; then
+	storage_bench
+	cases=("${cases[@]/storage/}")
+fi
 for c in "${cases[@]}"; do
+	[ -n "$c" ] || continue
 	for ((r = 1; r <= RUNS; r++)); do
 		dir="$tmp/$c-$r"
 		mkdir -p "$dir"
