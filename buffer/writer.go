@@ -25,11 +25,12 @@ type Result struct {
 type WriterOptions struct {
 	// MaxReadings caps the readings of one group commit (default 10,000).
 	MaxReadings int
-	// Linger is how long a commit that is not full waits for more readings
-	// before it is written (default 0: commit as soon as the queue is
-	// empty). Readings that arrive during a sync join the next commit
-	// either way.
-	Linger time.Duration
+	// Interval is the least time from the start of one group commit to the
+	// start of the next (default 0: commit as soon as the queue is empty).
+	// Readings that arrive in between join the next commit, so that a
+	// light, steady stream costs a few commits a second, not one per
+	// message; under load a commit takes longer than this anyway.
+	Interval time.Duration
 	// QueueSize is how many submitted batches may wait (default 4,096).
 	// Submit blocks when the queue is full.
 	QueueSize int
@@ -80,14 +81,15 @@ type Writer struct {
 	sealed, sealErrors                               atomic.Uint64
 
 	// Used by the Run goroutine only.
-	batch   []request
-	results []Result
-	slab    []byte
-	scratch []byte
-	snap    *badger.Txn             // read snapshot of the commit, if one was needed
-	created map[string]*seriesState // series new in this commit
-	touched []*seriesState          // series written in this commit
-	seal    sealer
+	lastStart time.Time // when the last commit began
+	batch     []request
+	results   []Result
+	slab      []byte
+	scratch   []byte
+	snap      *badger.Txn             // read snapshot of the commit, if one was needed
+	created   map[string]*seriesState // series new in this commit
+	touched   []*seriesState          // series written in this commit
+	seal      sealer
 }
 
 type request struct {
@@ -198,7 +200,8 @@ func (w *Writer) stop() {
 }
 
 // collect adds queued requests to w.batch until it holds MaxReadings, the
-// queue is empty and Linger has passed, or ctx ends.
+// queue is empty and Interval has passed since the last commit began, or
+// ctx ends.
 func (w *Writer) collect(ctx context.Context) {
 	n := len(w.batch[0].readings)
 	var timer <-chan time.Time
@@ -210,11 +213,12 @@ func (w *Writer) collect(ctx context.Context) {
 			continue
 		default:
 		}
-		if w.opts.Linger <= 0 {
+		wait := time.Until(w.lastStart.Add(w.opts.Interval))
+		if wait <= 0 {
 			return
 		}
 		if timer == nil {
-			t := time.NewTimer(w.opts.Linger)
+			t := time.NewTimer(wait)
 			defer t.Stop()
 			timer = t.C
 		}
@@ -233,6 +237,7 @@ func (w *Writer) collect(ctx context.Context) {
 // commit writes w.batch in one transaction, syncs, and reports results.
 func (w *Writer) commit() {
 	start := time.Now()
+	w.lastStart = start
 	w.results = w.results[:0]
 	for range w.batch {
 		w.results = append(w.results, Result{})

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -55,11 +56,10 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 		return nil, fmt.Errorf("broker auth hook: %w", err)
 	}
 	hook := &ingestHook{
-		srv:     srv,
-		in:      opts.Ingester,
-		log:     opts.Logger,
-		queues:  make(map[*mqtt.Client]*ackQueue),
-		passing: make(map[passKey]struct{}),
+		srv:    srv,
+		in:     opts.Ingester,
+		log:    opts.Logger,
+		queues: make(map[*mqtt.Client]*ackQueue),
 	}
 	if err := srv.AddHook(hook, nil); err != nil {
 		return nil, fmt.Errorf("broker ingest hook: %w", err)
@@ -98,17 +98,8 @@ type ingestHook struct {
 	log     *slog.Logger
 	closing atomic.Bool
 
-	mu      sync.Mutex // guards queues and passing
-	queues  map[*mqtt.Client]*ackQueue
-	passing map[passKey]struct{}
-}
-
-// passKey marks a packet the hook itself injects once it is settled: the
-// hook lets it through so that the broker acks and routes it as usual. Its
-// packet id cannot be reused by the client meanwhile, since it is unacked.
-type passKey struct {
-	cl *mqtt.Client
-	id uint16
+	mu     sync.Mutex // guards queues
+	queues map[*mqtt.Client]*ackQueue
 }
 
 func (h *ingestHook) ID() string { return "cairn-ingest" }
@@ -119,19 +110,14 @@ func (h *ingestHook) Provides(b byte) bool {
 
 // OnPublish ingests a message on a configured topic. QoS 0 messages are
 // stored without waiting. QoS 1 messages are held back (the broker is told to
-// drop them) and injected again, in order, once settled. QoS 2 messages wait
-// here for their commit, since their handshake is the broker's to drive.
+// drop them), then acked and routed by the hook, in order, once settled.
+// QoS 2 messages wait here for their commit, since their handshake is the
+// broker's to drive.
 func (h *ingestHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	if cl.Net.Inline {
 		return pk, nil
 	}
 	h.mu.Lock()
-	key := passKey{cl, pk.PacketID}
-	if _, ok := h.passing[key]; ok {
-		delete(h.passing, key)
-		h.mu.Unlock()
-		return pk, nil
-	}
 	q := h.queues[cl]
 	h.mu.Unlock()
 
@@ -161,8 +147,7 @@ func (h *ingestHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pack
 	// it here, before the message can settle and give its quota back.
 	cl.State.Inflight.DecreaseReceiveQuota()
 	s := q.add(pk)
-	matched := h.in.Ingest(ctx, pk.TopicName, pk.Payload, now, func(err error) { h.settle(cl, q, s, err) })
-	if !matched {
+	if !h.in.Ingest(ctx, pk.TopicName, pk.Payload, now, func(err error) { h.settle(cl, q, s, err) }) {
 		// Not ours, but it must not overtake the client's pending acks.
 		h.settle(cl, q, s, nil)
 	}
@@ -174,11 +159,6 @@ func (h *ingestHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pack
 func (h *ingestHook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 	h.mu.Lock()
 	delete(h.queues, cl)
-	for k := range h.passing {
-		if k.cl == cl {
-			delete(h.passing, k)
-		}
-	}
 	h.mu.Unlock()
 }
 
@@ -203,41 +183,73 @@ func (h *ingestHook) settle(cl *mqtt.Client, q *ackQueue, s *slot, err error) {
 	}
 }
 
-// drain finishes the settled messages at the head of q, in order.
+// drain finishes the settled messages at the head of q, in order, a run
+// of them at a time.
 func (h *ingestHook) drain(cl *mqtt.Client, q *ackQueue) {
+	var run []*slot
 	for {
-		s, ok := q.pop()
-		if !ok {
+		if run = q.popSettled(run[:0]); len(run) == 0 {
 			return
 		}
-		h.finish(cl, q, s)
+		h.finish(cl, q, run)
 	}
 }
 
-// finish acks and routes one settled message.
-func (h *ingestHook) finish(cl *mqtt.Client, q *ackQueue, s *slot) {
-	switch {
-	case h.closing.Load():
-		// The broker is stopping: no acks; the sender will send again.
-	case s.err != nil:
-		if !q.failed {
-			q.failed = true // only drain touches failed
-			h.log.Warn("message not stored, disconnecting its sender so it sends again", "client", cl.ID, "err", s.err)
-			h.srv.DisconnectClient(cl, packets.ErrUnspecifiedError)
+// finish acks and routes a run of settled messages. The PUBACKs of the run
+// go out in one write: one system call, not one per message.
+func (h *ingestHook) finish(cl *mqtt.Client, q *ackQueue, run []*slot) {
+	if h.closing.Load() {
+		return // the broker is stopping: no acks; the sender will send again
+	}
+	var acks bytes.Buffer
+	for _, s := range run {
+		switch {
+		case s.err != nil:
+			if !q.failed {
+				q.failed = true // only drain touches failed
+				h.writeAcks(cl, &acks)
+				h.log.Warn("message not stored, disconnecting its sender so it sends again", "client", cl.ID, "err", s.err)
+				h.srv.DisconnectClient(cl, packets.ErrUnspecifiedError)
+			}
+			continue
+		case !q.failed:
+			cl.State.Inflight.IncreaseReceiveQuota()
+			ack := packets.Packet{
+				FixedHeader:     packets.FixedHeader{Type: packets.Puback},
+				PacketID:        s.pk.PacketID,
+				ReasonCode:      packets.CodeSuccess.Code,
+				ProtocolVersion: cl.Properties.ProtocolVersion,
+			}
+			if err := ack.PubackEncode(&acks); err != nil {
+				h.log.Error("encode puback", "client", cl.ID, "err", err)
+			}
 		}
-	case q.failed || cl.Closed():
-		// No one to ack; still route what was stored.
-		if err := h.srv.Publish(s.pk.TopicName, s.pk.Payload, s.pk.FixedHeader.Retain, s.pk.FixedHeader.Qos); err != nil {
-			h.log.Debug("route after disconnect", "client", cl.ID, "err", err)
+	}
+	h.writeAcks(cl, &acks)
+	// Route what was stored to other subscribers, as the broker would have.
+	for _, s := range run {
+		if s.err == nil && (s.pk.FixedHeader.Retain || atomic.LoadInt64(&h.srv.Info.Subscriptions) > 0) {
+			if err := h.srv.Publish(s.pk.TopicName, s.pk.Payload, s.pk.FixedHeader.Retain, s.pk.FixedHeader.Qos); err != nil {
+				h.log.Debug("route", "client", cl.ID, "topic", s.pk.TopicName, "err", err)
+			}
 		}
-	default:
-		cl.State.Inflight.IncreaseReceiveQuota()
-		h.mu.Lock()
-		h.passing[passKey{cl, s.pk.PacketID}] = struct{}{}
-		h.mu.Unlock()
-		if err := h.srv.InjectPacket(cl, s.pk); err != nil {
-			h.log.Debug("ack", "client", cl.ID, "err", err)
-		}
+	}
+}
+
+// writeAcks writes the encoded PUBACKs in buf to the client and empties
+// buf. A write error means the connection is gone; the broker notices on
+// its own, and the client sends the unacknowledged messages again.
+func (h *ingestHook) writeAcks(cl *mqtt.Client, buf *bytes.Buffer) {
+	if buf.Len() == 0 || cl.Closed() {
+		buf.Reset()
+		return
+	}
+	cl.Lock() // the broker's own writes take the same lock
+	_, err := buf.WriteTo(cl.Net.Conn)
+	cl.Unlock()
+	buf.Reset()
+	if err != nil {
+		h.log.Debug("write pubacks", "client", cl.ID, "err", err)
 	}
 }
 
@@ -277,17 +289,20 @@ func (q *ackQueue) settle(s *slot, err error) bool {
 	return true
 }
 
-// pop removes the head of the queue if it is settled; otherwise it ends the
-// drain and reports false.
-func (q *ackQueue) pop() (*slot, bool) {
+// popSettled moves the settled messages at the head of the queue to run
+// and returns it; with none, it ends the drain and returns run empty.
+func (q *ackQueue) popSettled(run []*slot) []*slot {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.slots) == 0 || !q.slots[0].settled {
-		q.draining = false
-		return nil, false
+	i := 0
+	for i < len(q.slots) && q.slots[i].settled {
+		run = append(run, q.slots[i])
+		q.slots[i] = nil
+		i++
 	}
-	s := q.slots[0]
-	q.slots[0] = nil
-	q.slots = q.slots[1:]
-	return s, true
+	q.slots = q.slots[i:]
+	if i == 0 {
+		q.draining = false
+	}
+	return run
 }

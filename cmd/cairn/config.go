@@ -69,7 +69,7 @@ type HTTPConfig struct {
 // StoreConfig is the store: section.
 type StoreConfig struct {
 	CommitMaxReadings int           `yaml:"commit_max_readings"`
-	CommitLinger      time.Duration `yaml:"commit_linger"`
+	CommitInterval    time.Duration `yaml:"commit_interval"`
 	BucketSamples     int           `yaml:"bucket_samples"`
 	SealIdle          time.Duration `yaml:"seal_idle"`
 	MemTableMiB       int           `yaml:"memtable_mib"`
@@ -94,7 +94,7 @@ func DefaultConfig() *Config {
 		HTTP: HTTPConfig{Listen: "127.0.0.1:8080"},
 		Store: StoreConfig{
 			CommitMaxReadings: 10000,
-			CommitLinger:      0,
+			CommitInterval:    2 * time.Millisecond,
 			BucketSamples:     200,
 			SealIdle:          time.Hour,
 			MemTableMiB:       8,
@@ -290,8 +290,8 @@ func (c *Config) Validate() error {
 	if s.CommitMaxReadings < 1 || s.CommitMaxReadings > 100000 {
 		bad("store.commit_max_readings", "must be from 1 to 100000 (got %d)", s.CommitMaxReadings)
 	}
-	if s.CommitLinger < 0 || s.CommitLinger > time.Second {
-		bad("store.commit_linger", "must be from 0s to 1s (got %s)", s.CommitLinger)
+	if s.CommitInterval < 0 || s.CommitInterval > time.Second {
+		bad("store.commit_interval", "must be from 0s to 1s (got %s)", s.CommitInterval)
 	}
 	if s.BucketSamples < 2 || s.BucketSamples > buffer.MaxBucketSamples {
 		bad("store.bucket_samples", "must be from 2 to %d (got %d)", buffer.MaxBucketSamples, s.BucketSamples)

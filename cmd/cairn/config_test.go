@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoadConfig_Example(t *testing.T) {
@@ -36,8 +37,8 @@ func TestParseConfig_Empty(t *testing.T) {
 	if got := cfg.routes[0].Pattern.String(); got != "sensors/{device}/telemetry" {
 		t.Errorf("default topic: got %q", got)
 	}
-	if cfg.Store.CommitLinger != 0 {
-		t.Errorf("commit_linger: got %v", cfg.Store.CommitLinger)
+	if cfg.Store.CommitInterval != 2*time.Millisecond {
+		t.Errorf("commit_interval: got %v", cfg.Store.CommitInterval)
 	}
 }
 
@@ -58,7 +59,7 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"unknown_key.bad.yaml":              "mqtt.embeded: unknown key (line 3)",
 		"unknown_topic_key.bad.yaml":        "mqtt.topics[0].fromat: unknown key (line 4)",
 		"http_listen_not_hostport.bad.yaml": `http.listen: want host:port (got "8080")`,
-		"bad_duration.bad.yaml":             "store.commit_linger: cannot use !!str `soon` into time.Duration (line 2)",
+		"bad_duration.bad.yaml":             "store.commit_interval: cannot use !!str `soon` into time.Duration (line 2)",
 		"wrong_type.bad.yaml":               "store.commit_max_readings: cannot use !!str `lots` into int (line 2)",
 		"commit_zero.bad.yaml":              "store.commit_max_readings: must be from 1 to 100000 (got 0)",
 		"both_brokers.bad.yaml":             "mqtt: set either mqtt.embedded",

@@ -75,7 +75,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}
 	writer := buffer.NewWriter(store, buffer.WriterOptions{
 		MaxReadings:   cfg.Store.CommitMaxReadings,
-		Linger:        cfg.Store.CommitLinger,
+		Interval:      cfg.Store.CommitInterval,
 		BucketSamples: cfg.Store.BucketSamples,
 		SealIdle:      cfg.Store.SealIdle,
 	})
