@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/cairn-gateway/cairn/aggregate"
 )
 
 // Storage benchmarks. Sizes can be raised to the figures of docs/storage.md
@@ -270,4 +272,95 @@ func BenchmarkQuery_DayRange(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(p99(lat).Microseconds()), "p99-µs")
+}
+
+// loadYear stores one series with a year of readings at 1 Hz, sealed, and
+// its minute, hour and day records, straight into the store.
+func loadYear(b *testing.B, s *Store, start int64) {
+	const n = 365 * 86400
+	sn := newSensor(1, 21, 3, 0.05, 2)
+	samples := make([]Sample, 0, 86400)
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	cur := map[aggregate.Level]*StatsAt{}
+	flush := func(l aggregate.Level) {
+		if a := cur[l]; a != nil {
+			if err := wb.Set(appendStatsKey(nil, l, "dev", "t", a.Start), a.Stats.Append(nil)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for i := range n {
+		ts := start + int64(i)*1e9
+		v := sn.at(ts)
+		samples = append(samples, Sample{TS: ts, Value: v})
+		for _, l := range levels() {
+			g := l.Truncate(ts)
+			if a := cur[l]; a == nil || a.Start != g {
+				flush(l)
+				cur[l] = &StatsAt{Start: g}
+			}
+			cur[l].Stats.Add(v)
+		}
+		if len(samples) == cap(samples) {
+			loadBuckets(b, s, "dev", "t", samples, 200)
+			samples = samples[:0]
+		}
+	}
+	for _, l := range levels() {
+		flush(l)
+	}
+	if err := wb.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	loadBuckets(b, s, "dev", "t", samples, 200)
+	if err := s.load(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkStats_Year asks for the stats of one series with a year of
+// readings at 1 Hz: of a random 30-day range as one value (the covering
+// query), and of the whole year by day.
+func BenchmarkStats_Year(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	start := int64(1735689600) * 1e9 // 2025-01-01
+	loadYear(b, s, start)
+	rng := rand.New(rand.NewPCG(3, 3))
+	b.Run("30days_all", func(b *testing.B) {
+		var lat []time.Duration
+		var records, readings int
+		for b.Loop() {
+			from := start + rng.Int64N(330*nanosPerDay)
+			t0 := time.Now()
+			st, reads, err := s.StatsCover("dev", "t", from, from+30*nanosPerDay)
+			lat = append(lat, time.Since(t0))
+			if err != nil || st.Count < 30*86400-120 {
+				b.Fatalf("got %+v, %v", st, err)
+			}
+			records, readings = max(records, reads.Records), max(readings, reads.Readings)
+		}
+		b.ReportMetric(float64(p99(lat).Microseconds()), "p99-µs")
+		b.ReportMetric(float64(records), "max-records")
+		b.ReportMetric(float64(readings), "max-raw-readings")
+	})
+	b.Run("year_by_day", func(b *testing.B) {
+		var lat []time.Duration
+		var records int
+		for b.Loop() {
+			t0 := time.Now()
+			days, reads, err := s.StatsByLevel("dev", "t", aggregate.Day, start, start+365*nanosPerDay)
+			lat = append(lat, time.Since(t0))
+			if err != nil || len(days) != 365 {
+				b.Fatalf("got %d days, %v", len(days), err)
+			}
+			records = max(records, reads.Records)
+		}
+		b.ReportMetric(float64(p99(lat).Microseconds()), "p99-µs")
+		b.ReportMetric(float64(records), "max-records")
+	})
 }

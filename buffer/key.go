@@ -26,6 +26,12 @@ const (
 	// straddle two), so key order is time order, and a series-day is a
 	// prefix that can be dropped whole.
 	kindBucket keyKind = 'b'
+	// kindMinute, kindHour and kindDay hold the _stats of a series' readings
+	// in one UTC minute, hour or day (see stats.go):
+	//   'm' | 'h' | 'd' device 0x00 metric 0x00 start(8B BE) → aggregate.Stats
+	kindMinute keyKind = 'm'
+	kindHour   keyKind = 'h'
+	kindDay    keyKind = 'd'
 	// kindMeta holds store-wide values under a name: '_' name → value.
 	kindMeta keyKind = '_'
 )

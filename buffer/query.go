@@ -47,45 +47,48 @@ func (s *Store) Scan(q Query, fn func(Reading) bool) error {
 	if q.From >= q.To {
 		return nil
 	}
+	err := s.db.View(func(txn *badger.Txn) error { return s.scan(txn, q, fn) })
+	if err != nil {
+		return fmt.Errorf("query %s: %w", q.Device, err)
+	}
+	return nil
+}
+
+// scan is Scan within txn.
+func (s *Store) scan(txn *badger.Txn, q Query, fn func(Reading) bool) error {
 	metrics := []string{q.Metric}
 	if q.Metric == "" {
 		metrics = s.metricsOf(q.Device)
 	}
-	err := s.db.View(func(txn *badger.Txn) error {
-		cursors := make([]*cursor, 0, len(metrics))
-		defer func() {
-			for _, c := range cursors {
-				c.close()
-			}
-		}()
-		for _, m := range metrics {
-			c, err := newCursor(txn, q, m)
-			if err != nil {
-				return err
-			}
-			cursors = append(cursors, c)
-			if err := c.next(); err != nil {
-				return err
+	cursors := make([]*cursor, 0, len(metrics))
+	defer func() {
+		for _, c := range cursors {
+			c.close()
+		}
+	}()
+	for _, m := range metrics {
+		c, err := newCursor(txn, q, m)
+		if err != nil {
+			return err
+		}
+		cursors = append(cursors, c)
+		if err := c.next(); err != nil {
+			return err
+		}
+	}
+	for n := 0; n < q.Limit; n++ {
+		best := -1
+		for i, c := range cursors {
+			if c.ok && (best < 0 || before(c.cur, cursors[best].cur, q.Desc)) {
+				best = i
 			}
 		}
-		for n := 0; n < q.Limit; n++ {
-			best := -1
-			for i, c := range cursors {
-				if c.ok && (best < 0 || before(c.cur, cursors[best].cur, q.Desc)) {
-					best = i
-				}
-			}
-			if best < 0 || !fn(cursors[best].cur) {
-				break
-			}
-			if err := cursors[best].next(); err != nil {
-				return err
-			}
+		if best < 0 || !fn(cursors[best].cur) {
+			break
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("query %s: %w", q.Device, err)
+		if err := cursors[best].next(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/cairn-gateway/cairn/aggregate"
 )
 
 // ErrClosed is returned by Writer.Submit once the Writer has begun to stop.
@@ -86,9 +88,10 @@ type Writer struct {
 	results   []Result
 	slab      []byte
 	scratch   []byte
-	snap      *badger.Txn             // read snapshot of the commit, if one was needed
-	created   map[string]*seriesState // series new in this commit
-	touched   []*seriesState          // series written in this commit
+	snap      *badger.Txn                 // read snapshot of the commit, if one was needed
+	created   map[string]*seriesState     // series new in this commit
+	deltas    map[statKey]aggregate.Stats // aggregates of the commit part under way
+	touched   []*seriesState              // series written in this commit
 	seal      sealer
 }
 
@@ -122,6 +125,7 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 		sealReq:  make(chan sealRequest),
 		stopping: make(chan struct{}),
 		created:  make(map[string]*seriesState),
+		deltas:   make(map[statKey]aggregate.Stats),
 	}
 }
 
@@ -314,6 +318,7 @@ func (w *Writer) write() error {
 	clear(w.created)
 	w.touched = w.touched[:0]
 	defer func() {
+		clear(w.deltas) // what a failed part had gathered
 		for _, st := range w.touched {
 			st.touched = false
 			st.pend = st.pend[:0] // committed ones were moved to open
@@ -348,9 +353,11 @@ func (w *Writer) write() error {
 					continue
 				}
 			}
-			if !budget.take(key, nil) {
+			if try := budget; try.take(key, nil) && w.reserveStats(&try, st, r.TS) {
+				budget = try
+			} else {
 				// Readings are idempotent: commit this part, with the
-				// count of what it holds, and go on.
+				// count and the aggregates of what it holds, and go on.
 				if err := w.commitPart(txn, added); err != nil {
 					return err
 				}
@@ -358,7 +365,9 @@ func (w *Writer) write() error {
 				txn = s.db.NewTransaction(true)
 				budget = newTxnBudget(s.db, metaEntrySize)
 				budget.take(key, nil)
+				w.reserveStats(&budget, st, r.TS)
 			}
+			w.addStats(st, r.TS, r.Value)
 			if err := txn.Set(key, nil); err != nil {
 				return err
 			}
@@ -405,7 +414,12 @@ func newTxnBudget(db *badger.DB, reserve int64) txnBudget {
 
 // take reports whether an entry of key and value fits, and counts it if so.
 func (b *txnBudget) take(key, value []byte) bool {
-	count, size := b.count+1, b.size+int64(len(key)+len(value))+2+10
+	return b.takeSize(int64(len(key)+len(value)) + 2)
+}
+
+// takeSize is take for an entry of n bytes of key, value and metadata.
+func (b *txnBudget) takeSize(n int64) bool {
+	count, size := b.count+1, b.size+n+10
 	if count >= b.maxCount || size >= b.maxSize {
 		return false
 	}
@@ -421,6 +435,9 @@ const metaEntrySize int64 = 1 + int64(len(metaReadings)) + 8 + 2
 // added, the readings txn stores, and then brings the index up to date.
 func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	s := w.store
+	if err := w.writeStats(txn); err != nil {
+		return err
+	}
 	s.mu.RLock()
 	total := s.readings + added
 	s.mu.RUnlock()

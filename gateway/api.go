@@ -2,16 +2,19 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
 )
 
@@ -52,6 +55,7 @@ func NewAPI(opts APIOptions) (*API, error) {
 	a.mux.HandleFunc("GET /v1/status", a.status)
 	a.mux.HandleFunc("GET /v1/devices", a.devices)
 	a.mux.HandleFunc("GET /v1/devices/{device}/readings", a.readings)
+	a.mux.HandleFunc("GET /v1/devices/{device}/stats", a.stats)
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
 	return a, nil
 }
@@ -192,6 +196,97 @@ func (a *API) readings(w http.ResponseWriter, r *http.Request) {
 	}{Device: device, Readings: make([]readingJSON, len(rs))}
 	for i, rd := range rs {
 		out.Readings[i] = readingJSON{Metric: rd.Metric, TS: rd.Time().Format(time.RFC3339Nano), Value: rd.Value}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type statsJSON struct {
+	Start  string  `json:"start"`
+	Count  uint64  `json:"count"`
+	Sum    float64 `json:"sum"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	SumSqr float64 `json:"sumsqr"`
+	Mean   float64 `json:"mean"`
+	StdDev float64 `json:"stddev"`
+}
+
+// maxStatsGroups bounds the groups one stats request may return.
+const maxStatsGroups = 10000
+
+// stats answers /v1/devices/{device}/stats?metric=&from=&to=&group=.
+func (a *API) stats(w http.ResponseWriter, r *http.Request) {
+	device := r.PathValue("device")
+	v := r.URL.Query()
+	metric, group := v.Get("metric"), v.Get("group")
+	var errs []string
+	if !ValidDevice(device) {
+		errs = append(errs, fmt.Sprintf("device %q: not a valid device id", device))
+	}
+	if !ValidMetric(metric) {
+		errs = append(errs, fmt.Sprintf("metric: required, a valid metric name (got %q)", metric))
+	}
+	from, to := int64(math.MinInt64), time.Now().UnixNano()
+	var err error
+	if s := v.Get("from"); s == "" {
+		errs = append(errs, "from: required (RFC 3339 or Unix milliseconds)")
+	} else if from, err = parseTime(s); err != nil {
+		errs = append(errs, "from: "+err.Error())
+	}
+	if s := v.Get("to"); s != "" {
+		if to, err = parseTime(s); err != nil {
+			errs = append(errs, "to: "+err.Error())
+		}
+	}
+	if len(errs) == 0 && from >= to {
+		errs = append(errs, fmt.Sprintf("from (%s) must be before to (%s)", v.Get("from"), v.Get("to")))
+	}
+	var level aggregate.Level
+	switch group {
+	case "all":
+	case "":
+		group = "all"
+	default:
+		if level, err = aggregate.ParseLevel(group); err != nil {
+			errs = append(errs, fmt.Sprintf("group: must be minute, hour, day or all (got %q)", group))
+		} else if len(errs) == 0 && (to-from)/int64(level.Duration()) > maxStatsGroups {
+			errs = append(errs, fmt.Sprintf("group: more than %d %ss from %s to %s; use a longer group or a shorter range", maxStatsGroups, group, v.Get("from"), v.Get("to")))
+		}
+	}
+	if len(errs) > 0 {
+		a.fail(w, http.StatusBadRequest, errors.New(strings.Join(errs, "; ")))
+		return
+	}
+	var groups []buffer.StatsAt
+	if group == "all" {
+		st, _, err := a.opts.Store.StatsCover(device, metric, from, to)
+		if err != nil {
+			a.fail(w, http.StatusInternalServerError, err)
+			return
+		}
+		if !st.IsEmpty() {
+			groups = append(groups, buffer.StatsAt{Start: from, Stats: st})
+		}
+	} else {
+		groups, _, err = a.opts.Store.StatsByLevel(device, metric, level, from, to)
+		if err != nil {
+			a.fail(w, http.StatusInternalServerError, err)
+			return
+		}
+	}
+	out := struct {
+		Device string      `json:"device"`
+		Metric string      `json:"metric"`
+		Group  string      `json:"group"`
+		Stats  []statsJSON `json:"stats"`
+	}{Device: device, Metric: metric, Group: group, Stats: make([]statsJSON, len(groups))}
+	for i, g := range groups {
+		st := g.Stats
+		out.Stats[i] = statsJSON{
+			Start: time.Unix(0, g.Start).UTC().Format(time.RFC3339Nano),
+			Count: st.Count, Sum: st.Sum, Min: st.Min, Max: st.Max, SumSqr: st.SumSqr,
+			Mean: st.Mean(), StdDev: st.StdDev(),
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

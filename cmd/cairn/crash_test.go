@@ -193,6 +193,7 @@ func TestCrash_SIGKILL(t *testing.T) {
 	}
 
 	stored, missing, doubled := checkStored(t, dataDir, fleet.msgs, fleet.acks)
+	checkAggregates(t, dataDir)
 	if want := 2 * len(fleet.msgs); stored != want {
 		t.Errorf("stored %d readings, want %d: every message was acknowledged in the end", stored, want)
 	}

@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -580,5 +582,92 @@ func TestRun_ManyInFlight(t *testing.T) {
 	}
 	if got := newAPIClient(d.http).status(t).Store.Readings; got != n {
 		t.Errorf("store.readings: got %d, want %d", got, n)
+	}
+}
+
+type statsDoc struct {
+	Device string `json:"device"`
+	Metric string `json:"metric"`
+	Group  string `json:"group"`
+	Stats  []struct {
+		Start  string  `json:"start"`
+		Count  uint64  `json:"count"`
+		Sum    float64 `json:"sum"`
+		Min    float64 `json:"min"`
+		Max    float64 `json:"max"`
+		SumSqr float64 `json:"sumsqr"`
+		Mean   float64 `json:"mean"`
+		StdDev float64 `json:"stddev"`
+	} `json:"stats"`
+}
+
+func TestRun_StatsEndpoint(t *testing.T) {
+	d := startDaemon(t, writeConfig(t, t.TempDir(), embeddedConfig))
+	pub := mustConnect(t, d.mqtt, "stats-publisher")
+	const h0 = 1_699_999_200_000 // 2023-11-14T22:00:00Z
+	// Minute 0: 2 and 4; minute 1: 6; an hour later: 8. Then a redelivery.
+	for _, m := range []struct {
+		ms int64
+		v  float64
+	}{{0, 2}, {10_000, 4}, {70_000, 6}, {3_601_000, 8}, {10_000, 4}} {
+		if err := publish1(pub, "sensors/stats-1/telemetry", fmt.Sprintf(`{"ts":%d,"t":%g}`, h0+m.ms, m.v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api := newAPIClient(d.http)
+	from, to := msTS(h0), msTS(h0+2*3_600_000)
+	tests := []struct {
+		group  string
+		starts []string
+		counts []uint64
+		sums   []float64
+	}{
+		{"minute", []string{msTS(h0), msTS(h0 + 60_000), msTS(h0 + 3_600_000)}, []uint64{2, 1, 1}, []float64{6, 6, 8}},
+		{"hour", []string{msTS(h0), msTS(h0 + 3_600_000)}, []uint64{3, 1}, []float64{12, 8}},
+		{"all", []string{from}, []uint64{4}, []float64{20}},
+	}
+	for _, tt := range tests {
+		var doc statsDoc
+		path := "/v1/devices/stats-1/stats?metric=t&from=" + url.QueryEscape(from) + "&to=" + url.QueryEscape(to) + "&group=" + tt.group
+		if code := api.get(t, path, &doc); code != http.StatusOK {
+			t.Fatalf("%s: status %d", path, code)
+		}
+		if doc.Device != "stats-1" || doc.Metric != "t" || doc.Group != tt.group || len(doc.Stats) != len(tt.starts) {
+			t.Fatalf("group %s: got %+v, want %d groups", tt.group, doc, len(tt.starts))
+		}
+		for i, g := range doc.Stats {
+			if g.Start != tt.starts[i] || g.Count != tt.counts[i] || g.Sum != tt.sums[i] {
+				t.Errorf("group %s #%d: got start %s count %d sum %g, want %s %d %g", tt.group, i, g.Start, g.Count, g.Sum, tt.starts[i], tt.counts[i], tt.sums[i])
+			}
+		}
+	}
+	// The whole range: mean 5, population standard deviation √5.
+	var doc statsDoc
+	api.get(t, "/v1/devices/stats-1/stats?metric=t&group=all&from="+url.QueryEscape(from)+"&to="+url.QueryEscape(to), &doc)
+	if g := doc.Stats[0]; g.Min != 2 || g.Max != 8 || g.SumSqr != 120 || g.Mean != 5 || math.Abs(g.StdDev-math.Sqrt(5)) > 1e-12 {
+		t.Errorf("all: got %+v, want min 2, max 8, sumsqr 120, mean 5, stddev √5", g)
+	}
+	// A range that cuts minutes uses the readings at its ends.
+	api.get(t, "/v1/devices/stats-1/stats?metric=t&group=all&from="+strconv.FormatInt(h0+5_000, 10)+"&to="+strconv.FormatInt(h0+3_601_001, 10), &doc)
+	if len(doc.Stats) != 1 || doc.Stats[0].Count != 3 || doc.Stats[0].Sum != 18 {
+		t.Errorf("partial minutes: got %+v, want count 3, sum 18", doc.Stats)
+	}
+	for _, bad := range []string{
+		"/v1/devices/stats-1/stats?from=0&group=all",              // no metric
+		"/v1/devices/stats-1/stats?metric=t&group=all",            // no from
+		"/v1/devices/stats-1/stats?metric=t&from=0&group=week",    // bad group
+		"/v1/devices/stats-1/stats?metric=t&from=10&to=5",         // reversed
+		"/v1/devices/stats-1/stats?metric=t&from=yesterday",       // bad time
+		"/v1/devices/stats-1/stats?metric=t&from=0&group=minute",  // too many groups
+		"/v1/devices/stats%201/stats?metric=t&from=0&group=all",   // bad device
+		"/v1/devices/stats-1/stats?metric=t%20x&from=0&group=all", // bad metric
+	} {
+		code, body, err := api.fetch(bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != http.StatusBadRequest || !strings.Contains(string(body), `"error"`) {
+			t.Errorf("GET %s: got %d %s, want 400 with an error", bad, code, body)
+		}
 	}
 }

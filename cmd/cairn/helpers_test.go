@@ -22,6 +22,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"go.uber.org/goleak"
 
+	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
 )
 
@@ -492,4 +493,63 @@ func (b *binaryBuild) remove() {
 	if err := os.RemoveAll(b.dir); err != nil {
 		fmt.Fprintln(os.Stderr, "remove test binary:", err)
 	}
+}
+
+// checkAggregates opens the data directory of a stopped daemon and checks
+// that the pre-aggregates of every series equal a recomputation from its
+// stored readings: over all time, and minute by minute.
+func checkAggregates(t *testing.T, dir string) {
+	t.Helper()
+	store, err := buffer.Open(buffer.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, se := range store.SeriesList() {
+		rs, err := store.Readings(buffer.Query{Device: se.Device, Metric: se.Metric, From: math.MinInt64, To: math.MaxInt64, Limit: buffer.MaxQueryLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want aggregate.Stats
+		minutes := map[int64]*aggregate.Stats{}
+		for _, r := range rs {
+			want.Add(r.Value)
+			m := aggregate.Minute.Truncate(r.TS)
+			if minutes[m] == nil {
+				minutes[m] = new(aggregate.Stats)
+			}
+			minutes[m].Add(r.Value)
+		}
+		got, _, err := store.StatsCover(se.Device, se.Metric, math.MinInt64, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !closeStats(got, want) {
+			t.Errorf("%s/%s: aggregate of all readings %+v, recomputed %+v", se.Device, se.Metric, got, want)
+		}
+		groups, _, err := store.StatsByLevel(se.Device, se.Metric, aggregate.Minute, rs[0].TS, rs[len(rs)-1].TS+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(groups) != len(minutes) {
+			t.Errorf("%s/%s: %d minute records, readings fall in %d minutes", se.Device, se.Metric, len(groups), len(minutes))
+		}
+		for _, g := range groups {
+			if w := minutes[g.Start]; w == nil || !closeStats(g.Stats, *w) {
+				t.Errorf("%s/%s: minute %d: got %+v, recomputed %+v", se.Device, se.Metric, g.Start, g.Stats, w)
+			}
+		}
+	}
+}
+
+// closeStats compares aggregates: count, min and max exactly, sums to the
+// rounding of adding the same values in another order (2·n·ε·n·max|v|).
+func closeStats(a, b aggregate.Stats) bool {
+	if a.Count != b.Count || a.Min != b.Min || a.Max != b.Max {
+		return false
+	}
+	n := float64(a.Count)
+	m := math.Max(math.Abs(b.Min), math.Abs(b.Max))
+	near := func(x, y, bound float64) bool { return x == y || math.Abs(x-y) <= 2*n*0x1p-52*bound }
+	return near(a.Sum, b.Sum, n*m) && near(a.SumSqr, b.SumSqr, n*m*m)
 }

@@ -1,0 +1,121 @@
+package buffer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/cairn-gateway/cairn/aggregate"
+)
+
+// The pre-aggregates of a series: one _stats record per minute, hour and
+// day that holds readings, written in the same transaction as the readings
+// themselves, so that the two never disagree, even after a crash. A reading
+// recognised as a duplicate changes no record.
+
+// statsKind returns the first byte of the keys of a level's records:
+//
+//	'm' | 'h' | 'd' device 0x00 metric 0x00 start(8B BE) → aggregate.Stats
+func statsKind(l aggregate.Level) keyKind {
+	switch l {
+	case aggregate.Minute:
+		return kindMinute
+	case aggregate.Hour:
+		return kindHour
+	}
+	return kindDay
+}
+
+// levels returns the levels every reading updates.
+func levels() [3]aggregate.Level {
+	return [3]aggregate.Level{aggregate.Minute, aggregate.Hour, aggregate.Day}
+}
+
+// appendStatsPrefix appends the prefix of the records of one level of a
+// series.
+func appendStatsPrefix(dst []byte, level aggregate.Level, device, metric string) []byte {
+	dst = append(dst, byte(statsKind(level)))
+	dst = append(dst, device...)
+	dst = append(dst, sep)
+	dst = append(dst, metric...)
+	return append(dst, sep)
+}
+
+// appendStatsKey appends the key of the record of a series at start.
+func appendStatsKey(dst []byte, level aggregate.Level, device, metric string, start int64) []byte {
+	return appendTS(appendStatsPrefix(dst, level, device, metric), start)
+}
+
+// statKey names a record touched by the commit under way.
+type statKey struct {
+	level aggregate.Level
+	st    *seriesState
+	start int64
+}
+
+// statsEntrySize is what a record costs a transaction beyond its key: its
+// 41-byte encoding and Badger's two metadata bytes.
+const statsEntrySize = 41 + 2
+
+// reserveStats takes from b the records that a reading of st at ts would
+// add to the commit part, and reports whether they fit.
+func (w *Writer) reserveStats(b *txnBudget, st *seriesState, ts int64) bool {
+	keyLen := 1 + len(st.device) + 1 + len(st.metric) + 1 + 8
+	for _, l := range levels() {
+		if _, ok := w.deltas[statKey{l, st, l.Truncate(ts)}]; ok {
+			continue
+		}
+		if !b.takeSize(int64(keyLen) + statsEntrySize) {
+			return false
+		}
+	}
+	return true
+}
+
+// addStats adds a stored reading to the aggregates of the commit part.
+func (w *Writer) addStats(st *seriesState, ts int64, v float64) {
+	for _, l := range levels() {
+		k := statKey{l, st, l.Truncate(ts)}
+		d := w.deltas[k]
+		d.Add(v)
+		w.deltas[k] = d
+	}
+}
+
+// writeStats merges the aggregates of the commit part into their records.
+func (w *Writer) writeStats(txn *badger.Txn) error {
+	for k, d := range w.deltas {
+		key := appendStatsKey(nil, k.level, k.st.device, k.st.metric, k.start)
+		cur, err := getStats(txn, key)
+		if err != nil {
+			return err
+		}
+		cur.Merge(d)
+		if err := txn.Set(key, cur.Append(nil)); err != nil {
+			return err
+		}
+	}
+	clear(w.deltas)
+	return nil
+}
+
+// getStats reads the record under key; a missing one is empty.
+func getStats(txn *badger.Txn, key []byte) (aggregate.Stats, error) {
+	item, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return aggregate.Stats{}, nil
+	}
+	if err != nil {
+		return aggregate.Stats{}, err
+	}
+	var st aggregate.Stats
+	err = item.Value(func(v []byte) (err error) {
+		st, err = aggregate.Decode(v)
+		return err
+	})
+	if err != nil {
+		return aggregate.Stats{}, fmt.Errorf("stats %q: %w", key, err)
+	}
+	return st, nil
+}

@@ -1,0 +1,176 @@
+package buffer
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/cairn-gateway/cairn/aggregate"
+)
+
+func TestStatsEncodingSize(t *testing.T) {
+	if got := int64(len(aggregate.Stats{Count: 1}.Append(nil))) + 2; got != statsEntrySize {
+		t.Fatalf("statsEntrySize is %d, the encoding needs %d", statsEntrySize, got)
+	}
+}
+
+// naiveStats aggregates the readings of one series in [from, to).
+func naiveStats(rs []Reading, from, to int64) aggregate.Stats {
+	var st aggregate.Stats
+	for _, r := range rs {
+		if r.TS >= from && r.TS < to {
+			st.Add(r.Value)
+		}
+	}
+	return st
+}
+
+// sameStats compares aggregates: count, min and max exactly; sum and
+// sumsqr within the bound of adding the same n values in two different
+// orders. Each order is off the exact sum by at most (n-1)·ε·Σ|v|
+// (Higham, "Accuracy and Stability of Numerical Algorithms", 4.2), so two
+// orders differ by at most twice that.
+func sameStats(got, want aggregate.Stats) bool {
+	if got.Count != want.Count {
+		return false
+	}
+	if got.Count == 0 {
+		return true
+	}
+	if got.Min != want.Min || got.Max != want.Max {
+		return false
+	}
+	// Σ|v| ≤ n·max|v|: a bound that needs only the aggregate. Squares of
+	// extreme values overflow to +Inf in either order.
+	n := float64(got.Count)
+	maxAbs := math.Max(math.Abs(want.Min), math.Abs(want.Max))
+	close := func(a, b, sumAbs float64) bool { return a == b || math.Abs(a-b) <= 2*n*0x1p-52*sumAbs }
+	return close(got.Sum, want.Sum, n*maxAbs) && close(got.SumSqr, want.SumSqr, n*maxAbs*maxAbs)
+}
+
+func TestStats_MatchRecomputation(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	s, w := testStoreWith(t, "", sealOpts)
+	ctx := context.Background()
+	base := int64(1763769600) * 1e9 // a UTC midnight
+	var stored []Reading
+	seen := map[[2]uint64]bool{}
+	var all []Reading
+	for len(all) < 3000 {
+		var ts int64
+		switch rng.IntN(5) {
+		case 0: // a timestamp already used
+			if len(all) > 0 {
+				ts = all[rng.IntN(len(all))].TS
+				break
+			}
+			fallthrough
+		case 1: // around a day, hour or minute boundary
+			edge := []int64{60e9, 3600e9, day}[rng.IntN(3)]
+			ts = base + int64(rng.IntN(3)+1)*edge + int64(rng.IntN(2001)-1000)*1e6
+		default:
+			ts = base + rng.Int64N(3*day)
+		}
+		v := math.Round(rng.NormFloat64()*1000) / 100
+		switch rng.IntN(20) {
+		case 0:
+			v = 1e300 * float64(rng.IntN(3)-1)
+		case 1:
+			v = -math.SmallestNonzeroFloat64
+		}
+		all = append(all, Reading{Device: "d", Metric: "m", TS: ts, Value: v})
+	}
+	// Write in random order and batches, with redeliveries, sealing now
+	// and then.
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	for i := 0; i < len(all); {
+		n := min(1+rng.IntN(60), len(all)-i)
+		batch := append([]Reading(nil), all[i:i+n]...)
+		if i > 0 && rng.IntN(3) == 0 {
+			batch = append(batch, all[rng.IntN(i)])
+		}
+		write(t, w, batch...)
+		for _, r := range all[i : i+n] {
+			k := [2]uint64{uint64(r.TS), math.Float64bits(r.Value)}
+			if !seen[k] {
+				seen[k] = true
+				stored = append(stored, r)
+			}
+		}
+		i += n
+		if rng.IntN(5) == 0 {
+			if err := w.SealDue(ctx, time.Unix(0, base+rng.Int64N(4*day))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range 400 {
+		a, b := base-day/2+rng.Int64N(4*day), base-day/2+rng.Int64N(4*day)
+		if i < 10 { // whole days, hours, minutes
+			edge := []int64{60e9, 3600e9, day}[i%3]
+			a, b = base+int64(i)*edge, base+int64(i+2+i%3)*edge
+		}
+		from, to := min(a, b), max(a, b)+1
+		want := naiveStats(stored, from, to)
+		got, reads, err := s.StatsCover("d", "m", from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameStats(got, want) {
+			t.Fatalf("cover [%d, %d): got %+v, want %+v", from, to, got, want)
+		}
+		if plan := aggregate.Cover(from, to); reads.Records > plan.Records() {
+			t.Fatalf("cover [%d, %d) read %d records, the plan has %d", from, to, reads.Records, plan.Records())
+		}
+		level := []aggregate.Level{aggregate.Minute, aggregate.Hour, aggregate.Day}[i%3]
+		if level == aggregate.Minute && to-from > 6*3600e9 {
+			continue // keep the naive side quick
+		}
+		groups, _, err := s.StatsByLevel("d", "m", level, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wantGroups []StatsAt
+		for g := level.Truncate(from); g < to; g += int64(level.Duration()) {
+			if st := naiveStats(stored, max(g, from), min(g+int64(level.Duration()), to)); !st.IsEmpty() {
+				wantGroups = append(wantGroups, StatsAt{Start: g, Stats: st})
+			}
+		}
+		if len(groups) != len(wantGroups) {
+			t.Fatalf("%s groups of [%d, %d): got %d, want %d", level, from, to, len(groups), len(wantGroups))
+		}
+		for j := range groups {
+			if groups[j].Start != wantGroups[j].Start || !sameStats(groups[j].Stats, wantGroups[j].Stats) {
+				t.Fatalf("%s group %d of [%d, %d): got %+v, want %+v", level, j, from, to, groups[j], wantGroups[j])
+			}
+		}
+	}
+}
+
+func TestStats_RedeliveryChangesNothing(t *testing.T) {
+	s, w := testStore(t, "")
+	r := []Reading{{Device: "d", Metric: "m", TS: 90e9, Value: 2}, {Device: "d", Metric: "m", TS: 30e9, Value: 4}}
+	write(t, w, r...)
+	before, _, err := s.StatsCover("d", "m", 0, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, w, r...)
+	write(t, w, r[1], r[0], r[1])
+	after, _, err := s.StatsCover("d", "m", 0, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before || after.Count != 2 || after.Sum != 6 {
+		t.Errorf("after redelivery: got %+v, want %+v (count 2, sum 6)", after, before)
+	}
+	mins, _, err := s.StatsByLevel("d", "m", aggregate.Minute, 0, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mins) != 2 || mins[0].Start != 0 || mins[0].Stats.Count != 1 || mins[1].Start != 60e9 || mins[1].Stats.Sum != 2 {
+		t.Errorf("minutes: got %+v", mins)
+	}
+}
