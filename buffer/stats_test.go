@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -172,5 +173,52 @@ func TestStats_RedeliveryChangesNothing(t *testing.T) {
 	}
 	if len(mins) != 2 || mins[0].Start != 0 || mins[0].Stats.Count != 1 || mins[1].Start != 60e9 || mins[1].Stats.Sum != 2 {
 		t.Errorf("minutes: got %+v", mins)
+	}
+}
+
+func TestStats_Pruned(t *testing.T) {
+	day := 24 * time.Hour
+	s, w := testStoreWith(t, "", WriterOptions{StatsMaxAge: map[aggregate.Level]time.Duration{
+		aggregate.Minute: 2 * day, aggregate.Hour: 10 * day,
+	}})
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var rs []Reading
+	for d := range 20 {
+		rs = append(rs, Reading{Device: "d", Metric: "m", TS: base.Add(time.Duration(d)*day + time.Minute).UnixNano(), Value: float64(d)})
+	}
+	write(t, w, rs...)
+	ctx := context.Background()
+	now := base.Add(20 * day)
+	// A clock before the newest reading prunes nothing.
+	if err := w.PruneStats(ctx, base.Add(5*day)); !errors.Is(err, ErrClockBehind) {
+		t.Fatalf("clock behind: got %v, want ErrClockBehind", err)
+	}
+	if err := w.PruneStats(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	count := func(l aggregate.Level) int {
+		groups, _, err := s.StatsByLevel("d", "m", l, base.UnixNano(), now.UnixNano())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(groups)
+	}
+	// Minute records of the last 2 days, hours of the last 10, all days.
+	if got := count(aggregate.Minute); got != 2 {
+		t.Errorf("minute records: got %d, want 2", got)
+	}
+	if got := count(aggregate.Hour); got != 10 {
+		t.Errorf("hour records: got %d, want 10", got)
+	}
+	if got := count(aggregate.Day); got != 20 {
+		t.Errorf("day records: got %d, want 20", got)
+	}
+	if got := w.Stats().Pruned; got != 18+10 {
+		t.Errorf("pruned: got %d, want 28", got)
+	}
+	// The covering query still answers old ranges from the day records.
+	st, _, err := s.StatsCover("d", "m", base.UnixNano(), now.UnixNano())
+	if err != nil || st.Count != 20 {
+		t.Errorf("cover after pruning: got %+v, %v; want all 20 readings", st, err)
 	}
 }

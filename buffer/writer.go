@@ -45,6 +45,10 @@ type WriterOptions struct {
 	// SealCheck is how often the Writer looks for open points that are due
 	// to be sealed (default 1 minute).
 	SealCheck time.Duration
+	// StatsMaxAge is how long the minute, hour and day aggregate records
+	// are kept, by wall clock, indexed by level (0: for ever). They are
+	// pruned every hour.
+	StatsMaxAge map[aggregate.Level]time.Duration
 
 	noSeal bool // keep every reading as a point (for benchmarks)
 }
@@ -61,6 +65,7 @@ type WriterStats struct {
 	SyncNanos  uint64 // time spent in commits and syncs
 	Sealed     uint64 // readings sealed into buckets
 	SealErrors uint64 // sealing transactions that failed
+	Pruned     uint64 // aggregate records deleted by retention
 }
 
 // Writer is the single writer of a Store: it takes batches of readings from
@@ -71,8 +76,9 @@ type Writer struct {
 	store *Store
 	opts  WriterOptions
 	queue chan request
-	// sealReq carries SealDue calls to the Run goroutine.
-	sealReq chan sealRequest
+	// steps carries one-step calls (SealDue, PruneStats) to the Run
+	// goroutine.
+	steps chan stepRequest
 
 	stopping  chan struct{} // closed when Run begins to stop
 	closeOnce sync.Once
@@ -80,10 +86,11 @@ type Writer struct {
 	closed    bool
 
 	commits, stored, duplicates, failures, syncNanos atomic.Uint64
-	sealed, sealErrors                               atomic.Uint64
+	sealed, sealErrors, pruned                       atomic.Uint64
 
 	// Used by the Run goroutine only.
 	lastStart time.Time // when the last commit began
+	lastPrune time.Time // when aggregates were last pruned
 	batch     []request
 	results   []Result
 	slab      []byte
@@ -122,7 +129,7 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 		store:    s,
 		opts:     opts,
 		queue:    make(chan request, opts.QueueSize),
-		sealReq:  make(chan sealRequest),
+		steps:    make(chan stepRequest),
 		stopping: make(chan struct{}),
 		created:  make(map[string]*seriesState),
 		deltas:   make(map[statKey]aggregate.Stats),
@@ -167,9 +174,16 @@ func (w *Writer) Run(ctx context.Context) error {
 		case now := <-tick.C:
 			w.queueDue(now)
 			w.sealNow()
-		case req := <-w.sealReq:
-			w.queueDue(req.now)
-			req.done <- w.sealQueued()
+			if now.Sub(w.lastPrune) >= pruneEvery {
+				w.lastPrune = now
+				if err := w.pruneStats(now); errors.Is(err, ErrClockBehind) {
+					w.store.log.Warn("aggregates not pruned", "err", err)
+				} else if err != nil {
+					w.store.log.Error("pruning aggregates failed; trying again in an hour", "err", err)
+				}
+			}
+		case req := <-w.steps:
+			req.done <- req.step()
 		case <-ctx.Done():
 			w.stop()
 			return nil
@@ -288,9 +302,24 @@ func (w *Writer) sealNow() {
 // as its periodic check does, and returns the result. It is the one-step
 // form of that check, for tests and tools.
 func (w *Writer) SealDue(ctx context.Context, now time.Time) error {
-	req := sealRequest{now: now, done: make(chan error, 1)}
+	return w.do(ctx, func() error {
+		w.queueDue(now)
+		return w.sealQueued()
+	})
+}
+
+// PruneStats has the running Writer delete the aggregate records older
+// than their retention at now, as it does every hour, and returns the
+// result. It is the one-step form of that check, for tests and tools.
+func (w *Writer) PruneStats(ctx context.Context, now time.Time) error {
+	return w.do(ctx, func() error { return w.pruneStats(now) })
+}
+
+// do runs step on the Run goroutine and returns its result.
+func (w *Writer) do(ctx context.Context, step func() error) error {
+	req := stepRequest{step: step, done: make(chan error, 1)}
 	select {
-	case w.sealReq <- req:
+	case w.steps <- req:
 	case <-w.stopping:
 		return ErrClosed
 	case <-ctx.Done():
@@ -304,8 +333,8 @@ func (w *Writer) SealDue(ctx context.Context, now time.Time) error {
 	}
 }
 
-type sealRequest struct {
-	now  time.Time
+type stepRequest struct {
+	step func() error
 	done chan error
 }
 
@@ -511,5 +540,6 @@ func (w *Writer) Stats() WriterStats {
 		SyncNanos:  w.syncNanos.Load(),
 		Sealed:     w.sealed.Load(),
 		SealErrors: w.sealErrors.Load(),
+		Pruned:     w.pruned.Load(),
 	}
 }

@@ -98,6 +98,7 @@ type StoreStatus struct {
 	CommitErrors uint64  `json:"commit_errors"`
 	Sealed       uint64  `json:"sealed"`
 	SealErrors   uint64  `json:"seal_errors"`
+	StatsPruned  uint64  `json:"stats_pruned"`
 	CommitMillis float64 `json:"commit_ms_avg"`
 }
 
@@ -122,6 +123,7 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 			CommitErrors: ws.Failures,
 			Sealed:       ws.Sealed,
 			SealErrors:   ws.SealErrors,
+			StatsPruned:  ws.Pruned,
 		},
 	}
 	if n := ws.Commits + ws.Failures; n > 0 {

@@ -20,7 +20,9 @@
 #                   for STORAGE_SERIES (1000) series x 1 Hz x STORAGE_HOURS
 #                   (24) h, next to one reading per key; p99 of the latest
 #                   50 readings of one device among 1000 with 30 days, and
-#                   of one day of one series at 1 Hz
+#                   of one day of one series at 1 Hz; stats of a 30-day
+#                   range (group=all) and of a year by day, for one series
+#                   with a year at 1 Hz, and the records they read
 #
 # Figures: readings_per_sec, cpu_sec_per_100k_msgs (utime+stime of cairn from
 # just before the load until all readings are stored; for external_drain from
@@ -429,7 +431,7 @@ storage_bench() {
 	out=$(CAIRN_BENCH_SERIES=$series CAIRN_BENCH_HOURS=$hours go test -run '^$' -bench 'DiskPerReading' \
 		-benchtime 1x -count "$RUNS" -timeout 0 ./buffer/) || die "storage benchmark failed: $out"
 	log "storage: query latencies"
-	out+=$'\n'$(go test -run '^$' -bench 'Query_' -benchtime 2000x -count "$RUNS" -timeout 0 ./buffer/) ||
+	out+=$'\n'$(go test -run '^$' -bench 'Query_|Stats_Year' -benchtime 2000x -count "$RUNS" -timeout 0 ./buffer/) ||
 		die "query benchmark failed: $out"
 	printf '%s\n' "$out" | awk -v series="$series" -v hours="$hours" '
 		function add(k, v) { n[k]++; val[k, n[k]] = v }
@@ -443,8 +445,10 @@ storage_bench() {
 		/^BenchmarkStore_DiskPerReading\/points/ { add("points_bytes_per_reading", $5); add("points_ingest_readings_per_sec", $7) }
 		/^BenchmarkQuery_Latest50/ { add("latest50_p99_us", $5) }
 		/^BenchmarkQuery_DayRange/ { add("day_range_p99_us", $5) }
+		/^BenchmarkStats_Year\/30days_all/ { for (i = 4; i < NF; i++) { if ($(i+1) == "p99-µs") add("stats_30d_all_p99_us", $i); if ($(i+1) == "max-records") add("stats_30d_all_max_records", $i) } }
+		/^BenchmarkStats_Year\/year_by_day/ { for (i = 4; i < NF; i++) { if ($(i+1) == "p99-µs") add("stats_year_by_day_p99_us", $i); if ($(i+1) == "max-records") add("stats_year_by_day_records", $i) } }
 		END {
-			split("sealed_bytes_per_reading points_bytes_per_reading sealed_ingest_readings_per_sec points_ingest_readings_per_sec latest50_p99_us day_range_p99_us", keys, " ")
+			split("sealed_bytes_per_reading points_bytes_per_reading sealed_ingest_readings_per_sec points_ingest_readings_per_sec latest50_p99_us day_range_p99_us stats_30d_all_p99_us stats_30d_all_max_records stats_year_by_day_p99_us stats_year_by_day_records", keys, " ")
 			for (i = 1; i in keys; i++) if (n[keys[i]]) printf "storage: %s median=%s runs=[%s] (%d series x %d h)\n", keys[i], median(keys[i]), runs(keys[i]), series, hours
 		}'
 }

@@ -21,11 +21,12 @@ import (
 
 // Config is cairn's configuration file. See README.md for every key.
 type Config struct {
-	DataDir string      `yaml:"data_dir"`
-	Log     LogConfig   `yaml:"log"`
-	MQTT    MQTTConfig  `yaml:"mqtt"`
-	HTTP    HTTPConfig  `yaml:"http"`
-	Store   StoreConfig `yaml:"store"`
+	DataDir   string          `yaml:"data_dir"`
+	Log       LogConfig       `yaml:"log"`
+	MQTT      MQTTConfig      `yaml:"mqtt"`
+	HTTP      HTTPConfig      `yaml:"http"`
+	Store     StoreConfig     `yaml:"store"`
+	Retention RetentionConfig `yaml:"retention"`
 	// MemoryLimitMiB is the Go runtime's soft memory limit (GOMEMLIMIT);
 	// 0 leaves it to the environment.
 	MemoryLimitMiB int `yaml:"memory_limit_mib"`
@@ -76,6 +77,60 @@ type StoreConfig struct {
 	CacheMiB          int           `yaml:"cache_mib"`
 }
 
+// RetentionConfig is the retention: section.
+type RetentionConfig struct {
+	MinuteStatsMaxAge Duration `yaml:"minute_stats_max_age"`
+	HourStatsMaxAge   Duration `yaml:"hour_stats_max_age"`
+	DayStatsMaxAge    Duration `yaml:"day_stats_max_age"`
+}
+
+// Duration is a time.Duration in the configuration file. Besides Go's
+// units (h, m, s, …) it takes whole days and years: "90d", "5y" (a year is
+// 365 days). "0" means for ever.
+type Duration time.Duration
+
+// UnmarshalYAML decodes a Duration.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseDuration(n.Value)
+	if err != nil || n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot use %q as a duration (want e.g. 90d, 5y, 36h or 0)", n.Line, n.Value)}}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	const day = 24 * time.Hour
+	for suffix, unit := range map[string]time.Duration{"d": day, "y": 365 * day} {
+		if num, ok := strings.CutSuffix(s, suffix); ok {
+			n, err := strconv.ParseUint(num, 10, 16)
+			if err != nil {
+				return 0, err
+			}
+			return time.Duration(n) * unit, nil
+		}
+	}
+	if s == "0" {
+		return 0, nil
+	}
+	return time.ParseDuration(s)
+}
+
+// String formats d as the file would have it, in days or years when whole.
+func (d Duration) String() string {
+	const day = 24 * time.Hour
+	switch v := time.Duration(d); {
+	case v == 0:
+		return "0"
+	case v%(365*day) == 0:
+		return strconv.FormatInt(int64(v/(365*day)), 10) + "y"
+	case v%day == 0:
+		return strconv.FormatInt(int64(v/day), 10) + "d"
+	default:
+		return v.String()
+	}
+}
+
 // Defaults.
 const (
 	defaultEmbeddedListen = "127.0.0.1:1883"
@@ -92,6 +147,11 @@ func DefaultConfig() *Config {
 			MaxPayload: 64 << 10,
 		},
 		HTTP: HTTPConfig{Listen: "127.0.0.1:8080"},
+		Retention: RetentionConfig{
+			MinuteStatsMaxAge: Duration(90 * 24 * time.Hour),
+			HourStatsMaxAge:   Duration(5 * 365 * 24 * time.Hour),
+			DayStatsMaxAge:    Duration(5 * 365 * 24 * time.Hour),
+		},
 		Store: StoreConfig{
 			CommitMaxReadings: 10000,
 			CommitInterval:    2 * time.Millisecond,
@@ -310,6 +370,15 @@ func (c *Config) Validate() error {
 	}
 	if s.CacheMiB < 1 || s.CacheMiB > 1024 {
 		bad("store.cache_mib", "must be from 1 to 1024 (got %d)", s.CacheMiB)
+	}
+	r := c.Retention
+	for _, a := range []struct {
+		key string
+		d   Duration
+	}{{"minute_stats_max_age", r.MinuteStatsMaxAge}, {"hour_stats_max_age", r.HourStatsMaxAge}, {"day_stats_max_age", r.DayStatsMaxAge}} {
+		if a.d < 0 || (a.d > 0 && time.Duration(a.d) < time.Hour) {
+			bad("retention."+a.key, "must be 0 (for ever) or at least 1h (got %s)", a.d)
+		}
 	}
 	if c.MemoryLimitMiB < 0 {
 		bad("memory_limit_mib", "must be 0 (unset) or more (got %d)", c.MemoryLimitMiB)

@@ -69,6 +69,7 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"bad_level.bad.yaml":                `log.level: must be debug, info, warn or error (got "loud")`,
 		"data_dir_list.bad.yaml":            "data_dir: cannot use !!seq into string (line 1)",
 		"bucket_too_big.bad.yaml":           "store.bucket_samples: 9000 readings do not fit a bucket with store.memtable_mib 1 (at most 7281)",
+		"bad_retention.bad.yaml":            `retention.minute_stats_max_age: cannot use "forever" as a duration (want e.g. 90d, 5y, 36h or 0) (line 2)`,
 		"syntax.bad.yaml":                   "did not find expected node content",
 	}
 	files, err := filepath.Glob("testdata/*.bad.yaml")

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
 )
@@ -78,6 +79,11 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		Interval:      cfg.Store.CommitInterval,
 		BucketSamples: cfg.Store.BucketSamples,
 		SealIdle:      cfg.Store.SealIdle,
+		StatsMaxAge: map[aggregate.Level]time.Duration{
+			aggregate.Minute: time.Duration(cfg.Retention.MinuteStatsMaxAge),
+			aggregate.Hour:   time.Duration(cfg.Retention.HourStatsMaxAge),
+			aggregate.Day:    time.Duration(cfg.Retention.DayStatsMaxAge),
+		},
 	})
 	ingester := gateway.NewIngester(cfg.routes, writer, cfg.MQTT.MaxPayload, log.With("component", "ingest"))
 
