@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/cairn-gateway/cairn/aggregate"
 )
 
 // pruneEvery is how often the Writer prunes aggregate records.
@@ -40,6 +42,9 @@ func (w *Writer) pruneStats(now time.Time) error {
 				continue
 			}
 			cutoff := now.Add(-age).UnixNano()
+			if c := &st.stats[l-aggregate.Minute]; c.Start < cutoff {
+				*c = StatsAt{} // about to be deleted: forget it
+			}
 			prefix := appendStatsPrefix(nil, l, st.device, st.metric)
 			it := snap.NewIterator(badger.IteratorOptions{Prefix: prefix})
 			for it.Rewind(); it.Valid(); it.Next() {

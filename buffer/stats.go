@@ -84,20 +84,47 @@ func (w *Writer) addStats(st *seriesState, ts int64, v float64) {
 }
 
 // writeStats merges the aggregates of the commit part into their records.
+// The newest record of each level of a series is kept in memory once
+// committed (see statsCommitted), so that readings in time order cost no
+// lookup.
 func (w *Writer) writeStats(txn *badger.Txn) error {
+	w.written = w.written[:0]
 	for k, d := range w.deltas {
 		key := appendStatsKey(nil, k.level, k.st.device, k.st.metric, k.start)
-		cur, err := getStats(txn, key)
-		if err != nil {
-			return err
+		var cur aggregate.Stats
+		if c := &k.st.stats[k.level-aggregate.Minute]; c.Start == k.start && !c.Stats.IsEmpty() {
+			cur = c.Stats
+		} else {
+			var err error
+			if cur, err = getStats(txn, key); err != nil {
+				return err
+			}
 		}
 		cur.Merge(d)
 		if err := txn.Set(key, cur.Append(nil)); err != nil {
 			return err
 		}
+		w.written = append(w.written, writtenStats{k, cur})
 	}
 	clear(w.deltas)
 	return nil
+}
+
+// writtenStats is a record written by the commit part under way.
+type writtenStats struct {
+	key   statKey
+	stats aggregate.Stats
+}
+
+// statsCommitted keeps the records of the committed part in memory where
+// they are the newest of their level.
+func (w *Writer) statsCommitted() {
+	for _, r := range w.written {
+		if c := &r.key.st.stats[r.key.level-aggregate.Minute]; r.key.start >= c.Start || c.Stats.IsEmpty() {
+			*c = StatsAt{Start: r.key.start, Stats: r.stats}
+		}
+	}
+	w.written = w.written[:0]
 }
 
 // getStats reads the record under key; a missing one is empty.

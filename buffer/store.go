@@ -83,6 +83,7 @@ type seriesState struct {
 	open       map[int32][]Sample // committed points not yet sealed, by UTC day, in arrival order
 	pend       []Sample           // points of the commit under way
 	sealedLast int64              // newest timestamp in a sealed bucket
+	stats      [3]StatsAt         // newest committed record of each level, minute first
 	lastWrite  time.Time          // when the series last got a new reading
 	touched    bool               // written in the current commit
 }

@@ -98,6 +98,7 @@ type Writer struct {
 	snap      *badger.Txn                 // read snapshot of the commit, if one was needed
 	created   map[string]*seriesState     // series new in this commit
 	deltas    map[statKey]aggregate.Stats // aggregates of the commit part under way
+	written   []writtenStats              // records written by the commit part under way
 	touched   []*seriesState              // series written in this commit
 	seal      sealer
 }
@@ -476,6 +477,7 @@ func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	if err := txn.Commit(); err != nil {
 		return err
 	}
+	w.statsCommitted()
 	s.mu.Lock()
 	s.readings = total
 	for id, st := range w.created {
