@@ -58,11 +58,32 @@ type statKey struct {
 // 41-byte encoding and Badger's two metadata bytes.
 const statsEntrySize = 41 + 2
 
+// statsLevels returns the levels whose records a reading of st at ts
+// updates in its commit: its minute always; its hour and day only when they
+// were rolled up already (a late reading), since rolling up computes them
+// from the minutes later otherwise.
+func statsLevels(st *seriesState, ts int64) []aggregate.Level {
+	all := levels()
+	switch {
+	case aggregate.Day.Truncate(ts) < st.rolled[rolledDays]:
+		return all[:3]
+	case aggregate.Hour.Truncate(ts) < st.rolled[rolledHours]:
+		return all[:2]
+	}
+	return all[:1]
+}
+
+// Indexes of seriesState.rolled.
+const (
+	rolledHours = 0
+	rolledDays  = 1
+)
+
 // reserveStats takes from b the records that a reading of st at ts would
 // add to the commit part, and reports whether they fit.
 func (w *Writer) reserveStats(b *txnBudget, st *seriesState, ts int64) bool {
 	keyLen := 1 + len(st.device) + 1 + len(st.metric) + 1 + 8
-	for _, l := range levels() {
+	for _, l := range statsLevels(st, ts) {
 		if _, ok := w.deltas[statKey{l, st, l.Truncate(ts)}]; ok {
 			continue
 		}
@@ -75,7 +96,7 @@ func (w *Writer) reserveStats(b *txnBudget, st *seriesState, ts int64) bool {
 
 // addStats adds a stored reading to the aggregates of the commit part.
 func (w *Writer) addStats(st *seriesState, ts int64, v float64) {
-	for _, l := range levels() {
+	for _, l := range statsLevels(st, ts) {
 		k := statKey{l, st, l.Truncate(ts)}
 		d := w.deltas[k]
 		d.Add(v)

@@ -32,6 +32,7 @@ func (s *Store) StatsByLevel(device, metric string, level aggregate.Level, from,
 	if from >= to {
 		return nil, reads, nil
 	}
+	wm := s.rolled(device, metric)
 	err := s.db.View(func(txn *badger.Txn) error {
 		dur := int64(level.Duration())
 		// The first and the last group may be partial.
@@ -42,21 +43,29 @@ func (s *Store) StatsByLevel(device, metric string, level aggregate.Level, from,
 		}
 		wholeTo := level.Truncate(to)
 		if wholeFrom >= wholeTo { // no whole group: one or two partial ones
-			return s.partials(txn, device, metric, level, from, to, &out, &reads)
+			return s.partials(txn, device, metric, level, from, to, wm, &out, &reads)
 		}
 		if from < wholeFrom {
-			if err := s.partial(txn, device, metric, from, wholeFrom, first, &out, &reads); err != nil {
+			if err := s.partial(txn, device, metric, from, wholeFrom, first, wm, &out, &reads); err != nil {
 				return err
 			}
 		}
-		err := s.records(txn, level, device, metric, wholeFrom, wholeTo, &reads, func(start int64, st aggregate.Stats) {
+		// Whole groups have records up to the roll-up mark; later ones are
+		// added up from the level below.
+		cut := min(max(wm.cut(level), wholeFrom), wholeTo)
+		err := s.records(txn, level, device, metric, wholeFrom, cut, &reads, func(start int64, st aggregate.Stats) {
 			out = append(out, StatsAt{Start: start, Stats: st})
 		})
 		if err != nil {
 			return err
 		}
+		for g := cut; g < wholeTo; g += dur {
+			if err := s.partial(txn, device, metric, g, g+dur, g, wm, &out, &reads); err != nil {
+				return err
+			}
+		}
 		if wholeTo < to {
-			return s.partial(txn, device, metric, wholeTo, to, wholeTo, &out, &reads)
+			return s.partial(txn, device, metric, wholeTo, to, wholeTo, wm, &out, &reads)
 		}
 		return nil
 	})
@@ -67,21 +76,21 @@ func (s *Store) StatsByLevel(device, metric string, level aggregate.Level, from,
 }
 
 // partials handles a range within at most two groups, neither whole.
-func (s *Store) partials(txn *badger.Txn, device, metric string, level aggregate.Level, from, to int64, out *[]StatsAt, reads *Reads) error {
+func (s *Store) partials(txn *badger.Txn, device, metric string, level aggregate.Level, from, to int64, wm rolledTo, out *[]StatsAt, reads *Reads) error {
 	split := level.Truncate(to)
 	if split <= from {
-		return s.partial(txn, device, metric, from, to, level.Truncate(from), out, reads)
+		return s.partial(txn, device, metric, from, to, level.Truncate(from), wm, out, reads)
 	}
-	if err := s.partial(txn, device, metric, from, split, level.Truncate(from), out, reads); err != nil {
+	if err := s.partial(txn, device, metric, from, split, level.Truncate(from), wm, out, reads); err != nil {
 		return err
 	}
-	return s.partial(txn, device, metric, split, to, split, out, reads)
+	return s.partial(txn, device, metric, split, to, split, wm, out, reads)
 }
 
 // partial appends the aggregate of [from, to) as the group at start, if
 // it holds readings.
-func (s *Store) partial(txn *badger.Txn, device, metric string, from, to, start int64, out *[]StatsAt, reads *Reads) error {
-	st, err := s.cover(txn, device, metric, from, to, reads)
+func (s *Store) partial(txn *badger.Txn, device, metric string, from, to, start int64, wm rolledTo, out *[]StatsAt, reads *Reads) error {
+	st, err := s.cover(txn, device, metric, from, to, wm, reads)
 	if err != nil || st.IsEmpty() {
 		return err
 	}
@@ -96,8 +105,12 @@ func (s *Store) partial(txn *badger.Txn, device, metric string, from, to, start 
 func (s *Store) StatsCover(device, metric string, from, to int64) (aggregate.Stats, Reads, error) {
 	var st aggregate.Stats
 	var reads Reads
+	if from >= to {
+		return st, reads, nil
+	}
+	wm := s.rolled(device, metric)
 	err := s.db.View(func(txn *badger.Txn) (err error) {
-		st, err = s.cover(txn, device, metric, from, to, &reads)
+		st, err = s.cover(txn, device, metric, from, to, wm, &reads)
 		return err
 	})
 	if err != nil {
@@ -106,11 +119,31 @@ func (s *Store) StatsCover(device, metric string, from, to int64) (aggregate.Sta
 	return st, reads, nil
 }
 
-func (s *Store) cover(txn *badger.Txn, device, metric string, from, to int64, reads *Reads) (aggregate.Stats, error) {
+func (s *Store) cover(txn *badger.Txn, device, metric string, from, to int64, wm rolledTo, reads *Reads) (aggregate.Stats, error) {
 	var total aggregate.Stats
-	if from >= to {
-		return total, nil
+	// Day records exist before wm.days, hour records before wm.hours.
+	for _, part := range []struct {
+		from, to int64
+		max      aggregate.Level
+	}{
+		{from, min(to, wm.days), aggregate.Day},
+		{max(from, wm.days), min(to, wm.hours), aggregate.Hour},
+		{max(from, wm.hours), to, aggregate.Minute},
+	} {
+		if part.from >= part.to {
+			continue
+		}
+		if err := s.coverPart(txn, device, metric, part.from, part.to, part.max, &total, reads); err != nil {
+			return total, err
+		}
 	}
+	return total, nil
+}
+
+// coverPart adds to total the readings of [from, to) from the fewest
+// records of levels up to top; ranges of higher levels are read as records
+// of top (they are aligned to it as well).
+func (s *Store) coverPart(txn *badger.Txn, device, metric string, from, to int64, top aggregate.Level, total *aggregate.Stats, reads *Reads) error {
 	plan := aggregate.Cover(from, to)
 	for _, raw := range []aggregate.Range{plan.RawHead, plan.RawTail} {
 		if raw.From >= raw.To {
@@ -123,7 +156,7 @@ func (s *Store) cover(txn *badger.Txn, device, metric string, from, to int64, re
 			return true
 		})
 		if err != nil {
-			return total, err
+			return err
 		}
 	}
 	merge := func(_ int64, st aggregate.Stats) { total.Merge(st) }
@@ -132,12 +165,38 @@ func (s *Store) cover(txn *badger.Txn, device, metric string, from, to int64, re
 		ranges []aggregate.Range
 	}{{aggregate.Minute, plan.Minutes}, {aggregate.Hour, plan.Hours}, {aggregate.Day, plan.Days}} {
 		for _, r := range lv.ranges {
-			if err := s.records(txn, lv.level, device, metric, r.From, r.To, reads, merge); err != nil {
-				return total, err
+			if err := s.records(txn, min(lv.level, top), device, metric, r.From, r.To, reads, merge); err != nil {
+				return err
 			}
 		}
 	}
-	return total, nil
+	return nil
+}
+
+// rolledTo says up to where a series has hour and day records.
+type rolledTo struct{ hours, days int64 }
+
+// rolled returns the roll-up marks of a series. Read them before opening
+// the transaction that uses them: records only ever get ahead of them.
+func (s *Store) rolled(device, metric string) rolledTo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st := s.series[seriesID(device, metric)]
+	if st == nil {
+		return rolledTo{math.MinInt64, math.MinInt64}
+	}
+	return rolledTo{hours: st.rolled[rolledHours], days: st.rolled[rolledDays]}
+}
+
+// cut returns the end of the records of level.
+func (wm rolledTo) cut(level aggregate.Level) int64 {
+	switch level {
+	case aggregate.Hour:
+		return wm.hours
+	case aggregate.Day:
+		return wm.days
+	}
+	return math.MaxInt64
 }
 
 // records calls fn with each record of a level of a series that starts in

@@ -27,6 +27,8 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/ristretto/v2/z"
+
+	"github.com/cairn-gateway/cairn/aggregate"
 )
 
 // Options configure a Store. The zero value of every field but Dir is a sane
@@ -75,6 +77,11 @@ type Store struct {
 // seriesState is what the store keeps in memory about one series.
 type seriesState struct {
 	last int64 // newest timestamp stored; guarded by Store.mu
+	// rolled holds, for hours and days, the end of the groups whose
+	// records are rolled up: hours and days before it have records (where
+	// they hold readings), later ones only minute (hour) records. Written
+	// by the Writer under Store.mu, read by queries under Store.mu.
+	rolled [2]int64
 
 	device, metric string
 
@@ -95,6 +102,7 @@ func newSeriesState(device, metric string, now time.Time) *seriesState {
 		device:     device,
 		metric:     metric,
 		open:       make(map[int32][]Sample),
+		rolled:     [2]int64{math.MinInt64, math.MinInt64},
 		sealedLast: math.MinInt64,
 		lastWrite:  now,
 	}
@@ -257,9 +265,27 @@ func (s *Store) load() error {
 		}
 		for _, st := range s.series {
 			st.next = st.last
+			// Records exist up to the newest rolled-up one.
+			for i, l := range []aggregate.Level{aggregate.Hour, aggregate.Day} {
+				if start, ok := lastRecord(txn, l, st.device, st.metric); ok {
+					st.rolled[i] = start + int64(l.Duration())
+				}
+			}
 		}
 		return nil
 	})
+}
+
+// lastRecord returns the start of the newest record of a level of a series.
+func lastRecord(txn *badger.Txn, level aggregate.Level, device, metric string) (int64, bool) {
+	prefix := appendStatsPrefix(nil, level, device, metric)
+	it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: prefix})
+	defer it.Close()
+	it.Seek(appendTS(prefix[:len(prefix):len(prefix)], math.MaxInt64))
+	if !it.Valid() || len(it.Item().Key()) != len(prefix)+8 {
+		return 0, false
+	}
+	return decodeTS(it.Item().Key()[len(prefix):]), true
 }
 
 func getUint64(txn *badger.Txn, name string) (uint64, error) {

@@ -175,6 +175,9 @@ func (w *Writer) Run(ctx context.Context) error {
 		case now := <-tick.C:
 			w.queueDue(now)
 			w.sealNow()
+			if err := w.rollUp(now, nil); err != nil {
+				w.store.log.Error("rolling up aggregates failed; minute records answer meanwhile", "err", err)
+			}
 			if now.Sub(w.lastPrune) >= pruneEvery {
 				w.lastPrune = now
 				if err := w.pruneStats(now); errors.Is(err, ErrClockBehind) {
@@ -284,6 +287,9 @@ func (w *Writer) commit() {
 	if err == nil && !w.opts.noSeal {
 		w.queueFull()
 		w.sealNow()
+	}
+	if err == nil {
+		w.rollUpTouched()
 	}
 }
 
