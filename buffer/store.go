@@ -170,10 +170,10 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-// openAttempts bounds the opens of one start-up. After a power cut the
-// newest memtable file and the value-log file can both be empty, and each
-// costs one failed open.
-const openAttempts = 3
+// openAttempts bounds the opens of one start-up. After a power cut every
+// memtable file and value-log file that was never synced is empty, and each
+// costs one failed open; an open that fails the same way twice is final.
+const openAttempts = 16
 
 // openBadger opens the database, trying again where Badger refuses a file
 // that was never synced: the failed open replaces it, and the next one
@@ -188,8 +188,9 @@ func openBadger(opts badger.Options, log *slog.Logger) (*badger.DB, error) {
 			}
 			return db, nil
 		}
+		repeated := len(errs) > 0 && errs[len(errs)-1].Error() == err.Error()
 		errs = append(errs, err)
-		if attempt == openAttempts || !isUnsyncedFile(err) {
+		if attempt == openAttempts || !isUnsyncedFile(err) || repeated {
 			return nil, errors.Join(errs...)
 		}
 		log.Warn("store did not open, trying again (expected after a power cut)", "dir", opts.Dir, "err", err)

@@ -394,7 +394,12 @@ func (w *Writer) write() error {
 			} else {
 				// Readings are idempotent: commit this part, with the
 				// count and the aggregates of what it holds, and go on.
+				// Sync it now: db.Sync covers only the memtable being
+				// written, and the next part may start a new one.
 				if err := w.commitPart(txn, added); err != nil {
+					return err
+				}
+				if err := w.sync(); err != nil {
 					return err
 				}
 				added = 0
@@ -424,10 +429,8 @@ func (w *Writer) write() error {
 	if err := w.commitPart(txn, added); err != nil {
 		return err
 	}
-	if !s.noSync {
-		if err := s.db.Sync(); err != nil {
-			return fmt.Errorf("sync: %w", err)
-		}
+	if err := w.sync(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -466,6 +469,19 @@ func (b *txnBudget) takeSize(n int64) bool {
 // metaEntrySize is the size of the reading count entry: key, value and
 // metadata.
 const metaEntrySize int64 = 1 + int64(len(metaReadings)) + 8 + 2
+
+// sync makes what was committed durable. Badger's Sync covers the
+// memtable being written (and the value log); memtables it has switched
+// away from are synced as they are flushed to tables.
+func (w *Writer) sync() error {
+	if w.store.noSync {
+		return nil
+	}
+	if err := w.store.db.Sync(); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	return nil
+}
 
 // commitPart commits txn together with the store's reading count grown by
 // added, the readings txn stores, and then brings the index up to date.
