@@ -208,10 +208,10 @@ func TestStats_Pruned(t *testing.T) {
 	ctx := context.Background()
 	now := base.Add(20 * day)
 	// A clock before the newest reading prunes nothing.
-	if err := w.PruneStats(ctx, base.Add(5*day)); !errors.Is(err, ErrClockBehind) {
+	if err := w.Prune(ctx, base.Add(5*day)); !errors.Is(err, ErrClockBehind) {
 		t.Fatalf("clock behind: got %v, want ErrClockBehind", err)
 	}
-	if err := w.PruneStats(ctx, now); err != nil {
+	if err := w.Prune(ctx, now); err != nil {
 		t.Fatal(err)
 	}
 	count := func(l aggregate.Level) int {
@@ -290,5 +290,51 @@ func TestStats_RollUpSurvivesReopen(t *testing.T) {
 	// Two hours from their records, the third from its 60 minutes.
 	if reads.Records != 2+60 {
 		t.Errorf("read %d records, want 62", reads.Records)
+	}
+}
+
+func TestPrune_RawWholeDaysGoAggregatesStay(t *testing.T) {
+	s, w := testStoreWith(t, "", WriterOptions{BucketSamples: 10, SealCheck: 24 * time.Hour, RawMaxAge: 3 * 24 * time.Hour})
+	ctx := context.Background()
+	base := int64(1763769600) * 1e9 // a UTC midnight
+	var rs []Reading
+	for h := range 10 * 24 { // one an hour for ten days
+		rs = append(rs, Reading{Device: "d", Metric: "m", TS: base + int64(h)*3600e9, Value: float64(h % 7)})
+	}
+	write(t, w, rs...)
+	if err := w.SealDue(ctx, time.Unix(0, base+11*day)); err != nil {
+		t.Fatal(err)
+	}
+	// Late readings of old days, left open.
+	late := []Reading{{Device: "d", Metric: "m", TS: base + 30e9, Value: 100}, {Device: "d", Metric: "m", TS: base + 8*day + 30e9, Value: 100}}
+	write(t, w, late...)
+	before, _, err := s.StatsCover("d", "m", base, base+10*day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(0, base+10*day+day/2) // the cut is at day 7, 12:00: days 0-6 go
+	if err := w.Prune(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Readings(all("d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3*24+1 || got[0].TS != base+7*day {
+		t.Fatalf("after pruning: %d readings from %d, want 73 from day 7", len(got), got[0].TS)
+	}
+	if n := s.ReadingCount(); n != uint64(len(got)) {
+		t.Errorf("ReadingCount: got %d, want %d", n, len(got))
+	}
+	if n := w.Stats().PrunedReadings; n != 7*24+1 {
+		t.Errorf("pruned readings: got %d, want %d", n, 7*24+1)
+	}
+	// History survives in the aggregates.
+	after, _, err := s.StatsCover("d", "m", base, base+10*day)
+	if err != nil || !sameStats(after, before) {
+		t.Errorf("aggregates after pruning raw readings: got %+v, %v; want %+v", after, err, before)
+	}
+	if n := countPoints(t, s); n != 1 {
+		t.Errorf("open points: got %d, want the one of day 8", n)
 	}
 }

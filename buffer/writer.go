@@ -45,6 +45,10 @@ type WriterOptions struct {
 	// SealCheck is how often the Writer looks for open points that are due
 	// to be sealed (default 1 minute).
 	SealCheck time.Duration
+	// RawMaxAge is how long raw readings are kept, by wall clock: those of
+	// a UTC day go once the whole day is older (0: for ever). Checked
+	// every hour, with the aggregates' retention.
+	RawMaxAge time.Duration
 	// StatsMaxAge is how long the minute, hour and day aggregate records
 	// are kept, by wall clock, indexed by level (0: for ever). They are
 	// pruned every hour.
@@ -58,14 +62,15 @@ const MaxBucketSamples = 10000
 
 // WriterStats are the Writer's counters since it was created.
 type WriterStats struct {
-	Commits    uint64 // group commits synced
-	Stored     uint64 // readings stored
-	Duplicates uint64 // readings that were already stored
-	Failures   uint64 // group commits that failed
-	SyncNanos  uint64 // time spent in commits and syncs
-	Sealed     uint64 // readings sealed into buckets
-	SealErrors uint64 // sealing transactions that failed
-	Pruned     uint64 // aggregate records deleted by retention
+	Commits        uint64 // group commits synced
+	Stored         uint64 // readings stored
+	Duplicates     uint64 // readings that were already stored
+	Failures       uint64 // group commits that failed
+	SyncNanos      uint64 // time spent in commits and syncs
+	Sealed         uint64 // readings sealed into buckets
+	SealErrors     uint64 // sealing transactions that failed
+	Pruned         uint64 // aggregate records deleted by retention
+	PrunedReadings uint64 // raw readings deleted by retention
 }
 
 // Writer is the single writer of a Store: it takes batches of readings from
@@ -86,7 +91,7 @@ type Writer struct {
 	closed    bool
 
 	commits, stored, duplicates, failures, syncNanos atomic.Uint64
-	sealed, sealErrors, pruned                       atomic.Uint64
+	sealed, sealErrors, pruned, prunedReadings       atomic.Uint64
 
 	// Used by the Run goroutine only.
 	lastStart time.Time // when the last commit began
@@ -180,10 +185,10 @@ func (w *Writer) Run(ctx context.Context) error {
 			}
 			if now.Sub(w.lastPrune) >= pruneEvery {
 				w.lastPrune = now
-				if err := w.pruneStats(now); errors.Is(err, ErrClockBehind) {
-					w.store.log.Warn("aggregates not pruned", "err", err)
+				if err := w.prune(now); errors.Is(err, ErrClockBehind) {
+					w.store.log.Warn("retention paused", "err", err)
 				} else if err != nil {
-					w.store.log.Error("pruning aggregates failed; trying again in an hour", "err", err)
+					w.store.log.Error("retention failed; trying again in an hour", "err", err)
 				}
 			}
 		case req := <-w.steps:
@@ -315,11 +320,12 @@ func (w *Writer) SealDue(ctx context.Context, now time.Time) error {
 	})
 }
 
-// PruneStats has the running Writer delete the aggregate records older
-// than their retention at now, as it does every hour, and returns the
-// result. It is the one-step form of that check, for tests and tools.
-func (w *Writer) PruneStats(ctx context.Context, now time.Time) error {
-	return w.do(ctx, func() error { return w.pruneStats(now) })
+// Prune has the running Writer apply retention at now (raw readings and
+// aggregate records older than theirs), as it does every hour, and
+// returns the result. It is the one-step form of that check, for tests
+// and tools.
+func (w *Writer) Prune(ctx context.Context, now time.Time) error {
+	return w.do(ctx, func() error { return w.prune(now) })
 }
 
 // do runs step on the Run goroutine and returns its result.
@@ -557,13 +563,14 @@ func (w *Writer) isStored(txn *badger.Txn, r Reading, key []byte) (bool, error) 
 // Stats returns the Writer's counters.
 func (w *Writer) Stats() WriterStats {
 	return WriterStats{
-		Commits:    w.commits.Load(),
-		Stored:     w.stored.Load(),
-		Duplicates: w.duplicates.Load(),
-		Failures:   w.failures.Load(),
-		SyncNanos:  w.syncNanos.Load(),
-		Sealed:     w.sealed.Load(),
-		SealErrors: w.sealErrors.Load(),
-		Pruned:     w.pruned.Load(),
+		Commits:        w.commits.Load(),
+		Stored:         w.stored.Load(),
+		Duplicates:     w.duplicates.Load(),
+		Failures:       w.failures.Load(),
+		SyncNanos:      w.syncNanos.Load(),
+		Sealed:         w.sealed.Load(),
+		SealErrors:     w.sealErrors.Load(),
+		Pruned:         w.pruned.Load(),
+		PrunedReadings: w.prunedReadings.Load(),
 	}
 }

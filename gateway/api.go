@@ -99,6 +99,7 @@ type StoreStatus struct {
 	Sealed       uint64  `json:"sealed"`
 	SealErrors   uint64  `json:"seal_errors"`
 	StatsPruned  uint64  `json:"stats_pruned"`
+	Pruned       uint64  `json:"readings_pruned"`
 	CommitMillis float64 `json:"commit_ms_avg"`
 }
 
@@ -124,6 +125,7 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 			Sealed:       ws.Sealed,
 			SealErrors:   ws.SealErrors,
 			StatsPruned:  ws.Pruned,
+			Pruned:       ws.PrunedReadings,
 		},
 	}
 	if n := ws.Commits + ws.Failures; n > 0 {

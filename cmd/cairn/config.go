@@ -79,6 +79,7 @@ type StoreConfig struct {
 
 // RetentionConfig is the retention: section.
 type RetentionConfig struct {
+	RawMaxAge         Duration `yaml:"raw_max_age"`
 	MinuteStatsMaxAge Duration `yaml:"minute_stats_max_age"`
 	HourStatsMaxAge   Duration `yaml:"hour_stats_max_age"`
 	DayStatsMaxAge    Duration `yaml:"day_stats_max_age"`
@@ -148,6 +149,7 @@ func DefaultConfig() *Config {
 		},
 		HTTP: HTTPConfig{Listen: "127.0.0.1:8080"},
 		Retention: RetentionConfig{
+			RawMaxAge:         Duration(7 * 24 * time.Hour),
 			MinuteStatsMaxAge: Duration(90 * 24 * time.Hour),
 			HourStatsMaxAge:   Duration(5 * 365 * 24 * time.Hour),
 			DayStatsMaxAge:    Duration(5 * 365 * 24 * time.Hour),
@@ -375,7 +377,7 @@ func (c *Config) Validate() error {
 	for _, a := range []struct {
 		key string
 		d   Duration
-	}{{"minute_stats_max_age", r.MinuteStatsMaxAge}, {"hour_stats_max_age", r.HourStatsMaxAge}, {"day_stats_max_age", r.DayStatsMaxAge}} {
+	}{{"raw_max_age", r.RawMaxAge}, {"minute_stats_max_age", r.MinuteStatsMaxAge}, {"hour_stats_max_age", r.HourStatsMaxAge}, {"day_stats_max_age", r.DayStatsMaxAge}} {
 		if a.d < 0 || (a.d > 0 && time.Duration(a.d) < time.Hour) {
 			bad("retention."+a.key, "must be 0 (for ever) or at least 1h (got %s)", a.d)
 		}

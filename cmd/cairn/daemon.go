@@ -79,6 +79,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		Interval:      cfg.Store.CommitInterval,
 		BucketSamples: cfg.Store.BucketSamples,
 		SealIdle:      cfg.Store.SealIdle,
+		RawMaxAge:     time.Duration(cfg.Retention.RawMaxAge),
 		StatsMaxAge: map[aggregate.Level]time.Duration{
 			aggregate.Minute: time.Duration(cfg.Retention.MinuteStatsMaxAge),
 			aggregate.Hour:   time.Duration(cfg.Retention.HourStatsMaxAge),
