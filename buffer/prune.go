@@ -153,6 +153,14 @@ func (w *Writer) pruneStats(now time.Time) error {
 				continue
 			}
 			cutoff := now.Add(-age).UnixNano()
+			// Never delete what the next level is still to be rolled up
+			// from.
+			switch l {
+			case aggregate.Minute:
+				cutoff = min(cutoff, st.rolled[rolledHours])
+			case aggregate.Hour:
+				cutoff = min(cutoff, st.rolled[rolledDays])
+			}
 			if c := &st.stats[l-aggregate.Minute]; c.Start < cutoff {
 				*c = StatsAt{} // about to be deleted: forget it
 			}

@@ -77,9 +77,11 @@ func (w *Writer) sealQueued() error {
 	defer func() { w.seal.queue = w.seal.queue[:0] }()
 	// Read from a snapshot: an iterator of a read-write transaction sorts
 	// all its pending writes first. The candidates are distinct
-	// series-days, so no seal needs to read another's writes.
+	// series-days, so no seal needs to read another's uncommitted writes;
+	// a series-day sealed in parts needs its own committed ones, so the
+	// snapshot is renewed after each commit.
 	snap := w.store.db.NewTransaction(false)
-	defer snap.Discard()
+	defer func() { snap.Discard() }()
 	var (
 		txn    *badger.Txn
 		budget txnBudget
@@ -94,6 +96,15 @@ func (w *Writer) sealQueued() error {
 		if err := txn.Commit(); err != nil {
 			return fmt.Errorf("seal: %w", err)
 		}
+		// Sync now, while the memtable holding the seal is the one Sync
+		// covers: a later seal may merge these buckets, and if this one
+		// were lost to a power cut while that one survived, its points
+		// would come back beside the merged bucket.
+		if err := w.sync(); err != nil {
+			return fmt.Errorf("seal: %w", err)
+		}
+		snap.Discard()
+		snap = w.store.db.NewTransaction(false)
 		for i, c := range done {
 			open := c.st.open[c.day]
 			if rest := open[sealed[i]:]; len(rest) > 0 {
@@ -141,7 +152,10 @@ func (w *Writer) sealQueued() error {
 				continue
 			}
 			if err := w.seal.apply(txn); err != nil {
-				return errors.Join(fmt.Errorf("seal %s/%s: %w", c.st.device, c.st.metric, err), commit())
+				// Half applied: drop the whole transaction (its seals are
+				// tried again later; their points are still open).
+				txn.Discard()
+				return fmt.Errorf("seal %s/%s: %w", c.st.device, c.st.metric, err)
 			}
 			c.last = w.seal.merged[len(w.seal.merged)-1].TS
 			done = append(done, c)

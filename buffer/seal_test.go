@@ -388,3 +388,57 @@ func TestSeal_SplitsAcrossTransactions(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestSeal_LateReadingsMergedInParts(t *testing.T) {
+	// 3,000 late readings inside the span of a sealed bucket, sealed with
+	// a 1 MiB memtable: the merge takes several transactions, and each part
+	// must see what the one before wrote.
+	s, err := Open(Options{Dir: t.TempDir(), MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sealed only when told, so that the late readings pile up.
+	w := NewWriter(s, WriterOptions{BucketSamples: 200, SealIdle: 24 * time.Hour, SealCheck: 24 * time.Hour, noSeal: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		s.Close()
+	}()
+	base := int64(1763769600) * 1e9
+	var want []Reading
+	for i := range 200 {
+		want = append(want, Reading{Device: "d", Metric: "m", TS: base + int64(i)*1e9, Value: 1})
+	}
+	write(t, w, want...)
+	if err := w.SealDue(ctx, time.Unix(0, base+2*day)); err != nil { // one full bucket
+		t.Fatal(err)
+	}
+	var late []Reading
+	for i := range 3000 {
+		late = append(late, Reading{Device: "d", Metric: "m", TS: base + int64(i%199)*1e9 + 1e6*int64(1+i/199), Value: 2})
+	}
+	for i := 0; i < len(late); i += 500 {
+		write(t, w, late[i:i+500]...)
+	}
+	want = append(want, late...)
+	if err := w.SealDue(ctx, time.Unix(0, base+2*day)); err != nil {
+		t.Fatal(err)
+	}
+	if n := checkBuckets(t, s, 200); n != len(want) {
+		t.Errorf("buckets hold %d readings, want %d", n, len(want))
+	}
+	got, err := s.Readings(Query{Device: "d", From: math.MinInt64, To: math.MaxInt64, Limit: MaxQueryLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sortSeries(want)
+	if err := sameReadings(got, want); err != nil {
+		t.Error(err)
+	}
+	if n := s.ReadingCount(); n != uint64(len(want)) {
+		t.Errorf("ReadingCount: got %d, want %d", n, len(want))
+	}
+}

@@ -272,6 +272,8 @@ func (s *Store) load() error {
 					st.rolled[i] = start + int64(l.Duration())
 				}
 			}
+			// Days are rolled up from hours: never ahead of them.
+			st.rolled[rolledDays] = min(st.rolled[rolledDays], aggregate.Day.Truncate(st.rolled[rolledHours]))
 		}
 		return nil
 	})

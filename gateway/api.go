@@ -253,7 +253,7 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	default:
 		if level, err = aggregate.ParseLevel(group); err != nil {
 			errs = append(errs, fmt.Sprintf("group: must be minute, hour, day or all (got %q)", group))
-		} else if len(errs) == 0 && (to-from)/int64(level.Duration()) > maxStatsGroups {
+		} else if len(errs) == 0 && (uint64(to)-uint64(from))/uint64(level.Duration()) > maxStatsGroups {
 			errs = append(errs, fmt.Sprintf("group: more than %d %ss from %s to %s; use a longer group or a shorter range", maxStatsGroups, group, v.Get("from"), v.Get("to")))
 		}
 	}

@@ -123,6 +123,17 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 	return true
 }
 
+// Settle calls done, in order with the readings submitted before, once
+// they are settled: for a message on no configured topic that must not be
+// acknowledged ahead of the messages before it. done is called with nil,
+// or with an error when the store is stopping.
+func (in *Ingester) Settle(ctx context.Context, done func(error)) {
+	err := in.w.Submit(ctx, nil, func(res buffer.Result) { done(res.Err) })
+	if err != nil {
+		done(fmt.Errorf("submit: %w", err))
+	}
+}
+
 // reject counts a rejected message and keeps it as an example.
 func (in *Ingester) reject(topic string, payload []byte, now time.Time, err error) {
 	reason := RejectReason(err)

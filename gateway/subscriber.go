@@ -84,9 +84,8 @@ func (s *Subscriber) onConnect(c paho.Client) {
 		if err == nil {
 			err = errors.New("no answer in 10s")
 		}
-		// A lost connection is dialled again by the client, and this
-		// runs again then.
-		s.log.Error("subscribe failed", "url", s.opts.URL, "err", err)
+		s.log.Error("subscribe failed, reconnecting", "url", s.opts.URL, "err", err)
+		s.requestRedial()
 		return
 	}
 	s.connected.Store(true)
@@ -96,15 +95,16 @@ func (s *Subscriber) onConnect(c paho.Client) {
 // handle runs on paho's single delivery goroutine, in arrival order. It
 // must not block for long: Ingest only decodes and queues for the commit.
 func (s *Subscriber) handle(_ paho.Client, m paho.Message) {
-	matched := s.opts.Ingester.Ingest(context.Background(), m.Topic(), m.Payload(), time.Now(), func(err error) {
+	settled := func(err error) {
 		if err != nil {
 			s.requestRedial()
 			return
 		}
 		s.acks <- m
-	})
-	if !matched {
-		s.acks <- m
+	}
+	if !s.opts.Ingester.Ingest(context.Background(), m.Topic(), m.Payload(), time.Now(), settled) {
+		// Not ours (overlapping subscriptions): ack it in its turn.
+		s.opts.Ingester.Settle(context.Background(), settled)
 	}
 }
 

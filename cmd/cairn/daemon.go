@@ -111,16 +111,11 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		}, func(error) { cancel() })
 	}
 
-	// Writer: the group commit. It stops last among the ingest actors'
-	// dependencies: on interrupt it commits what is queued, then returns.
-	{
-		ctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return writer.Run(ctx) }, func(error) { cancel() })
-	}
-
 	// MQTT: the embedded broker or the subscriber to an external one.
+	// mqttStopped is closed once it has stopped taking messages in.
 	var mqttStatus func() gateway.MQTTStatus
 	var mqttAddr string
+	mqttStopped := make(chan struct{})
 	if e := cfg.MQTT.Embedded; e != nil {
 		broker, err := gateway.NewBroker(gateway.BrokerOptions{
 			Listen:   e.Listen,
@@ -128,14 +123,17 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			Logger:   brokerLogger(cfg.Log, stderr),
 		})
 		if err != nil {
-			return &configError{err}
+			return err // a bad address fails validation; this is the system's answer
 		}
 		mqttAddr = broker.Addr()
 		mqttStatus = func() gateway.MQTTStatus {
 			return gateway.MQTTStatus{Mode: "embedded", Address: broker.Addr(), Connected: true, Clients: broker.Clients()}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return broker.Run(ctx) }, func(error) { cancel() })
+		g.Add(func() error {
+			defer close(mqttStopped)
+			return broker.Run(ctx)
+		}, func(error) { cancel() })
 	} else {
 		filters := make([]string, len(cfg.routes))
 		for i, r := range cfg.routes {
@@ -153,7 +151,25 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			return gateway.MQTTStatus{Mode: "external", Address: cfg.MQTT.URL, Connected: sub.Connected()}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error { return sub.Run(ctx) }, func(error) { cancel() })
+		g.Add(func() error {
+			defer close(mqttStopped)
+			return sub.Run(ctx)
+		}, func(error) { cancel() })
+	}
+
+	// Writer: the group commit. On interrupt it waits for MQTT to stop
+	// taking messages in (a few seconds at most), then commits what is
+	// queued and returns.
+	{
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return writer.Run(ctx) }, func(error) {
+			select {
+			case <-mqttStopped:
+			case <-time.After(5 * time.Second):
+				log.Warn("mqtt did not stop in 5s; committing what is queued anyway")
+			}
+			cancel()
+		})
 	}
 
 	// HTTP: status, queries and metrics.
@@ -174,7 +190,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
-		return &configError{fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)}
+		return fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
 	}
 	{
 		srv := &http.Server{
