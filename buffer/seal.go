@@ -96,13 +96,10 @@ func (w *Writer) sealQueued() error {
 		if err := txn.Commit(); err != nil {
 			return fmt.Errorf("seal: %w", err)
 		}
-		// Sync now, while the memtable holding the seal is the one Sync
-		// covers: a later seal may merge these buckets, and if this one
-		// were lost to a power cut while that one survived, its points
-		// would come back beside the merged bucket.
-		if err := w.sync(); err != nil {
-			return fmt.Errorf("seal: %w", err)
-		}
+		// Not synced here: it rides on the next group commit's sync, or on
+		// the flush of its memtable. If it is lost in a power cut while a
+		// later seal that merged its buckets survives, its points come back
+		// beside the merged bucket; Open deletes such points (see repair).
 		snap.Discard()
 		snap = w.store.db.NewTransaction(false)
 		for i, c := range done {

@@ -167,6 +167,9 @@ func Open(opts Options) (*Store, error) {
 	if err := s.load(); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
 	}
+	if err := s.repair(); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
+	}
 	return s, nil
 }
 
@@ -277,6 +280,60 @@ func (s *Store) load() error {
 		}
 		return nil
 	})
+}
+
+// repair deletes open points that a sealed bucket holds too. Sealing
+// transactions are not synced on their own: after a power cut a seal can be
+// lost while a later one that merged its buckets survives, and the lost
+// seal's points are then back beside the bucket that holds them. Only
+// points not newer than a series' newest bucket are looked up.
+func (s *Store) repair() error {
+	var doubled [][]byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, st := range s.series {
+			for day, open := range st.open {
+				kept := open[:0]
+				for _, p := range open {
+					r := Reading{Device: st.device, Metric: st.metric, TS: p.TS, Value: p.Value}
+					if p.TS <= st.sealedLast {
+						in, err := s.inBucket(txn, r)
+						if err != nil {
+							return err
+						}
+						if in {
+							doubled = append(doubled, appendPointKey(nil, r))
+							continue
+						}
+					}
+					kept = append(kept, p)
+				}
+				if len(kept) == 0 {
+					delete(st.open, day)
+				} else {
+					st.open[day] = kept
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil || len(doubled) == 0 {
+		return err
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range doubled {
+		if err := wb.Delete(k); err != nil {
+			return err
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("repair: %w", err)
+	}
+	if err := s.db.Sync(); err != nil {
+		return fmt.Errorf("repair: %w", err)
+	}
+	s.log.Warn("deleted open readings that a sealed bucket holds too (a seal lost in a power cut)", "readings", len(doubled))
+	return nil
 }
 
 // lastRecord returns the start of the newest record of a level of a series.
