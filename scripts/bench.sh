@@ -441,14 +441,15 @@ storage_bench() {
 			return a[int((n[k] + 1) / 2)]
 		}
 		function runs(k,   i, s) { for (i = 1; i <= n[k]; i++) s = s (i > 1 ? " " : "") val[k, i]; return s }
-		/^BenchmarkStore_DiskPerReading\/sealed/ { add("sealed_bytes_per_reading", $5); add("sealed_ingest_readings_per_sec", $7) }
-		/^BenchmarkStore_DiskPerReading\/points/ { add("points_bytes_per_reading", $5); add("points_ingest_readings_per_sec", $7) }
+		function metric(name,   i) { for (i = 4; i < NF; i++) if ($(i+1) == name) return $i; return "" }
+		/^BenchmarkStore_DiskPerReading\/sealed/ { add("sealed_bytes_per_reading", metric("bytes/reading")); add("sealed_readings_bytes_per_reading", metric("readings-bytes/reading")); add("sealed_stats_bytes_per_reading", metric("stats-bytes/reading")); add("sealed_ingest_readings_per_sec", metric("readings/s")) }
+		/^BenchmarkStore_DiskPerReading\/points/ { add("points_bytes_per_reading", metric("bytes/reading")); add("points_readings_bytes_per_reading", metric("readings-bytes/reading")); add("points_ingest_readings_per_sec", metric("readings/s")) }
 		/^BenchmarkQuery_Latest50/ { add("latest50_p99_us", $5) }
 		/^BenchmarkQuery_DayRange/ { add("day_range_p99_us", $5) }
 		/^BenchmarkStats_Year\/30days_all/ { for (i = 4; i < NF; i++) { if ($(i+1) == "p99-µs") add("stats_30d_all_p99_us", $i); if ($(i+1) == "max-records") add("stats_30d_all_max_records", $i) } }
 		/^BenchmarkStats_Year\/year_by_day/ { for (i = 4; i < NF; i++) { if ($(i+1) == "p99-µs") add("stats_year_by_day_p99_us", $i); if ($(i+1) == "max-records") add("stats_year_by_day_records", $i) } }
 		END {
-			split("sealed_bytes_per_reading points_bytes_per_reading sealed_ingest_readings_per_sec points_ingest_readings_per_sec latest50_p99_us day_range_p99_us stats_30d_all_p99_us stats_30d_all_max_records stats_year_by_day_p99_us stats_year_by_day_records", keys, " ")
+			split("sealed_bytes_per_reading sealed_readings_bytes_per_reading sealed_stats_bytes_per_reading points_bytes_per_reading points_readings_bytes_per_reading sealed_ingest_readings_per_sec points_ingest_readings_per_sec latest50_p99_us day_range_p99_us stats_30d_all_p99_us stats_30d_all_max_records stats_year_by_day_p99_us stats_year_by_day_records", keys, " ")
 			for (i = 1; i in keys; i++) if (n[keys[i]]) printf "storage: %s median=%s runs=[%s] (%d series x %d h)\n", keys[i], median(keys[i]), runs(keys[i]), series, hours
 		}'
 }
