@@ -509,13 +509,17 @@ func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	s.mu.Lock()
 	s.readings = total
 	for id, st := range w.created {
-		s.series[id] = st
+		// A series whose first reading starts the next part is not
+		// stored yet: it is published with that part.
+		if st.touched {
+			s.series[id] = st
+			delete(w.created, id)
+		}
 	}
 	for _, st := range w.touched {
 		st.last = st.next
 	}
 	s.mu.Unlock()
-	clear(w.created)
 	for _, st := range w.touched {
 		for _, smp := range st.pend {
 			d := dayOf(smp.TS)

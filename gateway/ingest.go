@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,7 @@ type Ingester struct {
 	routes []Route
 	w      committer
 	log    *slog.Logger
+	skew   time.Duration
 	// decoders holds *Decoder values; a Decoder is for one goroutine at a time.
 	decoders sync.Pool
 
@@ -59,17 +61,38 @@ type Rejection struct {
 	Payload string    `json:"payload"` // the first bytes, as text
 }
 
-// NewIngester creates an Ingester that decodes messages on routes (the first
-// route whose pattern matches a topic applies) and submits their readings to
-// w. maxPayload caps a message's size in bytes (0: no cap).
-func NewIngester(routes []Route, w committer, maxPayload int, log *slog.Logger) *Ingester {
+// IngesterOptions configure an Ingester.
+type IngesterOptions struct {
+	// Routes map topics to formats; the first whose pattern matches a
+	// topic applies.
+	Routes []Route
+	// MaxPayload caps a message's size in bytes (0: no cap).
+	MaxPayload int
+	// MaxFutureSkew is how far past the receive time a reading's timestamp
+	// may be (0: no limit). It is not applied while the clock itself is
+	// implausible (before 2026): a board without a real-time clock
+	// boots in the past until NTP sets it.
+	MaxFutureSkew time.Duration
+	Logger        *slog.Logger
+}
+
+// Readings from before minReadingTime (2000-01-01) are rejected as absurd.
+const minReadingTime = 946684800 * int64(time.Second)
+
+// saneClock (2026-01-01) is a time the clock of a running gateway is past;
+// before it, the clock is taken to be unset.
+const saneClock = 1767225600 * int64(time.Second)
+
+// NewIngester creates an Ingester that submits readings to w.
+func NewIngester(w committer, opts IngesterOptions) *Ingester {
 	in := &Ingester{
-		routes:   routes,
+		routes:   opts.Routes,
 		w:        w,
-		log:      log,
+		log:      opts.Logger,
+		skew:     opts.MaxFutureSkew,
 		rejected: make(map[string]uint64),
 	}
-	in.decoders.New = func() any { return &Decoder{MaxPayload: maxPayload} }
+	in.decoders.New = func() any { return &Decoder{MaxPayload: opts.MaxPayload} }
 	return in
 }
 
@@ -100,6 +123,9 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 	in.decoders.Put(dec)
 	if ignored > 0 {
 		in.ignored.Add(uint64(ignored))
+	}
+	if err == nil {
+		err = in.checkTimes(readings, recv)
 	}
 	if err != nil {
 		in.reject(topic, payload, recv, err)
@@ -132,6 +158,27 @@ func (in *Ingester) Settle(ctx context.Context, done func(error)) {
 	if err != nil {
 		done(fmt.Errorf("submit: %w", err))
 	}
+}
+
+// ReasonTimeRange rejects a message with a reading from before 2000, or
+// further into the future than IngesterOptions.MaxFutureSkew.
+const ReasonTimeRange = "time_out_of_range"
+
+// checkTimes rejects readings whose time is absurd.
+func (in *Ingester) checkTimes(readings []buffer.Reading, recv time.Time) error {
+	limit := int64(math.MaxInt64)
+	if in.skew > 0 && recv.UnixNano() > saneClock {
+		limit = recv.Add(in.skew).UnixNano()
+	}
+	for _, r := range readings {
+		switch {
+		case r.TS < minReadingTime:
+			return &RejectError{Reason: ReasonTimeRange, Detail: fmt.Sprintf("%s %s is before 2000", r.Metric, r.Time().Format(time.RFC3339Nano))}
+		case r.TS > limit:
+			return &RejectError{Reason: ReasonTimeRange, Detail: fmt.Sprintf("%s %s is more than %s ahead of the gateway's clock", r.Metric, r.Time().Format(time.RFC3339Nano), in.skew)}
+		}
+	}
+	return nil
 }
 
 // reject counts a rejected message and keeps it as an example.

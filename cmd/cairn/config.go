@@ -49,6 +49,9 @@ type MQTTConfig struct {
 	ClientID   string          `yaml:"client_id"`
 	Topics     []TopicConfig   `yaml:"topics"`
 	MaxPayload int             `yaml:"max_payload"` // bytes
+	// MaxFutureSkew is how far ahead of the gateway's clock a reading may
+	// be; 0 means no limit.
+	MaxFutureSkew Duration `yaml:"max_future_skew"`
 }
 
 // EmbeddedConfig is the mqtt.embedded: section.
@@ -144,8 +147,9 @@ func DefaultConfig() *Config {
 		DataDir: "./data",
 		Log:     LogConfig{Level: "info", Format: "text"},
 		MQTT: MQTTConfig{
-			ClientID:   "cairn",
-			MaxPayload: 64 << 10,
+			ClientID:      "cairn",
+			MaxPayload:    64 << 10,
+			MaxFutureSkew: Duration(time.Hour),
 		},
 		HTTP: HTTPConfig{Listen: "127.0.0.1:8080"},
 		Retention: RetentionConfig{
@@ -320,6 +324,9 @@ func (c *Config) Validate() error {
 	}
 	if m.ClientID == "" {
 		bad("mqtt.client_id", "must not be empty")
+	}
+	if m.MaxFutureSkew < 0 {
+		bad("mqtt.max_future_skew", "must be 0 (no limit) or more (got %s)", m.MaxFutureSkew)
 	}
 	if m.MaxPayload < 16 || m.MaxPayload > 16<<20 {
 		bad("mqtt.max_payload", "must be from 16 bytes to 16 MiB (got %d)", m.MaxPayload)

@@ -86,7 +86,12 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			aggregate.Day:    time.Duration(cfg.Retention.DayStatsMaxAge),
 		},
 	})
-	ingester := gateway.NewIngester(cfg.routes, writer, cfg.MQTT.MaxPayload, log.With("component", "ingest"))
+	ingester := gateway.NewIngester(writer, gateway.IngesterOptions{
+		Routes:        cfg.routes,
+		MaxPayload:    cfg.MQTT.MaxPayload,
+		MaxFutureSkew: time.Duration(cfg.MQTT.MaxFutureSkew),
+		Logger:        log.With("component", "ingest"),
+	})
 
 	var g oklog.Group
 

@@ -671,3 +671,29 @@ func TestRun_StatsEndpoint(t *testing.T) {
 		}
 	}
 }
+
+func TestRun_RejectsAbsurdTimes(t *testing.T) {
+	d := startDaemon(t, writeConfig(t, t.TempDir(), embeddedConfig))
+	pub := mustConnect(t, d.mqtt, "times-publisher")
+	now := time.Now()
+	for _, m := range []struct {
+		ts     time.Time
+		stored bool
+	}{
+		{time.Date(1995, 6, 1, 0, 0, 0, 0, time.UTC), false}, // before 2000
+		{now.Add(48 * time.Hour), false},                     // beyond max_future_skew (1h)
+		{now.Add(30 * time.Minute), true},                    // a clock a little ahead
+		{now.Add(-time.Minute), true},
+	} {
+		if err := publish1(pub, "sensors/times-1/telemetry", fmt.Sprintf(`{"ts":%d,"t":1}`, m.ts.UnixMilli())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := newAPIClient(d.http).status(t)
+	if got := st.Ingest.ByReason["time_out_of_range"]; got != 2 {
+		t.Errorf("rejected time_out_of_range: got %d, want 2 (status %+v)", got, st.Ingest)
+	}
+	if st.Store.Readings != 2 {
+		t.Errorf("store.readings: got %d, want 2", st.Store.Readings)
+	}
+}
