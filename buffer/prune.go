@@ -14,7 +14,7 @@ import (
 // pruneEvery is how often the Writer prunes aggregate records.
 const pruneEvery = time.Hour
 
-// ErrClockBehind is returned by PruneStats while the clock is before the
+// ErrClockBehind is returned by Prune while the clock is before the
 // newest reading stored: a board without a real-time clock boots with a
 // wrong date until NTP sets it, and pruning by that date would be wrong.
 var ErrClockBehind = errors.New("clock is before the newest reading stored: retention paused")

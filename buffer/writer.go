@@ -81,7 +81,7 @@ type Writer struct {
 	store *Store
 	opts  WriterOptions
 	queue chan request
-	// steps carries one-step calls (SealDue, PruneStats) to the Run
+	// steps carries one-step calls (SealDue, RollUp, Prune) to the Run
 	// goroutine.
 	steps chan stepRequest
 
