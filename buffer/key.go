@@ -125,9 +125,6 @@ func dayOf(ts int64) int32 {
 	return int32(d)
 }
 
-// dayStart returns the first nanosecond of day.
-func dayStart(day int32) int64 { return int64(day) * nanosPerDay }
-
 // appendDay appends day as 4 big-endian bytes with the sign bit flipped.
 func appendDay(dst []byte, day int32) []byte {
 	return binary.BigEndian.AppendUint32(dst, uint32(day)^(1<<31))

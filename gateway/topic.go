@@ -115,7 +115,7 @@ func ParsePattern(s string) (Pattern, error) {
 			l.kind = levelMulti
 			filter.WriteByte('#')
 		case len(lvl) >= 2 && lvl[0] == '{' && lvl[len(lvl)-1] == '}' &&
-			strings.IndexAny(lvl[1:len(lvl)-1], "{}") < 0:
+			!strings.ContainsAny(lvl[1:len(lvl)-1], "{}"):
 			return fail("unknown placeholder %s (want %s or %s)", lvl, PlaceholderDevice, PlaceholderMetric)
 		case strings.ContainsAny(lvl, "{}"):
 			return fail("level %q: a placeholder must be a whole level, %s or %s", lvl, PlaceholderDevice, PlaceholderMetric)
@@ -157,7 +157,7 @@ func (p Pattern) HasMetric() bool { return p.hasMetric }
 // A topic that is empty or contains '+', '#' or U+0000 is not a valid topic
 // name and matches nothing.
 func (p Pattern) Match(topic string) (device, metric string, ok bool) {
-	if topic == "" || len(p.levels) == 0 || strings.IndexAny(topic, "+#\x00") >= 0 {
+	if topic == "" || len(p.levels) == 0 || strings.ContainsAny(topic, "+#\x00") {
 		return "", "", false
 	}
 	if topic[0] == '$' && p.levels[0].kind != levelLiteral {
