@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net"
@@ -695,5 +697,29 @@ func TestRun_RejectsAbsurdTimes(t *testing.T) {
 	}
 	if st.Store.Readings != 2 {
 		t.Errorf("store.readings: got %d, want 2", st.Store.Readings)
+	}
+}
+
+func TestRun_StatusCommand(t *testing.T) {
+	d := startDaemon(t, writeConfig(t, t.TempDir(), embeddedConfig))
+	pub := mustConnect(t, d.mqtt, "status-publisher")
+	for _, p := range []string{`{"ts":1700000000000,"t":1}`, `{"ts":1700000001000,"t":2}`, `not json`} {
+		if err := publish1(pub, "sensors/status-1/telemetry", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out strings.Builder
+	if err := run(context.Background(), []string{"status", "-url", "http://" + d.http}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"mqtt:   embedded broker", "3 messages, 2 readings stored", "1 rejected (invalid_value 1)", "last rejected:", "store:  2 readings in 1 series"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Nobody listening: a clear error.
+	err := run(context.Background(), []string{"status", "-url", "http://127.0.0.1:1"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "is cairn running?") {
+		t.Errorf("status with nobody listening: got %v", err)
 	}
 }

@@ -3,6 +3,7 @@
 //
 //	cairn run -config FILE            run the daemon
 //	cairn check-config -config FILE   validate a configuration file
+//	cairn status -config FILE         show how a running gateway is doing
 //	cairn sim [flags]                 simulate sensors publishing readings
 //	cairn version                     print version information
 package main
@@ -50,6 +51,7 @@ const usage = `usage: cairn <command> [flags]
 commands:
   run -config FILE            run the gateway
   check-config -config FILE   check a configuration file and exit
+  status [-config FILE]       show how a running cairn is doing
   sim [flags]                 publish simulated sensor readings (cairn sim -h)
   version                     print version information
 `
@@ -86,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "sim":
 		return runSim(ctx, args, stdout, stderr)
+	case "status":
+		return runStatus(args, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "cairn %s (commit %s, built %s, %s %s/%s)\n",
 			version, commit, date, runtime.Version(), runtime.GOOS, runtime.GOARCH)

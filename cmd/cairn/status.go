@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cairn-gateway/cairn/gateway"
+)
+
+// runStatus asks a running cairn for /v1/status and prints it for people.
+func runStatus(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "/etc/cairn/cairn.yaml", "configuration `file` (for http.listen)")
+	url := fs.String("url", "", "cairn's HTTP `address`, e.g. http://127.0.0.1:8080 (default: from the configuration)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	base := *url
+	if base == "" {
+		cfg, err := LoadConfig(*path)
+		if err != nil {
+			return err
+		}
+		host, port, _ := net.SplitHostPort(cfg.HTTP.Listen) // validated
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+		base = "http://" + net.JoinHostPort(host, port)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(strings.TrimSuffix(base, "/") + "/v1/status")
+	if err != nil {
+		return fmt.Errorf("status: %w (is cairn running?)", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status: %s answered %s", base, resp.Status)
+	}
+	var st gateway.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return fmt.Errorf("status: %s: %w", base, err)
+	}
+	printStatus(stdout, st)
+	return nil
+}
+
+func printStatus(w io.Writer, st gateway.Status) {
+	up := time.Duration(st.UptimeSeconds) * time.Second
+	fmt.Fprintf(w, "cairn %s, up %s (since %s)\n", st.Version, up, st.Started.Format(time.RFC3339))
+	conn := "not connected"
+	if st.MQTT.Connected {
+		conn = "connected"
+		if st.MQTT.Mode == "embedded" {
+			conn = fmt.Sprintf("listening, %d clients", st.MQTT.Clients)
+		}
+	}
+	fmt.Fprintf(w, "mqtt:   %s broker %s, %s\n", st.MQTT.Mode, st.MQTT.Address, conn)
+	in := st.Ingest
+	fmt.Fprintf(w, "ingest: %d messages, %d readings stored, %d duplicates, %d not stored, %d rejected",
+		in.Messages, in.Stored, in.Duplicates, in.Failed, in.Rejected)
+	if len(in.ByReason) > 0 {
+		reasons := in.Reasons()
+		parts := make([]string, len(reasons))
+		for i, r := range reasons {
+			parts[i] = fmt.Sprintf("%s %d", r, in.ByReason[r])
+		}
+		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(w)
+	if len(in.Examples) > 0 {
+		ex := in.Examples[0]
+		fmt.Fprintf(w, "        last rejected: %s on %s: %s\n", ex.Time.Format(time.RFC3339), ex.Topic, ex.Detail)
+	}
+	s := st.Store
+	fmt.Fprintf(w, "store:  %d readings in %d series, %s on disk, %d commits (%.2f ms each), %d commit errors, %d seal errors\n",
+		s.Readings, s.Series, size(s.DiskBytes), s.Commits, s.CommitMillis, s.CommitErrors, s.SealErrors)
+	if s.Pruned > 0 || s.StatsPruned > 0 {
+		fmt.Fprintf(w, "        retention removed %d readings and %d aggregate records\n", s.Pruned, s.StatsPruned)
+	}
+}
+
+// size formats a byte count for people.
+func size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
