@@ -339,22 +339,11 @@ func FuzzParseBucketKey(f *testing.F) {
 func TestSeal_SplitsAcrossTransactions(t *testing.T) {
 	// A 1 MiB memtable takes about 1,600 entries per transaction; sealing
 	// 6,000 open points (and deleting them) must take several.
-	dir := t.TempDir()
-	s, err := Open(Options{Dir: dir, MemTableSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Nothing is sealed until SealDue, which then has too much for one
 	// transaction, even for one series alone.
-	w := NewWriter(s, WriterOptions{BucketSamples: 1000, SealIdle: 24 * time.Hour, SealCheck: 24 * time.Hour, noSeal: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-		s.Close()
-	}()
+	s, w := testStoreOpts(t, Options{MemTableSize: 1 << 20},
+		WriterOptions{BucketSamples: 1000, SealIdle: 24 * time.Hour, SealCheck: 24 * time.Hour, noSeal: true})
+	ctx := context.Background()
 	base := int64(1763769600) * 1e9
 	var want []Reading
 	for m := range 3 {
@@ -393,20 +382,10 @@ func TestSeal_LateReadingsMergedInParts(t *testing.T) {
 	// 3,000 late readings inside the span of a sealed bucket, sealed with
 	// a 1 MiB memtable: the merge takes several transactions, and each part
 	// must see what the one before wrote.
-	s, err := Open(Options{Dir: t.TempDir(), MemTableSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Sealed only when told, so that the late readings pile up.
-	w := NewWriter(s, WriterOptions{BucketSamples: 200, SealIdle: 24 * time.Hour, SealCheck: 24 * time.Hour, noSeal: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-		s.Close()
-	}()
+	s, w := testStoreOpts(t, Options{MemTableSize: 1 << 20},
+		WriterOptions{BucketSamples: 200, SealIdle: 24 * time.Hour, SealCheck: 24 * time.Hour, noSeal: true})
+	ctx := context.Background()
 	base := int64(1763769600) * 1e9
 	var want []Reading
 	for i := range 200 {

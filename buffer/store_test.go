@@ -32,10 +32,16 @@ func testStore(t *testing.T, dir string) (*Store, *Writer) {
 // testStoreWith is testStore with the Writer's options.
 func testStoreWith(t *testing.T, dir string, opts WriterOptions) (*Store, *Writer) {
 	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
+	return testStoreOpts(t, Options{Dir: dir}, opts)
+}
+
+// testStoreOpts is testStoreWith with the store's options too.
+func testStoreOpts(t *testing.T, sopts Options, opts WriterOptions) (*Store, *Writer) {
+	t.Helper()
+	if sopts.Dir == "" {
+		sopts.Dir = t.TempDir()
 	}
-	s, err := Open(Options{Dir: dir})
+	s, err := Open(sopts)
 	if err != nil {
 		t.Fatal(err)
 	}
