@@ -72,6 +72,8 @@ type Store struct {
 	// loaded at Open; after that only the Writer adds to it.
 	series   map[string]*seriesState
 	readings uint64 // distinct readings stored
+
+	outbox outbox // what the uplink has still to send (outbox.go)
 }
 
 // seriesState is what the store keeps in memory about one series.
@@ -221,6 +223,9 @@ func (s *Store) load() error {
 			return fmt.Errorf("data directory has keyspace version %d, this cairn reads version %d", v, schemaVersion)
 		}
 		if s.readings, err = getUint64(txn, metaReadings); err != nil {
+			return err
+		}
+		if err := s.loadOutbox(txn); err != nil {
 			return err
 		}
 		now := time.Now()

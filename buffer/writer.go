@@ -54,6 +54,10 @@ type WriterOptions struct {
 	// pruned every hour.
 	StatsMaxAge map[aggregate.Level]time.Duration
 
+	// Outbox has every group commit also append the readings it stores to
+	// the outbox, for the uplink (see outbox.go).
+	Outbox bool
+
 	noSeal bool // keep every reading as a point (for benchmarks)
 }
 
@@ -105,6 +109,7 @@ type Writer struct {
 	deltas    map[statKey]aggregate.Stats // aggregates of the commit part under way
 	written   []writtenStats              // records written by the commit part under way
 	touched   []*seriesState              // series written in this commit
+	outbox    outboxEncoder               // outbox entry of the commit part under way
 	seal      sealer
 }
 
@@ -374,8 +379,10 @@ func (w *Writer) write() error {
 	var added uint64
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
-	// Every part of the commit keeps room for the reading count.
-	budget := newTxnBudget(s.db, metaEntrySize)
+	// Every part of the commit keeps room for the reading count and its
+	// outbox entry, which must stay a value Badger keeps in its tree.
+	w.outbox.reset()
+	budget := w.newBudget()
 	for i, req := range w.batch {
 		for _, r := range req.readings {
 			st := w.state(r.Device, r.Metric, now)
@@ -395,7 +402,7 @@ func (w *Writer) write() error {
 					continue
 				}
 			}
-			if try := budget; try.take(key, nil) && w.reserveStats(&try, st, r.TS) {
+			if try := budget; try.take(key, nil) && w.reserveStats(&try, st, r.TS) && w.reserveOutbox(&try, &r) {
 				budget = try
 			} else {
 				// Readings are idempotent: commit this part, with the
@@ -410,11 +417,15 @@ func (w *Writer) write() error {
 				}
 				added = 0
 				txn = s.db.NewTransaction(true)
-				budget = newTxnBudget(s.db, metaEntrySize)
+				budget = w.newBudget()
 				budget.take(key, nil)
 				w.reserveStats(&budget, st, r.TS)
+				w.reserveOutbox(&budget, &r)
 			}
 			w.addStats(st, r.TS, r.Value)
+			if w.opts.Outbox {
+				w.outbox.add(&r)
+			}
 			if err := txn.Set(key, nil); err != nil {
 				return err
 			}
@@ -462,6 +473,16 @@ func (b *txnBudget) take(key, value []byte) bool {
 	return b.takeSize(int64(len(key)+len(value)) + 2)
 }
 
+// grow reports whether n more bytes fit an entry already taken, and
+// counts them if so.
+func (b *txnBudget) grow(n int64) bool {
+	if b.size+n >= b.maxSize {
+		return false
+	}
+	b.size += n
+	return true
+}
+
 // takeSize is take for an entry of n bytes of key, value and metadata.
 func (b *txnBudget) takeSize(n int64) bool {
 	count, size := b.count+1, b.size+n+10
@@ -502,8 +523,18 @@ func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	if err := txn.Set(appendMetaKey(nil, metaReadings), appendUint64(nil, total)); err != nil {
 		return err
 	}
+	if w.outbox.count > 0 {
+		key := appendOutboxKey(nil, s.Outbox().End)
+		if err := txn.Set(key, w.outbox.value()); err != nil {
+			return err
+		}
+	}
 	if err := txn.Commit(); err != nil {
 		return err
+	}
+	if w.outbox.count > 0 {
+		s.outboxAdded(uint64(w.outbox.count))
+		w.outbox.reset()
 	}
 	w.statsCommitted()
 	s.mu.Lock()
@@ -528,6 +559,30 @@ func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 		st.pend = st.pend[:0]
 	}
 	return nil
+}
+
+// newBudget returns the budget of a commit part: a new transaction that
+// keeps room for the reading count and, with the outbox on, its entry.
+func (w *Writer) newBudget() txnBudget {
+	b := newTxnBudget(w.store.db, metaEntrySize)
+	if w.opts.Outbox {
+		b.takeSize(outboxEntryReserve)
+	}
+	return b
+}
+
+// reserveOutbox reports whether r fits the outbox entry of the part under
+// way, in the transaction and under the store's value limit, and counts it
+// if so.
+func (w *Writer) reserveOutbox(b *txnBudget, r *Reading) bool {
+	if !w.opts.Outbox {
+		return true
+	}
+	n := outboxReadingMax(r)
+	if len(w.outbox.buf)+n+outboxEntryReserve > w.store.maxValue {
+		return false
+	}
+	return b.grow(int64(n))
 }
 
 // state returns the state of a series, creating it (for the index, once

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/uplink"
 )
 
 // MQTTStatus says how the MQTT side is doing.
@@ -32,6 +33,7 @@ type APIOptions struct {
 	Writer   *buffer.Writer
 	Ingester *Ingester
 	MQTT     func() MQTTStatus
+	Uplink   *uplink.Uplink // nil when the gateway works offline
 	Version  string
 	Started  time.Time
 	Registry *prometheus.Registry
@@ -87,6 +89,8 @@ type Status struct {
 	MQTT          MQTTStatus  `json:"mqtt"`
 	Ingest        IngestStats `json:"ingest"`
 	Store         StoreStatus `json:"store"`
+	// Uplink is absent when no uplink is configured.
+	Uplink *uplink.Status `json:"uplink,omitempty"`
 }
 
 // StoreStatus is the store part of Status.
@@ -130,6 +134,10 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 	}
 	if n := ws.Commits + ws.Failures; n > 0 {
 		s.Store.CommitMillis = float64(ws.SyncNanos) / float64(n) / 1e6
+	}
+	if a.opts.Uplink != nil {
+		us := a.opts.Uplink.Status()
+		s.Uplink = &us
 	}
 	writeJSON(w, http.StatusOK, s)
 }

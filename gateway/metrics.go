@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -12,6 +14,8 @@ type collector struct {
 	messages, readings, stored, duplicates, ignored, failed, rejected *prometheus.Desc
 	commits, commitErrors, commitSeconds                              *prometheus.Desc
 	storeReadings, storeSeries, diskBytes, mqttConnected              *prometheus.Desc
+	upPending, upOldest, upSent, upBatches, upRetries, upParked       *prometheus.Desc
+	upSkipped, upLastSuccess, upNextAttempt                           *prometheus.Desc
 }
 
 func newCollector(opts APIOptions) *collector {
@@ -34,6 +38,15 @@ func newCollector(opts APIOptions) *collector {
 		storeSeries:   d("store_series", "Series (device and metric) in the store."),
 		diskBytes:     d("store_disk_bytes", "Size of the data directory."),
 		mqttConnected: d("mqtt_connected", "1 when the broker listens or the subscriber is connected."),
+		upPending:     d("uplink_pending_readings", "Stored readings not yet accepted upstream."),
+		upOldest:      d("uplink_oldest_pending_timestamp_seconds", "Timestamp of the first reading not yet sent (0 when none)."),
+		upSent:        d("uplink_sent_readings_total", "Readings the upstream accepted."),
+		upBatches:     d("uplink_sent_batches_total", "Batches the upstream accepted."),
+		upRetries:     d("uplink_retries_total", "Attempts to send a batch again."),
+		upParked:      d("uplink_parked_batches", "Batches refused as malformed, kept on disk."),
+		upSkipped:     d("uplink_skipped_readings_total", "Readings not sent: older than uplink.max_age, or not finite."),
+		upLastSuccess: d("uplink_last_success_timestamp_seconds", "When the upstream last accepted a batch (0: never since start)."),
+		upNextAttempt: d("uplink_next_attempt_timestamp_seconds", "When a refused batch is tried again (0: not waiting)."),
 	}
 }
 
@@ -72,4 +85,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		connected = 1
 	}
 	gauge(c.mqttConnected, connected)
+	if c.opts.Uplink != nil {
+		us := c.opts.Uplink.Status()
+		unix := func(t *time.Time) float64 {
+			if t == nil {
+				return 0
+			}
+			return float64(t.UnixNano()) / 1e9
+		}
+		gauge(c.upPending, float64(us.PendingReadings))
+		gauge(c.upOldest, unix(us.OldestPending))
+		counter(c.upSent, float64(us.SentReadings))
+		counter(c.upBatches, float64(us.SentBatches))
+		counter(c.upRetries, float64(us.Retries))
+		gauge(c.upParked, float64(us.ParkedBatches))
+		counter(c.upSkipped, float64(us.Skipped))
+		gauge(c.upLastSuccess, unix(us.LastSuccess))
+		gauge(c.upNextAttempt, unix(us.NextAttempt))
+	}
 }

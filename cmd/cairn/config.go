@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/uplink"
 )
 
 // Config is cairn's configuration file. See README.md for every key.
@@ -27,12 +29,16 @@ type Config struct {
 	HTTP      HTTPConfig      `yaml:"http"`
 	Store     StoreConfig     `yaml:"store"`
 	Retention RetentionConfig `yaml:"retention"`
+	Uplink    UplinkConfig    `yaml:"uplink"`
 	// MemoryLimitMiB is the Go runtime's soft memory limit (GOMEMLIMIT);
 	// 0 leaves it to the environment.
 	MemoryLimitMiB int `yaml:"memory_limit_mib"`
 
 	// routes are the parsed mqtt.topics, set by Validate.
 	routes []gateway.Route
+	// uplink is the uplink's configuration, set by Validate (format) and
+	// loadFiles (TLS and credentials); nil without uplink.url.
+	uplink *uplink.Options
 }
 
 // LogConfig is the log: section.
@@ -86,6 +92,35 @@ type RetentionConfig struct {
 	MinuteStatsMaxAge Duration `yaml:"minute_stats_max_age"`
 	HourStatsMaxAge   Duration `yaml:"hour_stats_max_age"`
 	DayStatsMaxAge    Duration `yaml:"day_stats_max_age"`
+}
+
+// UplinkConfig is the uplink: section. Without url the gateway works
+// offline: nothing is sent, and nothing is kept for sending.
+type UplinkConfig struct {
+	URL           string        `yaml:"url"`
+	Format        string        `yaml:"format"`      // influx | json
+	Measurement   string        `yaml:"measurement"` // line protocol measurement
+	GatewayID     string        `yaml:"gateway_id"`  // default: the host name
+	BatchReadings int           `yaml:"batch_readings"`
+	BatchBytes    int           `yaml:"batch_bytes"`
+	Interval      time.Duration `yaml:"interval"`
+	MaxAge        Duration      `yaml:"max_age"`
+	Timeout       time.Duration `yaml:"timeout"`
+	RetryWaitMin  time.Duration `yaml:"retry_wait_min"`
+	RetryWaitMax  time.Duration `yaml:"retry_wait_max"`
+	RetryAfterMax time.Duration `yaml:"retry_after_max"`
+	Gzip          bool          `yaml:"gzip"`
+	TLS           TLSConfig     `yaml:"tls"`
+	Auth          AuthConfig    `yaml:"auth"`
+}
+
+// AuthConfig is the uplink.auth: section. Secrets live in files (or in
+// systemd credentials), never in this file.
+type AuthConfig struct {
+	TokenFile    string `yaml:"token_file"` // Authorization: <scheme> <token>
+	Scheme       string `yaml:"scheme"`     // Bearer, or Token for InfluxDB 2
+	Username     string `yaml:"username"`   // basic auth, with password_file
+	PasswordFile string `yaml:"password_file"`
 }
 
 // Duration is a time.Duration in the configuration file. Besides Go's
@@ -158,6 +193,19 @@ func DefaultConfig() *Config {
 			HourStatsMaxAge:   Duration(5 * 365 * 24 * time.Hour),
 			DayStatsMaxAge:    Duration(5 * 365 * 24 * time.Hour),
 		},
+		Uplink: UplinkConfig{
+			Format:        "influx",
+			Measurement:   "readings",
+			BatchReadings: 5000,
+			BatchBytes:    1 << 20,
+			Interval:      time.Second,
+			Timeout:       30 * time.Second,
+			RetryWaitMin:  time.Second,
+			RetryWaitMax:  5 * time.Minute,
+			RetryAfterMax: 10 * time.Minute,
+			Gzip:          true,
+			Auth:          AuthConfig{Scheme: "Bearer"},
+		},
 		Store: StoreConfig{
 			CommitMaxReadings: 10000,
 			CommitInterval:    2 * time.Millisecond,
@@ -185,10 +233,45 @@ func LoadConfig(path string) (*Config, error) {
 	}
 	defer f.Close()
 	cfg, err := ParseConfig(f)
+	if err == nil {
+		err = cfg.loadFiles()
+	}
 	if err != nil {
 		return nil, &configError{fmt.Errorf("%s: %w", path, err)}
 	}
 	return cfg, nil
+}
+
+// loadFiles reads the files the configuration names (TLS certificates,
+// secrets), so that a missing or unsafe one stops the start with its key.
+func (c *Config) loadFiles() error {
+	if c.uplink == nil {
+		return nil
+	}
+	u, a := c.uplink, c.Uplink.Auth
+	var errs []error
+	if a.TokenFile != "" {
+		token, err := readSecret(a.TokenFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("uplink.auth.token_file: %w", err))
+		}
+		u.Authorization = a.Scheme + " " + string(token)
+	}
+	if a.PasswordFile != "" {
+		pw, err := readSecret(a.PasswordFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("uplink.auth.password_file: %w", err))
+		}
+		u.Password = string(pw)
+	}
+	if strings.HasPrefix(c.Uplink.URL, "https://") {
+		tc, err := c.Uplink.TLS.clientConfig()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("uplink.tls: %w", err))
+		}
+		u.TLS = tc
+	}
+	return errors.Join(errs...)
 }
 
 // ParseConfig decodes YAML strictly (an unknown key is an error) over
@@ -389,10 +472,92 @@ func (c *Config) Validate() error {
 			bad("retention."+a.key, "must be 0 (for ever) or at least 1h (got %s)", a.d)
 		}
 	}
+	c.validateUplink(bad)
 	if c.MemoryLimitMiB < 0 {
 		bad("memory_limit_mib", "must be 0 (unset) or more (got %d)", c.MemoryLimitMiB)
 	}
 	return errors.Join(errs...)
+}
+
+// validateUplink checks the uplink: section and derives c.uplink from it.
+func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
+	u := c.Uplink
+	c.uplink = nil
+	if u.URL == "" {
+		return
+	}
+	parsed, err := url.Parse(u.URL)
+	if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
+		bad("uplink.url", "want an http:// or https:// URL (got %q)", u.URL)
+	} else if parsed.User != nil {
+		bad("uplink.url", "must not hold credentials: use uplink.auth.username and password_file")
+	}
+	format, err := uplink.ParseFormat(u.Format)
+	if err != nil {
+		bad("uplink.format", "%v", err)
+	}
+	if u.GatewayID == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "cairn"
+		}
+		u.GatewayID = host
+		c.Uplink.GatewayID = host
+	}
+	if !gateway.ValidDevice(u.GatewayID) {
+		bad("uplink.gateway_id", "use 1 to 64 of A-Z a-z 0-9 _ . : - (got %q)", u.GatewayID)
+	}
+	if u.Measurement == "" {
+		bad("uplink.measurement", "must not be empty")
+	}
+	if u.BatchReadings < 1 || u.BatchReadings > 100000 {
+		bad("uplink.batch_readings", "must be from 1 to 100000 (got %d)", u.BatchReadings)
+	}
+	if u.BatchBytes < 1<<10 || u.BatchBytes > 64<<20 {
+		bad("uplink.batch_bytes", "must be from 1 KiB to 64 MiB (got %d)", u.BatchBytes)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"interval", u.Interval}, {"timeout", u.Timeout}, {"retry_wait_min", u.RetryWaitMin}, {"retry_wait_max", u.RetryWaitMax}, {"retry_after_max", u.RetryAfterMax}} {
+		if d.v <= 0 {
+			bad("uplink."+d.key, "must be more than 0 (got %s)", d.v)
+		}
+	}
+	if u.RetryWaitMax < u.RetryWaitMin {
+		bad("uplink.retry_wait_max", "must not be below retry_wait_min (%s < %s)", u.RetryWaitMax, u.RetryWaitMin)
+	}
+	if u.MaxAge < 0 {
+		bad("uplink.max_age", "must be 0 (no limit) or more (got %s)", u.MaxAge)
+	}
+	if err := u.TLS.validate("uplink.tls"); err != nil {
+		bad("uplink.tls", "%v", err)
+	}
+	if (u.Auth.Username == "") != (u.Auth.PasswordFile == "") {
+		bad("uplink.auth", "username and password_file go together")
+	}
+	if u.Auth.TokenFile != "" && u.Auth.Username != "" {
+		bad("uplink.auth", "set token_file or username, not both")
+	}
+	if u.Auth.Scheme == "" || strings.ContainsAny(u.Auth.Scheme, " \t\r\n") {
+		bad("uplink.auth.scheme", "must be one word, such as Bearer or Token (got %q)", u.Auth.Scheme)
+	}
+	c.uplink = &uplink.Options{
+		URL:           u.URL,
+		Format:        format,
+		Measurement:   u.Measurement,
+		Gateway:       u.GatewayID,
+		BatchReadings: u.BatchReadings,
+		BatchBytes:    u.BatchBytes,
+		Interval:      u.Interval,
+		MaxAge:        time.Duration(u.MaxAge),
+		Timeout:       u.Timeout,
+		RetryWaitMin:  u.RetryWaitMin,
+		RetryWaitMax:  u.RetryWaitMax,
+		RetryAfterMax: u.RetryAfterMax,
+		Gzip:          u.Gzip,
+		Username:      u.Auth.Username,
+	}
 }
 
 func checkHostPort(s string) error {

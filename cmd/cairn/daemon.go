@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/uplink"
 )
 
 // noSyncEnv, set to 1, turns off the fsync of every group commit. It exists
@@ -79,6 +81,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		Interval:      cfg.Store.CommitInterval,
 		BucketSamples: cfg.Store.BucketSamples,
 		SealIdle:      cfg.Store.SealIdle,
+		Outbox:        cfg.uplink != nil,
 		RawMaxAge:     time.Duration(cfg.Retention.RawMaxAge),
 		StatsMaxAge: map[aggregate.Level]time.Duration{
 			aggregate.Minute: time.Duration(cfg.Retention.MinuteStatsMaxAge),
@@ -177,6 +180,22 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		})
 	}
 
+	// Uplink: sends the outbox upstream until interrupted.
+	var up *uplink.Uplink
+	if cfg.uplink != nil {
+		opts := *cfg.uplink
+		opts.ParkDir = filepath.Join(cfg.DataDir, "parked")
+		opts.Logger = log.With("component", "uplink")
+		up, err = uplink.New(store, opts)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return up.Run(ctx) }, func(error) { cancel() })
+	} else if p := store.Outbox().Pending(); p > 0 {
+		log.Warn("readings are waiting in the outbox but no uplink.url is set; they are kept", "pending", p)
+	}
+
 	// HTTP: status, queries and metrics.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -185,6 +204,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		Writer:   writer,
 		Ingester: ingester,
 		MQTT:     mqttStatus,
+		Uplink:   up,
 		Version:  version,
 		Started:  started,
 		Registry: reg,

@@ -1,0 +1,375 @@
+package buffer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// The outbox holds what the uplink has still to send. A Writer with
+// WriterOptions.Outbox set writes the readings each group commit stores, in
+// the order they arrived, as one entry of that commit's transaction:
+//
+//	'o' firstSeq(8B BE) → outbox entry
+//
+// Stored readings are numbered from 0 in the order they were stored, for
+// the life of the data directory; an entry holds readings firstSeq to
+// firstSeq+count-1. The uplink reads from its cursor (the first reading not
+// yet accepted upstream), records the batch it is about to send (so that a
+// restart sends the same batch again, under the same id), and moves the
+// cursor on once the upstream took it; entries wholly behind the cursor are
+// then deleted. The cursor and the batch are the meta value "outbox":
+// cursor(8B BE) batchStart(8B BE) batchEnd(8B BE).
+//
+// An entry (version 1) is
+//
+//	version(1) count(uvarint), then count readings:
+//	  deviceLen(uvarint) device   length 0: the device of the reading before
+//	  metricLen(uvarint) metric   length 0: the metric of the reading before
+//	  ts − ts of the reading before (zigzag varint, ns; the first from 0)
+//	  value (8 bytes, IEEE 754 bits, little endian)
+//
+// Device ids and metric names are never empty, so length 0 is free to mean
+// "the same": a message's readings share their device and often their
+// timestamp, and cost 11 to 12 bytes each after the first.
+const (
+	kindOutbox   keyKind = 'o'
+	outboxV1     byte    = 1
+	metaOutbox           = "outbox"
+	outboxKeyLen         = 1 + 8
+	// outboxEntryReserve is what an entry costs besides its readings: key,
+	// version, count and Badger's metadata.
+	outboxEntryReserve = outboxKeyLen + 1 + binary.MaxVarintLen64 + 2
+)
+
+// OutboxReading is a reading of the outbox and its sequence number.
+type OutboxReading struct {
+	Seq uint64
+	Reading
+}
+
+// OutboxState is where the outbox stands.
+type OutboxState struct {
+	// End is the sequence number the next stored reading will get:
+	// readings Cursor to End-1 are unsent.
+	End uint64
+	// Cursor is the first reading not yet accepted upstream.
+	Cursor uint64
+	// BatchEnd, when above Cursor, ends the batch that was being sent
+	// from Cursor: it must be sent again as it was.
+	BatchEnd uint64
+}
+
+// Pending is the number of readings not yet sent.
+func (o OutboxState) Pending() uint64 { return o.End - o.Cursor }
+
+// outbox is the Store's view of the outbox.
+type outbox struct {
+	mu    sync.Mutex
+	state OutboxState
+	low   uint64        // no entry starts below low: where deletion resumes
+	wake  chan struct{} // signalled after a commit that added readings
+}
+
+func appendOutboxKey(dst []byte, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, byte(kindOutbox)), seq)
+}
+
+// outboxReadingMax bounds the encoded size of r in an entry.
+func outboxReadingMax(r *Reading) int {
+	return len(r.Device) + len(r.Metric) + 2*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 8
+}
+
+// outboxEncoder builds the value of one entry.
+type outboxEncoder struct {
+	buf            []byte
+	count          int
+	device, metric string
+	ts             int64
+}
+
+func (e *outboxEncoder) reset() {
+	e.buf, e.count, e.device, e.metric, e.ts = e.buf[:0], 0, "", "", 0
+}
+
+func (e *outboxEncoder) add(r *Reading) {
+	if r.Device == e.device {
+		e.buf = append(e.buf, 0)
+	} else {
+		e.buf = binary.AppendUvarint(e.buf, uint64(len(r.Device)))
+		e.buf = append(e.buf, r.Device...)
+		e.device = r.Device
+	}
+	if r.Metric == e.metric {
+		e.buf = append(e.buf, 0)
+	} else {
+		e.buf = binary.AppendUvarint(e.buf, uint64(len(r.Metric)))
+		e.buf = append(e.buf, r.Metric...)
+		e.metric = r.Metric
+	}
+	e.buf = binary.AppendVarint(e.buf, r.TS-e.ts)
+	e.ts = r.TS
+	e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(r.Value))
+	e.count++
+}
+
+// value returns the entry's encoding.
+func (e *outboxEncoder) value() []byte {
+	v := make([]byte, 0, 1+binary.MaxVarintLen64+len(e.buf))
+	v = append(v, outboxV1)
+	v = binary.AppendUvarint(v, uint64(e.count))
+	return append(v, e.buf...)
+}
+
+var errBadOutbox = errors.New("bad outbox entry")
+
+// outboxCount returns the number of readings of an entry.
+func outboxCount(v []byte) (uint64, error) {
+	if len(v) < 2 || v[0] != outboxV1 {
+		return 0, errBadOutbox
+	}
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 {
+		return 0, errBadOutbox
+	}
+	return n, nil
+}
+
+// decodeOutbox calls fn with each reading of the entry whose first reading
+// is seq, until fn returns false. Device and metric strings are interned in
+// names, which the caller may share between entries.
+func decodeOutbox(seq uint64, v []byte, names map[string]string, fn func(OutboxReading) bool) error {
+	count, err := outboxCount(v)
+	if err != nil {
+		return err
+	}
+	_, k := binary.Uvarint(v[1:])
+	p := v[1+k:]
+	var r OutboxReading
+	name := func(prev string) (string, bool) {
+		n, k := binary.Uvarint(p)
+		if k <= 0 || n > uint64(len(p)-k) {
+			return "", false
+		}
+		b := p[k : k+int(n)]
+		p = p[k+int(n):]
+		if n == 0 {
+			return prev, prev != ""
+		}
+		s, ok := names[string(b)]
+		if !ok {
+			s = string(b)
+			names[s] = s
+		}
+		return s, true
+	}
+	for i := uint64(0); i < count; i++ {
+		var ok bool
+		if r.Device, ok = name(r.Device); !ok {
+			return fmt.Errorf("%w: reading %d: device", errBadOutbox, i)
+		}
+		if r.Metric, ok = name(r.Metric); !ok {
+			return fmt.Errorf("%w: reading %d: metric", errBadOutbox, i)
+		}
+		d, k := binary.Varint(p)
+		if k <= 0 || len(p) < k+8 {
+			return fmt.Errorf("%w: reading %d: truncated", errBadOutbox, i)
+		}
+		r.TS += d
+		r.Value = math.Float64frombits(binary.LittleEndian.Uint64(p[k:]))
+		p = p[k+8:]
+		r.Seq = seq + i
+		if !fn(r) {
+			return nil
+		}
+	}
+	if len(p) != 0 {
+		return fmt.Errorf("%w: %d bytes after the last reading", errBadOutbox, len(p))
+	}
+	return nil
+}
+
+// loadOutbox reads the cursor and finds the end and the lowest entry.
+func (s *Store) loadOutbox(txn *badger.Txn) error {
+	o := &s.outbox
+	o.wake = make(chan struct{}, 1)
+	item, err := txn.Get(appendMetaKey(nil, metaOutbox))
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+	case err != nil:
+		return err
+	default:
+		if err := item.Value(func(v []byte) error {
+			if len(v) != 24 {
+				return fmt.Errorf("meta %s: %d bytes, want 24", metaOutbox, len(v))
+			}
+			o.state.Cursor = binary.BigEndian.Uint64(v)
+			if binary.BigEndian.Uint64(v[8:]) == o.state.Cursor {
+				o.state.BatchEnd = binary.BigEndian.Uint64(v[16:])
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	o.state.End, o.low = o.state.Cursor, o.state.Cursor
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
+	defer it.Close()
+	it.Rewind()
+	if !it.Valid() {
+		return nil
+	}
+	o.low = min(o.low, binary.BigEndian.Uint64(it.Item().Key()[1:]))
+	rit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}, Reverse: true})
+	defer rit.Close()
+	rit.Seek(appendOutboxKey(nil, math.MaxUint64))
+	item = rit.Item()
+	first := binary.BigEndian.Uint64(item.Key()[1:])
+	return item.Value(func(v []byte) error {
+		n, err := outboxCount(v)
+		if err != nil {
+			return fmt.Errorf("outbox entry %d: %w", first, err)
+		}
+		o.state.End = max(o.state.End, first+n)
+		return nil
+	})
+}
+
+// Outbox returns where the outbox stands.
+func (s *Store) Outbox() OutboxState {
+	s.outbox.mu.Lock()
+	defer s.outbox.mu.Unlock()
+	return s.outbox.state
+}
+
+// OutboxWake is signalled after a group commit adds readings to the
+// outbox. It holds one signal at most: check Outbox after each.
+func (s *Store) OutboxWake() <-chan struct{} { return s.outbox.wake }
+
+// outboxAdded records that a commit stored n readings from the end on.
+func (s *Store) outboxAdded(n uint64) {
+	s.outbox.mu.Lock()
+	s.outbox.state.End += n
+	s.outbox.mu.Unlock()
+	select {
+	case s.outbox.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ReadOutbox appends to dst the readings from sequence number from on, at
+// most max of them, in the order they were stored.
+func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxReading, error) {
+	if max <= 0 {
+		return dst, nil
+	}
+	want := len(dst) + max
+	err := s.db.View(func(txn *badger.Txn) error {
+		// The entry holding from starts at from or before it.
+		start := appendOutboxKey(nil, from)
+		rit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}, Reverse: true})
+		rit.Seek(start)
+		if rit.Valid() {
+			start = rit.Item().KeyCopy(nil)
+		}
+		rit.Close()
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}, PrefetchValues: false})
+		defer it.Close()
+		names := make(map[string]string)
+		for it.Seek(start); it.Valid() && len(dst) < want; it.Next() {
+			item := it.Item()
+			seq := binary.BigEndian.Uint64(item.Key()[1:])
+			err := item.Value(func(v []byte) error {
+				return decodeOutbox(seq, v, names, func(r OutboxReading) bool {
+					if r.Seq >= from {
+						dst = append(dst, r)
+					}
+					return len(dst) < want
+				})
+			})
+			if err != nil {
+				return fmt.Errorf("outbox entry %d: %w", seq, err)
+			}
+		}
+		return nil
+	})
+	return dst, err
+}
+
+// SetOutboxBatch records, durably, that readings from the cursor up to end
+// are being sent as one batch: after a restart Outbox reports it in
+// BatchEnd, so that the same batch goes again.
+func (s *Store) SetOutboxBatch(end uint64) error {
+	s.outbox.mu.Lock()
+	cur := s.outbox.state.Cursor
+	s.outbox.mu.Unlock()
+	if err := s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(cur, cur, end))
+	}); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	if !s.noSync {
+		if err := s.db.Sync(); err != nil {
+			return fmt.Errorf("outbox: sync: %w", err)
+		}
+	}
+	s.outbox.mu.Lock()
+	s.outbox.state.BatchEnd = end
+	s.outbox.mu.Unlock()
+	return nil
+}
+
+func outboxMeta(cursor, batchStart, batchEnd uint64) []byte {
+	v := binary.BigEndian.AppendUint64(nil, cursor)
+	v = binary.BigEndian.AppendUint64(v, batchStart)
+	return binary.BigEndian.AppendUint64(v, batchEnd)
+}
+
+// AdvanceOutbox moves the cursor to to, the sequence number after the
+// last reading the upstream accepted, and deletes the entries wholly
+// behind it. It is not synced: if it is lost, the batch recorded by
+// SetOutboxBatch is sent again, and a resent batch is harmless upstream.
+func (s *Store) AdvanceOutbox(to uint64) error {
+	s.outbox.mu.Lock()
+	low, end := s.outbox.low, s.outbox.state.End
+	s.outbox.mu.Unlock()
+	if to > end {
+		return fmt.Errorf("outbox: cursor %d is past the end %d", to, end)
+	}
+	newLow := low
+	err := s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(to, 0, 0)); err != nil {
+			return err
+		}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
+		defer it.Close()
+		budget := newTxnBudget(s.db, metaEntrySize+24)
+		for it.Seek(appendOutboxKey(nil, low)); it.Valid(); it.Next() {
+			item := it.Item()
+			seq := binary.BigEndian.Uint64(item.Key()[1:])
+			var n uint64
+			if err := item.Value(func(v []byte) (err error) { n, err = outboxCount(v); return err }); err != nil {
+				return fmt.Errorf("outbox entry %d: %w", seq, err)
+			}
+			if seq+n > to || !budget.take(item.Key(), nil) {
+				break // the rest goes with the next advance
+			}
+			if err := txn.Delete(item.KeyCopy(nil)); err != nil {
+				return err
+			}
+			newLow = seq + n
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	s.outbox.mu.Lock()
+	s.outbox.state.Cursor, s.outbox.state.BatchEnd, s.outbox.low = to, 0, newLow
+	s.outbox.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,188 @@
+package buffer
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// readOutbox returns every unsent reading of s.
+func readOutbox(t *testing.T, s *Store) []OutboxReading {
+	t.Helper()
+	o := s.Outbox()
+	got, err := s.ReadOutbox(o.Cursor, int(o.Pending())+1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func checkOutbox(t *testing.T, got []OutboxReading, from uint64, want []Reading) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("outbox holds %d readings, want %d", len(got), len(want))
+	}
+	for i, r := range got {
+		w := want[i]
+		if r.Seq != from+uint64(i) || r.Device != w.Device || r.Metric != w.Metric || r.TS != w.TS ||
+			math.Float64bits(r.Value) != math.Float64bits(w.Value) {
+			t.Fatalf("outbox reading %d: got %+v, want seq %d %+v", i, r, from+uint64(i), w)
+		}
+	}
+}
+
+func TestOutbox_HoldsStoredReadingsInOrderAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := NewWriter(s, WriterOptions{Outbox: true})
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	var want []Reading
+	for b := range 50 {
+		var rs []Reading
+		for i := range 1 + rng.IntN(600) {
+			r := Reading{
+				Device: []string{"a", "bridge-7", "zz"}[rng.IntN(3)],
+				Metric: []string{"t", "humidity", "x.y"}[rng.IntN(3)],
+				TS:     1_700_000_000_000_000_000 + int64(b*1000+i)*1e6 - int64(rng.IntN(5e9)),
+				Value:  []float64{21.5, -0.0, math.Inf(1), rng.NormFloat64(), 1e300}[rng.IntN(5)],
+			}
+			rs = append(rs, r)
+		}
+		res := write(t, w, rs...)
+		// What was stored already (equal readings drawn twice) is not
+		// sent again.
+		seen := make(map[Reading]bool)
+		for _, r := range want {
+			seen[r] = true
+		}
+		for _, r := range rs {
+			if !seen[r] {
+				want = append(want, r)
+				seen[r] = true
+			}
+		}
+		if res.Stored+res.Duplicates != len(rs) {
+			t.Fatalf("result %+v for %d readings", res, len(rs))
+		}
+	}
+	// A commit larger than one transaction of a 1 MiB memtable is written
+	// in parts, each with its entry.
+	var big []Reading
+	for i := range 20000 {
+		big = append(big, Reading{Device: "bulk", Metric: "m", TS: int64(i), Value: float64(i)})
+	}
+	write(t, w, big...)
+	want = append(want, big...)
+
+	if o := s.Outbox(); o.End != uint64(len(want)) || o.Cursor != 0 {
+		t.Fatalf("Outbox() = %+v, want end %d cursor 0", o, len(want))
+	}
+	checkOutbox(t, readOutbox(t, s), 0, want)
+
+	// A batch in flight, then part of the outbox sent.
+	if err := s.SetOutboxBatch(700); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(Options{Dir: dir, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := s.Outbox(); o.End != uint64(len(want)) || o.Cursor != 0 || o.BatchEnd != 700 {
+		t.Fatalf("after reopen Outbox() = %+v, want end %d, cursor 0, batch end 700", o, len(want))
+	}
+	if err := s.AdvanceOutbox(700); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AdvanceOutbox(uint64(len(want)) + 1); err == nil {
+		t.Fatal("AdvanceOutbox past the end: no error")
+	}
+	checkOutbox(t, readOutbox(t, s), 700, want[700:])
+	part, err := s.ReadOutbox(1000, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOutbox(t, part, 1000, want[1000:1010])
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(Options{Dir: dir, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if o := s.Outbox(); o.Cursor != 700 || o.BatchEnd != 0 || o.End != uint64(len(want)) {
+		t.Fatalf("after advance and reopen Outbox() = %+v", o)
+	}
+	if err := s.AdvanceOutbox(uint64(len(want))); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, s, kindOutbox); n != 0 {
+		t.Errorf("%d outbox entries left after everything was sent", n)
+	}
+	if got := readOutbox(t, s); len(got) != 0 {
+		t.Errorf("outbox still reads %d readings", len(got))
+	}
+}
+
+func TestOutbox_OffByDefault(t *testing.T) {
+	s, w := testStore(t, "")
+	write(t, w, Reading{Device: "d", Metric: "m", TS: 1, Value: 1})
+	if o := s.Outbox(); o.End != 0 {
+		t.Errorf("Outbox() = %+v without WriterOptions.Outbox", o)
+	}
+	if n := countKeys(t, s, kindOutbox); n != 0 {
+		t.Errorf("%d outbox entries without WriterOptions.Outbox", n)
+	}
+}
+
+func FuzzDecodeOutbox(f *testing.F) {
+	var e outboxEncoder
+	e.add(&Reading{Device: "d", Metric: "m", TS: 5, Value: 1})
+	e.add(&Reading{Device: "d", Metric: "n", TS: -5, Value: math.NaN()})
+	f.Add(e.value())
+	f.Add([]byte{outboxV1, 1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		var n uint64
+		err := decodeOutbox(0, v, make(map[string]string), func(OutboxReading) bool { n++; return true })
+		if err == nil {
+			if c, _ := outboxCount(v); c != n {
+				t.Fatalf("decoded %d readings of an entry of %d", n, c)
+			}
+		}
+	})
+}
+
+// countKeys counts the keys of one keyspace.
+func countKeys(t *testing.T, s *Store, kind keyKind) int {
+	t.Helper()
+	n := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kind)}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,551 @@
+// Package uplink sends the readings of the store's outbox upstream over
+// HTTP: in batches, in the order they were stored, each batch under a
+// stable id, retrying without limit until the upstream takes it, and
+// moving the outbox's cursor only then.
+package uplink
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// Outbox is what the uplink needs of the store (buffer.Store has it).
+type Outbox interface {
+	Outbox() buffer.OutboxState
+	OutboxWake() <-chan struct{}
+	ReadOutbox(from uint64, max int, dst []buffer.OutboxReading) ([]buffer.OutboxReading, error)
+	SetOutboxBatch(end uint64) error
+	AdvanceOutbox(to uint64) error
+}
+
+// Options configure an Uplink. Zero values are defaults.
+type Options struct {
+	// URL is the upstream's full write URL, such as
+	// http://127.0.0.1:8428/write (VictoriaMetrics) or
+	// http://127.0.0.1:8086/write?db=sensors (InfluxDB 1.x).
+	URL    string
+	Format Format
+	// Measurement is the line protocol measurement (default "readings").
+	Measurement string
+	// Gateway names this gateway upstream: a tag of every line, the
+	// gateway of a JSON batch, and the first part of every batch id.
+	Gateway string
+
+	// BatchReadings is the most readings in one batch (default 5,000).
+	BatchReadings int
+	// BatchBytes is the most bytes of one batch's body before compression
+	// (default 1 MiB); a batch stops at the reading that crosses it.
+	BatchBytes int
+	// Interval is the longest a stored reading waits for its batch to
+	// fill before the batch goes anyway (default 1s).
+	Interval time.Duration
+	// MaxAge skips readings older than this when their batch is sent
+	// (0: none is too old); they are counted in Status.Skipped.
+	MaxAge time.Duration
+
+	// Timeout bounds one request, response included (default 30s).
+	Timeout time.Duration
+	// RetryWaitMin and RetryWaitMax bound the backoff between attempts
+	// (defaults 1s and 5m): it doubles from the least, with jitter.
+	RetryWaitMin, RetryWaitMax time.Duration
+	// RetryAfterMax caps the wait an upstream asks for with Retry-After
+	// on 429 and 503 (default 10m).
+	RetryAfterMax time.Duration
+	// Gzip compresses request bodies (Content-Encoding: gzip).
+	Gzip bool
+	// TLS configures https URLs (nil: the system's roots).
+	TLS *tls.Config
+	// Authorization is the whole Authorization header value, such as
+	// "Bearer …" or "Token …" (empty: none).
+	Authorization string
+	// Username and Password, when Username is set, are sent as basic
+	// auth.
+	Username, Password string
+
+	// ParkDir is where batches the upstream refuses as malformed are kept,
+	// with its response, for a person to look at.
+	ParkDir string
+	Logger  *slog.Logger
+}
+
+// Status says how the uplink is doing.
+type Status struct {
+	URL             string     `json:"url"`
+	Format          string     `json:"format"`
+	PendingReadings uint64     `json:"pending_readings"`
+	OldestPending   *time.Time `json:"oldest_pending,omitempty"` // timestamp of the first unsent reading
+	SentReadings    uint64     `json:"sent_readings"`
+	SentBatches     uint64     `json:"sent_batches"`
+	Retries         uint64     `json:"retries"`
+	ParkedBatches   uint64     `json:"parked_batches"` // on disk in ParkDir, this run's and earlier ones
+	ParkedReadings  uint64     `json:"parked_readings"`
+	Skipped         uint64     `json:"skipped_readings"` // older than max_age, or not finite
+	LastSuccess     *time.Time `json:"last_success,omitempty"`
+	LastError       string     `json:"last_error,omitempty"`
+	LastErrorAt     *time.Time `json:"last_error_at,omitempty"`
+	NextAttempt     *time.Time `json:"next_attempt,omitempty"` // set while waiting to try a batch again
+}
+
+// Uplink sends the outbox upstream. Create it with New and Run it.
+type Uplink struct {
+	out    Outbox
+	opts   Options
+	client *retryablehttp.Client
+	enc    *encoder
+	log    *slog.Logger
+
+	mu sync.Mutex // guards st
+	st Status
+
+	// Used by the Run goroutine only.
+	readings []buffer.OutboxReading
+	kept     []buffer.OutboxReading
+	gz       *gzip.Writer
+	zbuf     bytes.Buffer
+}
+
+// New checks opts and creates the Uplink of out.
+func New(out Outbox, opts Options) (*Uplink, error) {
+	if opts.URL == "" {
+		return nil, errors.New("uplink: no URL")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if opts.Measurement == "" {
+		opts.Measurement = "readings"
+	}
+	if opts.BatchReadings <= 0 {
+		opts.BatchReadings = 5000
+	}
+	if opts.BatchBytes <= 0 {
+		opts.BatchBytes = 1 << 20
+	}
+	def(&opts.Interval, time.Second)
+	def(&opts.Timeout, 30*time.Second)
+	def(&opts.RetryWaitMin, time.Second)
+	def(&opts.RetryWaitMax, 5*time.Minute)
+	def(&opts.RetryAfterMax, 10*time.Minute)
+	opts.RetryWaitMax = max(opts.RetryWaitMax, opts.RetryWaitMin)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	u := &Uplink{
+		out:  out,
+		opts: opts,
+		enc:  newEncoder(opts.Format, opts.Measurement, opts.Gateway),
+		log:  opts.Logger,
+		st:   Status{URL: redact(opts.URL), Format: opts.Format.String()},
+	}
+	u.gz, _ = gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // the level is valid
+
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = opts.TLS
+	transport.MaxIdleConnsPerHost = 2
+	u.client = &retryablehttp.Client{
+		HTTPClient:   &http.Client{Transport: transport, Timeout: opts.Timeout},
+		RetryWaitMin: opts.RetryWaitMin,
+		RetryWaitMax: opts.RetryWaitMax,
+		// No limit: a batch is tried until the upstream takes it, or
+		// refuses it as malformed, or the gateway stops.
+		RetryMax:       int(^uint(0) >> 1),
+		CheckRetry:     u.checkRetry,
+		Backoff:        u.backoff,
+		RequestLogHook: u.attempt,
+	}
+	if opts.ParkDir != "" {
+		n, err := countParked(opts.ParkDir)
+		if err != nil {
+			return nil, fmt.Errorf("uplink: %w", err)
+		}
+		u.st.ParkedBatches = n
+	}
+	return u, nil
+}
+
+// countParked counts the batches parked in dir by earlier runs.
+func countParked(dir string) (uint64, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".response") {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Status returns how the uplink is doing.
+func (u *Uplink) Status() Status {
+	u.mu.Lock()
+	st := u.st
+	u.mu.Unlock()
+	o := u.out.Outbox()
+	st.PendingReadings = o.Pending()
+	if o.Pending() > 0 {
+		if rs, err := u.out.ReadOutbox(o.Cursor, 1, nil); err == nil && len(rs) == 1 {
+			t := rs[0].Time()
+			st.OldestPending = &t
+		}
+	}
+	return st
+}
+
+// Run sends batches until ctx ends. It returns nil then; it returns an
+// error only if the store fails.
+func (u *Uplink) Run(ctx context.Context) error {
+	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.Format.String(),
+		"pending", u.out.Outbox().Pending())
+	for {
+		end, err := u.nextBatch(ctx)
+		if err != nil || ctx.Err() != nil {
+			return nil
+		}
+		if err := u.send(ctx, end); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// nextBatch waits until a batch is due and returns its end: the batch
+// recorded before a restart, or a full batch, or whatever is pending once
+// the first pending reading has waited Interval.
+func (u *Uplink) nextBatch(ctx context.Context) (uint64, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var due <-chan time.Time
+	for {
+		o := u.out.Outbox()
+		if o.BatchEnd > o.Cursor {
+			return o.BatchEnd, nil
+		}
+		if o.Pending() >= uint64(u.opts.BatchReadings) {
+			return o.Cursor + uint64(u.opts.BatchReadings), nil
+		}
+		if o.Pending() > 0 && due == nil {
+			timer = time.NewTimer(u.opts.Interval)
+			due = timer.C
+		}
+		select {
+		case <-u.out.OutboxWake():
+		case <-due:
+			o := u.out.Outbox()
+			return o.Cursor + min(o.Pending(), uint64(u.opts.BatchReadings)), nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// send sends the readings from the cursor up to end (or fewer, if they
+// cross BatchBytes) until the upstream takes them or refuses them as
+// malformed, and then moves the cursor past them.
+func (u *Uplink) send(ctx context.Context, end uint64) error {
+	o := u.out.Outbox()
+	start := o.Cursor
+	var err error
+	u.readings, err = u.out.ReadOutbox(start, int(end-start), u.readings[:0])
+	if err != nil {
+		return fmt.Errorf("uplink: read outbox: %w", err)
+	}
+	if len(u.readings) == 0 {
+		return fmt.Errorf("uplink: outbox has nothing from %d to %d", start, end)
+	}
+	end = u.cut(u.readings, end)
+	rs := u.readings
+	for len(rs) > 0 && rs[len(rs)-1].Seq >= end {
+		rs = rs[:len(rs)-1]
+	}
+	if o.BatchEnd != end {
+		if err := u.out.SetOutboxBatch(end); err != nil {
+			return err
+		}
+	}
+	id := strconv.FormatUint(start, 10)
+	if u.opts.Gateway != "" {
+		id = u.opts.Gateway + "-" + id
+	}
+	fresh := u.fresh(rs)
+	skipped := len(rs) - len(fresh)
+	if len(fresh) > 0 {
+		body, bad := u.enc.encode(id, fresh)
+		skipped += bad
+		if len(fresh) > bad {
+			if err := u.post(ctx, id, body, len(fresh)-bad); err != nil {
+				return err
+			}
+		}
+	}
+	if skipped > 0 {
+		u.mu.Lock()
+		u.st.Skipped += uint64(skipped)
+		u.mu.Unlock()
+	}
+	return u.out.AdvanceOutbox(end)
+}
+
+// fresh returns the readings of rs not older than MaxAge, in a slice of
+// its own.
+func (u *Uplink) fresh(rs []buffer.OutboxReading) []buffer.OutboxReading {
+	if u.opts.MaxAge <= 0 {
+		return rs
+	}
+	oldest := time.Now().Add(-u.opts.MaxAge).UnixNano()
+	kept := u.kept[:0]
+	for _, r := range rs {
+		if r.TS >= oldest {
+			kept = append(kept, r)
+		}
+	}
+	u.kept = kept
+	return kept
+}
+
+// cut returns where a batch of rs must end to stay under BatchBytes: end,
+// or the sequence number of the reading that would cross the limit.
+func (u *Uplink) cut(rs []buffer.OutboxReading, end uint64) uint64 {
+	size := 0
+	for i := range rs {
+		// A line protocol or JSON reading costs about its names, a
+		// timestamp and a value, plus the tags or the id.
+		size += len(rs[i].Device) + len(rs[i].Metric) + len(u.opts.Gateway) + len(u.opts.Measurement) + 64
+		if size > u.opts.BatchBytes && i > 0 {
+			return rs[i].Seq
+		}
+	}
+	return end
+}
+
+// post sends one batch until it is taken or parked.
+func (u *Uplink) post(ctx context.Context, id string, body []byte, n int) error {
+	payload := body
+	if u.opts.Gzip {
+		u.zbuf.Reset()
+		u.gz.Reset(&u.zbuf)
+		if _, err := u.gz.Write(body); err != nil {
+			return err
+		}
+		if err := u.gz.Close(); err != nil {
+			return err
+		}
+		payload = u.zbuf.Bytes()
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, u.opts.URL, payload)
+	if err != nil {
+		return fmt.Errorf("uplink: %w", err)
+	}
+	req.Header.Set("Content-Type", u.opts.Format.contentType())
+	req.Header.Set("Idempotency-Key", id)
+	req.Header.Set("User-Agent", "cairn")
+	if u.opts.Gzip {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
+	if u.opts.Authorization != "" {
+		req.Header.Set("Authorization", u.opts.Authorization)
+	}
+	if u.opts.Username != "" {
+		req.SetBasicAuth(u.opts.Username, u.opts.Password)
+	}
+	resp, err := u.client.Do(req)
+	if err != nil {
+		return err // only the context ends the retries
+	}
+	defer resp.Body.Close()
+	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	now := time.Now()
+	if resp.StatusCode < 300 {
+		u.mu.Lock()
+		u.st.SentBatches++
+		u.st.SentReadings += uint64(n)
+		u.st.LastSuccess = &now
+		u.st.NextAttempt = nil
+		u.mu.Unlock()
+		return nil
+	}
+	// checkRetry let through only what is not worth trying again: the
+	// upstream finds the batch malformed. Park it and go on.
+	if err := u.park(id, body, resp, reply); err != nil {
+		return fmt.Errorf("uplink: park batch %s: %w", id, err)
+	}
+	msg := fmt.Sprintf("batch %s refused with %s: %s", id, resp.Status, snippet(reply))
+	u.log.Error("upstream refused a batch as malformed; parked it and going on", "batch", id,
+		"status", resp.StatusCode, "readings", n, "dir", u.opts.ParkDir, "response", snippet(reply))
+	u.mu.Lock()
+	u.st.ParkedBatches++
+	u.st.ParkedReadings += uint64(n)
+	u.st.LastError, u.st.LastErrorAt, u.st.NextAttempt = msg, &now, nil
+	u.mu.Unlock()
+	return nil
+}
+
+// park writes a refused batch and the upstream's answer to ParkDir.
+func (u *Uplink) park(id string, body []byte, resp *http.Response, reply []byte) error {
+	if u.opts.ParkDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(u.opts.ParkDir, 0o750); err != nil {
+		return err
+	}
+	name := filepath.Join(u.opts.ParkDir, safeName(id))
+	if err := os.WriteFile(name+u.opts.Format.fileExt(), body, 0o640); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "POST %s\nat %s\n%s %s\n", redact(u.opts.URL), time.Now().UTC().Format(time.RFC3339), resp.Proto, resp.Status)
+	for _, k := range []string{"Content-Type", "Date"} {
+		if v := resp.Header.Get(k); v != "" {
+			fmt.Fprintf(&b, "%s: %s\n", k, v)
+		}
+	}
+	b.WriteString("\n")
+	b.Write(reply)
+	return os.WriteFile(name+".response", b.Bytes(), 0o640)
+}
+
+// safeName makes a batch id fit for a file name.
+func safeName(id string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == 0 || r == '\\' {
+			return '_'
+		}
+		return r
+	}, id)
+}
+
+// attempt counts every attempt after a batch's first.
+func (u *Uplink) attempt(_ retryablehttp.Logger, _ *http.Request, n int) {
+	if n > 0 {
+		u.mu.Lock()
+		u.st.Retries++
+		u.mu.Unlock()
+	}
+}
+
+// checkRetry decides whether a batch goes again: after a network error,
+// a 5xx, 408 or 429, and also after 401, 403 and 404, which say that the
+// URL or the credentials are wrong, not the batch (the batch waits for the
+// fix, and last_error says what to fix). Any other 4xx means the upstream
+// finds the batch itself malformed: it is parked.
+func (u *Uplink) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	var msg string
+	switch {
+	case err != nil:
+		msg = err.Error()
+	case resp.StatusCode < 300:
+		return false, nil
+	case resp.StatusCode >= 500, resp.StatusCode == 408, resp.StatusCode == 429,
+		resp.StatusCode == 401, resp.StatusCode == 403, resp.StatusCode == 404:
+		reply, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		msg = fmt.Sprintf("%s: %s", resp.Status, snippet(reply))
+	default:
+		return false, nil
+	}
+	now := time.Now()
+	u.mu.Lock()
+	u.st.LastError, u.st.LastErrorAt = msg, &now
+	u.mu.Unlock()
+	u.log.Warn("upstream did not take a batch; trying again", "err", msg)
+	return true, nil
+}
+
+// backoff is the wait before attempt n+1: what the upstream asked for with
+// Retry-After on 429 or 503, up to RetryAfterMax; else RetryWaitMin
+// doubled n times, up to RetryWaitMax, less up to half of it at random so
+// that a fleet of gateways does not come back all at once.
+func (u *Uplink) backoff(lo, hi time.Duration, n int, resp *http.Response) time.Duration {
+	wait, ok := retryAfter(resp)
+	if ok {
+		wait = min(wait, u.opts.RetryAfterMax)
+	} else {
+		wait = hi
+		if n < 40 && lo<<uint(n) < hi && lo<<uint(n) > 0 {
+			wait = lo << uint(n)
+		}
+		wait -= time.Duration(rand.Int64N(int64(wait)/2 + 1))
+	}
+	next := time.Now().Add(wait)
+	u.mu.Lock()
+	u.st.NextAttempt = &next
+	u.mu.Unlock()
+	return wait
+}
+
+// retryAfter parses the Retry-After of a 429 or 503: seconds or a date.
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	if resp == nil || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) {
+		return 0, false
+	}
+	v := resp.Header.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+		return time.Duration(min(s, 1<<31)) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0), true
+	}
+	return 0, false
+}
+
+// snippet is the first line of an upstream's answer, short.
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// redact hides a password in a URL.
+func redact(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	if at := strings.IndexByte(rest, '@'); at >= 0 && !strings.Contains(rest[:at], "/") {
+		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
+			return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
+		}
+	}
+	return s
+}
