@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs cairn's whole test suite on a Debian machine with Go installed:
-# installs what the tests need (Mosquitto, FUSE), then gofmt, go vet and
+# installs what the tests need (Mosquitto, FUSE, and InfluxDB 1.x and
+# VictoriaMetrics as upstreams for the uplink), then gofmt, go vet and
 # the tests under the race detector. Needs root for apt-get and for the
 # power-cut tests' FUSE mounts.
 set -euo pipefail
@@ -10,6 +11,8 @@ need_pkgs=()
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_pkgs+=(mosquitto)
 command -v mosquitto_pub >/dev/null 2>&1 || need_pkgs+=(mosquitto-clients)
 command -v fusermount3 >/dev/null 2>&1 || need_pkgs+=(fuse3)
+command -v influxd >/dev/null 2>&1 || need_pkgs+=(influxdb)
+command -v victoria-metrics >/dev/null 2>&1 || need_pkgs+=(victoria-metrics)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "test.sh: missing ${need_pkgs[*]}; run as root or: sudo apt-get install ${need_pkgs[*]}" >&2

@@ -222,6 +222,7 @@ func (u *Uplink) Status() Status {
 func (u *Uplink) Run(ctx context.Context) error {
 	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.Format.String(),
 		"pending", u.out.Outbox().Pending())
+	defer u.client.HTTPClient.CloseIdleConnections()
 	for {
 		end, err := u.nextBatch(ctx)
 		if err != nil || ctx.Err() != nil {

@@ -71,6 +71,9 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"bucket_too_big.bad.yaml":           "store.bucket_samples: 9000 readings do not fit a bucket with store.memtable_mib 1 (at most 7281)",
 		"bad_retention.bad.yaml":            `retention.minute_stats_max_age: cannot use "forever" as a duration (want e.g. 90d, 5y, 36h or 0) (line 2)`,
 		"syntax.bad.yaml":                   "did not find expected node content",
+		"uplink_url.bad.yaml":               `uplink.url: want an http:// or https:// URL (got "victoria:8428/write")`,
+		"uplink_format.bad.yaml":            `uplink.format: must be influx or json (got "prometheus")`,
+		"uplink_auth.bad.yaml":              "uplink.auth: username and password_file go together",
 	}
 	files, err := filepath.Glob("testdata/*.bad.yaml")
 	if err != nil {
@@ -107,5 +110,40 @@ func TestLoadConfig_Missing(t *testing.T) {
 	_, err := LoadConfig(filepath.Join(t.TempDir(), "nope.yaml"))
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("got %v, want a not-exist error", err)
+	}
+}
+
+func TestLoadConfig_UplinkSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("abc123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "cairn.yaml")
+	yaml := "uplink:\n  url: http://127.0.0.1:8086/write?db=x\n  auth:\n    token_file: " + token + "\n    scheme: Token\n"
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.uplink.Authorization; got != "Token abc123" {
+		t.Errorf("Authorization: got %q, want the scheme and the file's token", got)
+	}
+	if cfg.uplink.Gateway == "" {
+		t.Error("no gateway id: want the host name")
+	}
+
+	// A token others can read stops the start, naming the key, the file
+	// and the fix.
+	if err := os.Chmod(token, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadConfig(cfgPath)
+	var ce *configError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "uplink.auth.token_file: "+token+" is readable by group or others") ||
+		!strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("world-readable token: got %v", err)
 	}
 }

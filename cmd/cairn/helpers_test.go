@@ -24,6 +24,7 @@ import (
 
 	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/uplink"
 )
 
 func TestMain(m *testing.M) {
@@ -394,6 +395,7 @@ type statusDoc struct {
 		Readings uint64 `json:"readings"`
 		Series   int    `json:"series"`
 	} `json:"store"`
+	Uplink *uplink.Status `json:"uplink"`
 }
 
 func (a *apiClient) status(t *testing.T) statusDoc {

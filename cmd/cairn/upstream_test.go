@@ -1,0 +1,505 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// An upstream is a real time-series database, started by the test from
+// Debian's packages, that cairn's uplink writes to.
+type upstream interface {
+	start(t *testing.T)
+	stop(t *testing.T) // stops the server cleanly
+	writeURL() string
+	// readings returns every sample the database holds, by series and
+	// time, and how many samples it holds in all (more than the map when
+	// it keeps a resent sample twice).
+	readings(t *testing.T) (map[upstreamKey]float64, int)
+}
+
+// upstreamKey names one sample upstream.
+type upstreamKey struct {
+	gateway, device, metric string
+	ts                      int64 // ns
+}
+
+// program returns the path of a program the test needs. It fails the test
+// when it is missing: scripts/test.sh installs it.
+func program(t *testing.T, name string) string {
+	t.Helper()
+	for _, p := range []string{name, "/usr/bin/" + name, "/usr/sbin/" + name} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	t.Fatalf("%s not found: scripts/test.sh installs it (apt-get install %s)", name, map[string]string{
+		"victoria-metrics": "victoria-metrics", "influxd": "influxdb",
+	}[name])
+	return ""
+}
+
+// waitHTTP waits until GET u answers with want.
+func waitHTTP(t *testing.T, p *process, u string, want int) {
+	t.Helper()
+	waitUntil(t, startTimeout, u+" to answer", func() (bool, string) {
+		if !p.running() {
+			t.Fatalf("%s exited: %v\n%s", p.name, p.err, p.out)
+		}
+		resp, err := http.Get(u)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == want, resp.Status
+	})
+}
+
+// victoriaMetrics is a VictoriaMetrics single-node server.
+type victoriaMetrics struct {
+	bin, dir string
+	port     int
+	p        *process
+}
+
+func newVictoriaMetrics(t *testing.T) *victoriaMetrics {
+	return &victoriaMetrics{bin: program(t, "victoria-metrics"), dir: t.TempDir(), port: freePort(t)}
+}
+
+func (v *victoriaMetrics) base() string { return fmt.Sprintf("http://127.0.0.1:%d", v.port) }
+
+func (v *victoriaMetrics) writeURL() string { return v.base() + "/write" }
+
+func (v *victoriaMetrics) start(t *testing.T) {
+	t.Helper()
+	v.p = startProcess(t, v.bin,
+		"-storageDataPath="+v.dir,
+		fmt.Sprintf("-httpListenAddr=127.0.0.1:%d", v.port),
+		"-retentionPeriod=100y",
+		"-loggerLevel=ERROR",
+		"-search.disableCache")
+	waitHTTP(t, v.p, v.base()+"/health", http.StatusOK)
+}
+
+func (v *victoriaMetrics) stop(t *testing.T) {
+	t.Helper()
+	// SIGTERM: a killed VictoriaMetrics loses what it took in its last
+	// second or so, before it flushed it; that would be its loss, not
+	// cairn's.
+	if err := v.p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("victoria-metrics: %v\n%s", err, v.p.out)
+	}
+}
+
+func (v *victoriaMetrics) readings(t *testing.T) (map[upstreamKey]float64, int) {
+	t.Helper()
+	resp, err := http.Get(v.base() + "/internal/force_flush")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	q := url.Values{"match[]": {`{__name__=~"readings_.+"}`}, "start": {"0"}}
+	resp, err = http.Get(v.base() + "/api/v1/export?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("export: %s: %s", resp.Status, b)
+	}
+	out := make(map[upstreamKey]float64)
+	total := 0
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var line struct {
+			Metric     map[string]string `json:"metric"`
+			Values     []float64         `json:"values"`
+			Timestamps []int64           `json:"timestamps"`
+		}
+		if err := dec.Decode(&line); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		for i, ts := range line.Timestamps {
+			k := upstreamKey{
+				gateway: line.Metric["gateway"],
+				device:  line.Metric["device"],
+				metric:  strings.TrimPrefix(line.Metric["__name__"], "readings_"),
+				ts:      ts * 1e6, // VictoriaMetrics keeps milliseconds
+			}
+			out[k] = line.Values[i]
+			total++
+		}
+	}
+	return out, total
+}
+
+// influxDB is an InfluxDB 1.x server with a database "sensors".
+type influxDB struct {
+	bin, dir, conf string
+	port           int
+	p              *process
+}
+
+func newInfluxDB(t *testing.T) *influxDB {
+	db := &influxDB{bin: program(t, "influxd"), dir: t.TempDir(), port: freePort(t)}
+	db.conf = filepath.Join(db.dir, "influxdb.conf")
+	conf := fmt.Sprintf(`reporting-disabled = true
+bind-address = "127.0.0.1:%d"
+[meta]
+  dir = "%[2]s/meta"
+[data]
+  dir = "%[2]s/data"
+  wal-dir = "%[2]s/wal"
+  query-log-enabled = false
+[http]
+  bind-address = "127.0.0.1:%[3]d"
+  log-enabled = false
+[monitor]
+  store-enabled = false
+[continuous_queries]
+  enabled = false
+`, freePort(t), db.dir, db.port)
+	if err := os.WriteFile(db.conf, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func (db *influxDB) base() string { return fmt.Sprintf("http://127.0.0.1:%d", db.port) }
+
+func (db *influxDB) writeURL() string { return db.base() + "/write?db=sensors" }
+
+func (db *influxDB) start(t *testing.T) {
+	t.Helper()
+	db.p = startProcess(t, db.bin, "-config", db.conf)
+	waitHTTP(t, db.p, db.base()+"/ping", http.StatusNoContent)
+	db.query(t, "CREATE DATABASE sensors", nil)
+}
+
+func (db *influxDB) stop(t *testing.T) {
+	t.Helper()
+	if err := db.p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("influxd: %v\n%s", err, db.p.out)
+	}
+}
+
+// query runs an InfluxQL statement and calls fn with each series of the
+// chunked answer.
+func (db *influxDB) query(t *testing.T, q string, fn func(columns []string, values [][]any)) {
+	t.Helper()
+	resp, err := http.PostForm(db.base()+"/query", url.Values{
+		"q": {q}, "db": {"sensors"}, "epoch": {"ns"}, "chunked": {"true"}, "chunk_size": {"10000"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s: %s: %s", q, resp.Status, b)
+	}
+	dec := json.NewDecoder(bufio.NewReader(resp.Body))
+	dec.UseNumber()
+	for {
+		var doc struct {
+			Results []struct {
+				Error  string `json:"error"`
+				Series []struct {
+					Columns []string `json:"columns"`
+					Values  [][]any  `json:"values"`
+				} `json:"series"`
+			} `json:"results"`
+		}
+		if err := dec.Decode(&doc); err == io.EOF {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range doc.Results {
+			if r.Error != "" {
+				t.Fatalf("%s: %s", q, r.Error)
+			}
+			for _, s := range r.Series {
+				if fn != nil {
+					fn(s.Columns, s.Values)
+				}
+			}
+		}
+	}
+}
+
+func (db *influxDB) readings(t *testing.T) (map[upstreamKey]float64, int) {
+	t.Helper()
+	out := make(map[upstreamKey]float64)
+	total := 0
+	db.query(t, "SELECT * FROM readings", func(columns []string, values [][]any) {
+		for _, row := range values {
+			var k upstreamKey
+			fields := make(map[string]float64)
+			for i, c := range columns {
+				switch v := row[i].(type) {
+				case json.Number:
+					if c == "time" {
+						ts, err := v.Int64()
+						if err != nil {
+							t.Fatal(err)
+						}
+						k.ts = ts
+						continue
+					}
+					f, err := v.Float64()
+					if err != nil {
+						t.Fatal(err)
+					}
+					fields[c] = f
+				case string:
+					switch c {
+					case "device":
+						k.device = v
+					case "gateway":
+						k.gateway = v
+					}
+				}
+			}
+			for m, f := range fields {
+				k.metric = m
+				out[k] = f
+				total++
+			}
+		}
+	})
+	return out, total
+}
+
+// uplinkConfig is a gateway with its uplink to url; batches are small so
+// that sending a backlog takes many of them.
+const uplinkConfig = `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+http:
+  listen: "127.0.0.1:0"
+uplink:
+  url: %URL%
+  gateway_id: gw-test
+  batch_readings: 500
+  interval: 100ms
+  retry_wait_min: 100ms
+  retry_wait_max: 1s
+`
+
+func writeUplinkConfig(t *testing.T, dataDir string, up upstream) string {
+	return writeConfig(t, dataDir, strings.ReplaceAll(uplinkConfig, "%URL%", up.writeURL()))
+}
+
+// checkUpstream compares what the upstream holds with the readings of the
+// acknowledged messages: every one must be there, with its value, and
+// nothing else.
+func checkUpstream(t *testing.T, up upstream, msgs []sensorMessage, acks *ackLog) {
+	t.Helper()
+	got, total := up.readings(t)
+	want := make(map[upstreamKey]float64)
+	for i, m := range msgs {
+		if !acks.isAcked(i) {
+			continue
+		}
+		for _, r := range m.readings(i) {
+			want[upstreamKey{gateway: "gw-test", device: r.Device, metric: r.Metric, ts: r.TS}] = r.Value
+		}
+	}
+	missing, wrong := 0, 0
+	var examples []string
+	for k, v := range want {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			missing++
+		case g != v:
+			wrong++
+		default:
+			continue
+		}
+		if len(examples) < 5 {
+			examples = append(examples, fmt.Sprintf("%+v: want %v, got %v (present %v)", k, v, g, ok))
+		}
+	}
+	extra := 0
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			extra++
+			if len(examples) < 10 {
+				examples = append(examples, fmt.Sprintf("%+v: upstream has it, no message gave it", k))
+			}
+		}
+	}
+	if missing+wrong+extra > 0 {
+		sort.Strings(examples)
+		t.Errorf("upstream: %d readings, want %d: %d missing, %d with another value, %d unexpected; e.g.\n%s",
+			len(got), len(want), missing, wrong, extra, strings.Join(examples, "\n"))
+	}
+	t.Logf("upstream holds %d distinct readings of %d acknowledged messages (%d samples in all)", len(got), acks.count(), total)
+}
+
+// waitSent waits until the gateway's uplink has nothing pending.
+func waitSent(t *testing.T, api *apiClient) statusDoc {
+	t.Helper()
+	var st statusDoc
+	waitUntil(t, 2*time.Minute, "the uplink to send everything", func() (bool, string) {
+		st = api.status(t)
+		if st.Uplink == nil {
+			t.Fatal("status has no uplink")
+		}
+		return st.Uplink.PendingReadings == 0, fmt.Sprintf("%+v", *st.Uplink)
+	})
+	return st
+}
+
+// upstreams are the databases the uplink tests write to.
+var upstreams = []struct {
+	name string
+	new  func(t *testing.T) upstream
+}{
+	{"InfluxDB", func(t *testing.T) upstream { return newInfluxDB(t) }},
+	{"VictoriaMetrics", func(t *testing.T) upstream { return newVictoriaMetrics(t) }},
+}
+
+// TestUplink_RealUpstreams publishes over MQTT to a cairn process whose
+// uplink writes to a real InfluxDB 1.x and a real VictoriaMetrics, and
+// reads every reading back through the upstream's own API.
+func TestUplink_RealUpstreams(t *testing.T) {
+	for _, tc := range upstreams {
+		t.Run(tc.name, func(t *testing.T) {
+			up := tc.new(t)
+			up.start(t)
+			dataDir := t.TempDir()
+			p := startCairn(t, cairnBinary.get(t), writeUplinkConfig(t, dataDir, up))
+			fleet := &sensorFleet{devices: 10, window: 64, acks: newAckLog(0)}
+			for i := range 3000 {
+				fleet.acks.add()
+				fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%10), t0+int64(i), i))
+			}
+			if err := fleet.publish(p.mqtt, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			if n := fleet.acks.count(); n != 3000 {
+				t.Fatalf("%d of 3000 messages acknowledged", n)
+			}
+			st := waitSent(t, newAPIClient(p.http))
+			if st.Uplink.SentReadings != 6000 || st.Uplink.ParkedBatches != 0 || st.Uplink.SentBatches < 12 {
+				t.Errorf("uplink status: %+v", *st.Uplink)
+			}
+			checkUpstream(t, up, fleet.msgs, fleet.acks)
+			if err := p.signal(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("cairn: %v\n%s", err, p.out)
+			}
+		})
+	}
+}
+
+// TestUplink_Outage stops the upstream mid-stream, kills cairn with
+// SIGKILL while the upstream is down and again while it sends the
+// backlog, and checks that in the end the upstream holds exactly the
+// readings stored.
+func TestUplink_Outage(t *testing.T) {
+	for _, tc := range upstreams {
+		t.Run(tc.name, func(t *testing.T) { testOutage(t, tc.new(t)) })
+	}
+}
+
+func testOutage(t *testing.T, up upstream) {
+	up.start(t)
+	bin := cairnBinary.get(t)
+	dataDir := t.TempDir()
+	cfg := writeUplinkConfig(t, dataDir, up)
+	fleet := &sensorFleet{devices: 20, window: 32, acks: newAckLog(0)}
+
+	// stream publishes to p until the returned stop function is called.
+	stream := func(p *cairnProcess) func() {
+		stop := make(chan struct{})
+		done := make(chan error, 1)
+		go func() { done <- fleet.publish(p.mqtt, true, stop) }()
+		return func() {
+			close(stop)
+			if err := <-done; err != nil && err != errStopped {
+				t.Logf("publisher: %v", err)
+			}
+		}
+	}
+	p := startCairn(t, bin, cfg)
+	api := newAPIClient(p.http)
+	stopPub := stream(p)
+	waitUntil(t, time.Minute, "some readings sent", func() (bool, string) {
+		st := api.status(t)
+		return st.Uplink.SentReadings > 2000, fmt.Sprintf("%+v", *st.Uplink)
+	})
+	up.stop(t) // the outage begins
+	time.Sleep(time.Second)
+	stopPub()
+	if err := p.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("cairn exited cleanly on SIGKILL")
+	}
+
+	// Down upstream: cairn restarts, takes more readings, and is killed
+	// again.
+	p = startCairn(t, bin, cfg)
+	api = newAPIClient(p.http)
+	stopPub = stream(p)
+	time.Sleep(time.Second)
+	stopPub()
+	st := api.status(t)
+	if st.Uplink.PendingReadings < 2000 || st.Uplink.LastError == "" {
+		t.Errorf("during the outage: %+v, want readings pending and the error", *st.Uplink)
+	}
+	if err := p.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("cairn exited cleanly on SIGKILL")
+	}
+
+	// The upstream is back: kill cairn while it sends the backlog.
+	up.start(t)
+	p = startCairn(t, bin, cfg)
+	api = newAPIClient(p.http)
+	waitUntil(t, time.Minute, "the backlog to be sending", func() (bool, string) {
+		st := api.status(t)
+		return st.Uplink.SentBatches > 0, fmt.Sprintf("%+v", *st.Uplink)
+	})
+	if err := p.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("cairn exited cleanly on SIGKILL")
+	}
+
+	// Last start: sensors deliver what they still hold; everything goes up.
+	p = startCairn(t, bin, cfg)
+	api = newAPIClient(p.http)
+	if err := fleet.publish(p.mqtt, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	st = waitSent(t, api)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("cairn: %v\n%s", err, p.out)
+	}
+	stored, missing, doubled := checkStored(t, dataDir, fleet.msgs, fleet.acks)
+	if missing+doubled > 0 {
+		t.Errorf("store: %d missing, %d doubled", missing, doubled)
+	}
+	got, total := up.readings(t)
+	if len(got) != stored {
+		t.Errorf("upstream holds %d distinct readings, the store %d", len(got), stored)
+	}
+	checkUpstream(t, up, fleet.msgs, fleet.acks)
+	t.Logf("messages acknowledged %d, readings stored %d, upstream %d distinct (%d samples, %d sent twice); last run: %+v",
+		fleet.acks.count(), stored, len(got), total, total-len(got), *st.Uplink)
+}

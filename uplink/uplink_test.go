@@ -1,0 +1,470 @@
+package uplink
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
+		goleak.IgnoreTopFunction("github.com/dgraph-io/ristretto/v2.(*defaultPolicy[...]).processItems"),
+		goleak.IgnoreTopFunction("github.com/dgraph-io/ristretto/v2.(*Cache[...]).processItems"),
+	)
+}
+
+// store is a real store with its writer, outbox on, closed at the end of
+// the test.
+type store struct {
+	*buffer.Store
+	w *buffer.Writer
+}
+
+func openStore(t *testing.T, dir string) *store {
+	t.Helper()
+	s, err := buffer.Open(buffer.Options{Dir: dir, MemTableSize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := buffer.NewWriter(s, buffer.WriterOptions{Outbox: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("writer: %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	return &store{Store: s, w: w}
+}
+
+// add stores n readings of two metrics per device and timestamp, as
+// messages of a sensor would, starting at reading number first.
+func (s *store) add(t *testing.T, first, n int) {
+	t.Helper()
+	var rs []buffer.Reading
+	for i := first; i < first+n; i++ {
+		rs = append(rs, reading(i))
+	}
+	ch := make(chan buffer.Result, 1)
+	if err := s.w.Submit(context.Background(), rs, func(r buffer.Result) { ch <- r }); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-ch; res.Err != nil || res.Stored != n {
+		t.Fatalf("store %d readings: %+v", n, res)
+	}
+}
+
+// testEpoch is the time of the first test reading: 2026-09-21T…Z.
+const testEpoch = 1_790_000_000 * int64(time.Second)
+
+// reading is the i-th reading of the test data: device d<i/2%7>, metrics
+// t and h by turns, one timestamp per pair.
+func reading(i int) buffer.Reading {
+	metric := "t"
+	if i%2 == 1 {
+		metric = "h"
+	}
+	return buffer.Reading{
+		Device: fmt.Sprintf("d%d", i/2%7),
+		Metric: metric,
+		TS:     testEpoch + int64(i/2)*1e6,
+		Value:  float64(i) / 4,
+	}
+}
+
+// runUplink runs u until the test ends.
+func runUplink(t *testing.T, u *Uplink) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- u.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("uplink: %v", err)
+		}
+	})
+}
+
+// waitFor polls cond until it holds or 20 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// upstream is an HTTP server that records every batch it accepts and
+// answers according to a script of misbehaviours, one per request.
+type upstream struct {
+	t      *testing.T
+	srv    *httptest.Server
+	mu     sync.Mutex
+	script []string // what to do with the next requests: "ok", "500", "429", "503", "slow", "reset", "400"
+	// accepted batches, by Idempotency-Key, with their lines, in order.
+	keys     []string
+	lines    map[string][]string
+	attempts []time.Time
+	headers  []http.Header
+}
+
+func newUpstream(t *testing.T, script ...string) *upstream {
+	u := &upstream{t: t, script: script, lines: make(map[string][]string)}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	act := "ok"
+	if len(u.script) > 0 {
+		act, u.script = u.script[0], u.script[1:]
+	}
+	u.attempts = append(u.attempts, time.Now())
+	u.headers = append(u.headers, r.Header.Clone())
+	u.mu.Unlock()
+	switch act {
+	case "500":
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	case "429", "503":
+		w.Header().Set("Retry-After", "1")
+		code, _ := strconv.Atoi(act)
+		http.Error(w, "slow down", code)
+		return
+	case "slow":
+		time.Sleep(1500 * time.Millisecond) // over the uplink's timeout
+	case "reset":
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			u.t.Error(err)
+			return
+		}
+		conn.(*net.TCPConn).SetLinger(0)
+		conn.Close()
+		return
+	case "400":
+		http.Error(w, `{"error":"unable to parse 'x': bad timestamp"}`, http.StatusBadRequest)
+		return
+	}
+	body := io.Reader(r.Body)
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		body = zr
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return // the client went away (its timeout)
+	}
+	if act == "slow" {
+		return // answered too late: the client gave up
+	}
+	key := r.Header.Get("Idempotency-Key")
+	u.mu.Lock()
+	if _, seen := u.lines[key]; !seen {
+		u.keys = append(u.keys, key)
+	}
+	u.lines[key] = strings.Split(strings.TrimSpace(string(b)), "\n")
+	u.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// received returns the accepted lines in the order of their batches.
+func (u *upstream) received() (keys []string, lines []string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, k := range u.keys {
+		lines = append(lines, u.lines[k]...)
+	}
+	return append([]string(nil), u.keys...), lines
+}
+
+// wantLines is the line protocol of readings first to first+n-1 (pairs
+// of metrics share a line), as the uplink must write it.
+func wantLines(gateway string, first, n int) []string {
+	var out []string
+	for i := first; i < first+n; i += 2 {
+		a, b := reading(i), reading(i+1)
+		out = append(out, fmt.Sprintf("readings,device=%s,gateway=%s t=%s,h=%s %d", a.Device, gateway,
+			strconv.FormatFloat(a.Value, 'g', -1, 64), strconv.FormatFloat(b.Value, 'g', -1, 64), a.TS))
+	}
+	return out
+}
+
+// sameLines reports the first difference between got and want.
+func sameLines(t *testing.T, got, want []string) {
+	t.Helper()
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			t.Errorf("line %d upstream:\n got %s\nwant %s", i, got[i], want[i])
+			return
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d lines upstream, want %d", len(got), len(want))
+	}
+}
+
+func testOptions(url, dir string) Options {
+	return Options{
+		URL:           url,
+		Gateway:       "gw1",
+		BatchReadings: 100,
+		Interval:      50 * time.Millisecond,
+		Timeout:       time.Second,
+		RetryWaitMin:  100 * time.Millisecond,
+		RetryWaitMax:  400 * time.Millisecond,
+		RetryAfterMax: 700 * time.Millisecond,
+		Gzip:          true,
+		ParkDir:       filepath.Join(dir, "parked"),
+	}
+}
+
+func TestUplink_DeliversEveryBatchOnceInOrderThroughFailures(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	up := newUpstream(t, "500", "ok", "429", "ok", "slow", "reset", "ok", "503", "500", "500")
+	s.add(t, 0, 1000)
+	u, err := New(s, testOptions(up.srv.URL, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+
+	keys, lines := up.received()
+	var wantKeys []string
+	for i := 0; i < 1000; i += 100 {
+		wantKeys = append(wantKeys, fmt.Sprintf("gw1-%d", i))
+	}
+	if fmt.Sprint(keys) != fmt.Sprint(wantKeys) {
+		t.Errorf("batches accepted, by Idempotency-Key:\n got %v\nwant %v", keys, wantKeys)
+	}
+	want := wantLines("gw1", 0, 1000)
+	sameLines(t, lines, want)
+	st := u.Status()
+	// Seven failures in the script: each is one retry.
+	if st.SentBatches != 10 || st.SentReadings != 1000 || st.Retries != 7 || st.ParkedBatches != 0 || st.PendingReadings != 0 {
+		t.Errorf("status: %+v", st)
+	}
+	if st.LastSuccess == nil || st.LastError == "" {
+		t.Errorf("status: last success %v, last error %q", st.LastSuccess, st.LastError)
+	}
+
+	// Waits between attempts: backoff doubles from 100 ms with jitter of
+	// up to half, capped at 400 ms; Retry-After asks 1 s, capped at 700 ms.
+	up.mu.Lock()
+	at := up.attempts
+	up.mu.Unlock()
+	gap := func(i int) time.Duration { return at[i].Sub(at[i-1]) }
+	if d := gap(1); d < 50*time.Millisecond || d > 300*time.Millisecond {
+		t.Errorf("wait after a 500: %v, want 50–100 ms of backoff", d)
+	}
+	if d := gap(3); d < 650*time.Millisecond || d > time.Second {
+		t.Errorf("wait after a 429 with Retry-After: 1: %v, want the 700 ms cap", d)
+	}
+	if d := gap(8); d < 650*time.Millisecond || d > time.Second {
+		t.Errorf("wait after a 503 with Retry-After: 1: %v, want the 700 ms cap", d)
+	}
+	if d := gap(9); d < 100*time.Millisecond || d > 300*time.Millisecond {
+		t.Errorf("wait after a 500 that follows a failure: %v, want 100–200 ms", d)
+	}
+	if d := gap(10); d < 200*time.Millisecond || d > 500*time.Millisecond {
+		t.Errorf("wait after the third failure in a row: %v, want 200–400 ms (the cap)", d)
+	}
+	for i, h := range up.headers {
+		if h.Get("Content-Encoding") != "gzip" || h.Get("Idempotency-Key") == "" {
+			t.Errorf("request %d: headers %v", i, h)
+		}
+	}
+}
+
+func TestUplink_ParksMalformedBatchAndGoesOn(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	up := newUpstream(t, "ok", "400", "ok")
+	s.add(t, 0, 300)
+	u, err := New(s, testOptions(up.srv.URL, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	keys, lines := up.received()
+	if fmt.Sprint(keys) != "[gw1-0 gw1-200]" {
+		t.Errorf("accepted batches %v, want gw1-0 and gw1-200", keys)
+	}
+	want := append(wantLines("gw1", 0, 100), wantLines("gw1", 200, 100)...)
+	sameLines(t, lines, want)
+	st := u.Status()
+	if st.ParkedBatches != 1 || st.ParkedReadings != 100 || st.SentBatches != 2 || !strings.Contains(st.LastError, "400") {
+		t.Errorf("status: %+v", st)
+	}
+	body, err := os.ReadFile(filepath.Join(dir, "parked", "gw1-100.lp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Split(strings.TrimSpace(string(body)), "\n"); fmt.Sprint(got) != fmt.Sprint(wantLines("gw1", 100, 100)) {
+		t.Errorf("parked body: %.200q", body)
+	}
+	resp, err := os.ReadFile(filepath.Join(dir, "parked", "gw1-100.response"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(resp), "400 Bad Request") || !strings.Contains(string(resp), "bad timestamp") {
+		t.Errorf("parked response: %q", resp)
+	}
+	// A new uplink on the same directory counts what is parked.
+	u2, err := New(s, testOptions(up.srv.URL, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := u2.Status().ParkedBatches; n != 1 {
+		t.Errorf("parked batches seen at start: %d, want 1", n)
+	}
+}
+
+func TestUplink_ResendsTheSameBatchAfterRestart(t *testing.T) {
+	// The uplink stops while a batch is refused; the readings stored
+	// meanwhile must not change that batch: after the restart it goes
+	// again whole, under the same id, and only then the rest.
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	up := newUpstream(t, "500", "500", "500", "500", "500", "500", "500", "500")
+	s.add(t, 0, 60)
+	opts := testOptions(up.srv.URL, dir)
+	u, err := New(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- u.Run(ctx) }()
+	waitFor(t, "a retry", func() bool { return u.Status().Retries > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if o := s.Outbox(); o.BatchEnd != 60 || o.Cursor != 0 {
+		t.Fatalf("outbox after stop: %+v, want the batch 0–60 recorded", o)
+	}
+	s.add(t, 60, 100)
+	up.mu.Lock()
+	up.script = nil
+	up.mu.Unlock()
+	u, err = New(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	keys, lines := up.received()
+	if fmt.Sprint(keys) != "[gw1-0 gw1-60]" {
+		t.Errorf("batches %v, want gw1-0 (60 readings) first", keys)
+	}
+	if got := len(up.lines["gw1-0"]); got != 30 {
+		t.Errorf("batch gw1-0 has %d lines, want 30 (the 60 readings it had)", got)
+	}
+	sameLines(t, lines, wantLines("gw1", 0, 160))
+}
+
+func TestUplink_SkipsReadingsOlderThanMaxAge(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	up := newUpstream(t)
+	old := buffer.Reading{Device: "d", Metric: "m", TS: time.Now().Add(-48 * time.Hour).UnixNano(), Value: 1}
+	fresh := buffer.Reading{Device: "d", Metric: "m", TS: time.Now().UnixNano(), Value: 2}
+	ch := make(chan buffer.Result, 1)
+	if err := s.w.Submit(context.Background(), []buffer.Reading{old, fresh}, func(r buffer.Result) { ch <- r }); err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+	opts := testOptions(up.srv.URL, dir)
+	opts.MaxAge = 24 * time.Hour
+	opts.Format = JSON
+	u, err := New(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	_, lines := up.received()
+	if len(lines) != 1 {
+		t.Fatalf("got %d JSON documents, want 1", len(lines))
+	}
+	var doc struct {
+		Gateway, Batch string
+		Readings       []struct {
+			ID, Device, Metric, TS string
+			Value                  float64
+		}
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Gateway != "gw1" || doc.Batch != "gw1-0" || len(doc.Readings) != 1 || doc.Readings[0].Value != 2 ||
+		doc.Readings[0].TS != fresh.Time().Format(time.RFC3339Nano) ||
+		doc.Readings[0].ID != fmt.Sprintf("%019d-d-%016x", fresh.TS, 1) {
+		t.Errorf("JSON batch: %+v", doc)
+	}
+	if st := u.Status(); st.Skipped != 1 || st.SentReadings != 1 {
+		t.Errorf("status: %+v", st)
+	}
+}
+
+func TestEncoder_InfluxEscapesAndSplitsRepeatedMetrics(t *testing.T) {
+	e := newEncoder(Influx, "my readings", "gw 1")
+	rs := []buffer.OutboxReading{
+		{Reading: buffer.Reading{Device: "a,b", Metric: "t=1", TS: 5, Value: 1.5}},
+		{Reading: buffer.Reading{Device: "a,b", Metric: "h", TS: 5, Value: -2}},
+		{Reading: buffer.Reading{Device: "a,b", Metric: "t=1", TS: 5, Value: 3}}, // same metric again: a line of its own
+		{Reading: buffer.Reading{Device: "c", Metric: "t", TS: 6, Value: 1e21}},
+	}
+	body, skipped := e.encode("x", rs)
+	want := "my\\ readings,device=a\\,b,gateway=gw\\ 1 t\\=1=1.5,h=-2 5\n" +
+		"my\\ readings,device=a\\,b,gateway=gw\\ 1 t\\=1=3 5\n" +
+		"my\\ readings,device=c,gateway=gw\\ 1 t=1e+21 6\n"
+	if string(body) != want || skipped != 0 {
+		t.Errorf("got (skipped %d)\n%s\nwant\n%s", skipped, body, want)
+	}
+	var lines int
+	for sc := bufio.NewScanner(bytes.NewReader(body)); sc.Scan(); {
+		lines++
+	}
+	if lines != 3 {
+		t.Errorf("%d lines", lines)
+	}
+}
