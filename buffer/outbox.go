@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/klauspost/compress/s2"
 )
 
 // The outbox holds what the uplink has still to send. A Writer with
@@ -25,25 +26,29 @@ import (
 // then deleted. The cursor and the batch are the meta value "outbox":
 // cursor(8B BE) batchStart(8B BE) batchEnd(8B BE).
 //
-// An entry (version 1) is
+// An entry (version 1) is a version byte, 1, then an S2 block (Snappy's
+// format, klauspost/compress/s2) of
 //
-//	version(1) count(uvarint), then count readings:
-//	  deviceLen(uvarint) device   length 0: the device of the reading before
-//	  metricLen(uvarint) metric   length 0: the metric of the reading before
-//	  ts − ts of the reading before (zigzag varint, ns; the first from 0)
-//	  value (8 bytes, IEEE 754 bits, little endian)
+//	count(uvarint) series(uvarint)
+//	series × { deviceLen(uvarint) device metricLen(uvarint) metric }
+//	count × { series index(uvarint) ts − ts of the reading before (zigzag
+//	          varint, ns; the first from 0) value (8 bytes, IEEE 754 bits,
+//	          little endian) }
 //
-// Device ids and metric names are never empty, so length 0 is free to mean
-// "the same": a message's readings share their device and often their
-// timestamp, and cost 11 to 12 bytes each after the first.
+// A commit of a busy gateway holds thousands of readings of a few hundred
+// series: the table of series and the compression bring an entry to a few
+// bytes a reading, which matters twice, for the SD card and for the
+// memory Badger needs to build its tables.
 const (
 	kindOutbox   keyKind = 'o'
 	outboxV1     byte    = 1
 	metaOutbox           = "outbox"
 	outboxKeyLen         = 1 + 8
 	// outboxEntryReserve is what an entry costs besides its readings: key,
-	// version, count and Badger's metadata.
-	outboxEntryReserve = outboxKeyLen + 1 + binary.MaxVarintLen64 + 2
+	// version, counts, S2's header and Badger's metadata.
+	outboxEntryReserve = outboxKeyLen + 1 + 2*binary.MaxVarintLen64 + 32 + 2
+	// maxOutboxDecoded bounds the decoded size of an entry that is read.
+	maxOutboxDecoded = 64 << 20
 )
 
 // OutboxReading is a reading of the outbox and its sequence number.
@@ -79,107 +84,158 @@ func appendOutboxKey(dst []byte, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(dst, byte(kindOutbox)), seq)
 }
 
-// outboxReadingMax bounds the encoded size of r in an entry.
+// outboxReadingMax bounds what r adds to an entry, compressed: S2 never
+// takes more than 7/6 of its input, plus its header.
 func outboxReadingMax(r *Reading) int {
-	return len(r.Device) + len(r.Metric) + 2*binary.MaxVarintLen32 + binary.MaxVarintLen64 + 8
+	n := 2*binary.MaxVarintLen32 + len(r.Device) + len(r.Metric) + // in the table of series
+		binary.MaxVarintLen32 + binary.MaxVarintLen64 + 8 // the reading
+	return n + n/6 + 1
 }
 
 // outboxEncoder builds the value of one entry.
 type outboxEncoder struct {
-	buf            []byte
-	count          int
-	device, metric string
-	ts             int64
+	readings []byte // the readings' part, uncompressed
+	count    int
+	series   map[[2]string]uint64 // device and metric → index in names
+	names    []byte               // the table of series, uncompressed
+	ts       int64
+	plain    []byte // scratch: the whole entry before compression
 }
 
 func (e *outboxEncoder) reset() {
-	e.buf, e.count, e.device, e.metric, e.ts = e.buf[:0], 0, "", "", 0
+	e.readings, e.count, e.names, e.ts = e.readings[:0], 0, e.names[:0], 0
+	clear(e.series)
+}
+
+// size bounds the size of the entry's value, compressed.
+func (e *outboxEncoder) size() int {
+	n := len(e.readings) + len(e.names)
+	return n + n/6 + outboxEntryReserve
 }
 
 func (e *outboxEncoder) add(r *Reading) {
-	if r.Device == e.device {
-		e.buf = append(e.buf, 0)
-	} else {
-		e.buf = binary.AppendUvarint(e.buf, uint64(len(r.Device)))
-		e.buf = append(e.buf, r.Device...)
-		e.device = r.Device
+	if e.series == nil {
+		e.series = make(map[[2]string]uint64)
 	}
-	if r.Metric == e.metric {
-		e.buf = append(e.buf, 0)
-	} else {
-		e.buf = binary.AppendUvarint(e.buf, uint64(len(r.Metric)))
-		e.buf = append(e.buf, r.Metric...)
-		e.metric = r.Metric
+	k := [2]string{r.Device, r.Metric}
+	i, ok := e.series[k]
+	if !ok {
+		i = uint64(len(e.series))
+		e.series[k] = i
+		e.names = binary.AppendUvarint(e.names, uint64(len(r.Device)))
+		e.names = append(e.names, r.Device...)
+		e.names = binary.AppendUvarint(e.names, uint64(len(r.Metric)))
+		e.names = append(e.names, r.Metric...)
 	}
-	e.buf = binary.AppendVarint(e.buf, r.TS-e.ts)
+	e.readings = binary.AppendUvarint(e.readings, i)
+	e.readings = binary.AppendVarint(e.readings, r.TS-e.ts)
 	e.ts = r.TS
-	e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(r.Value))
+	e.readings = binary.LittleEndian.AppendUint64(e.readings, math.Float64bits(r.Value))
 	e.count++
 }
 
-// value returns the entry's encoding.
+// value returns the entry's encoding, in a new slice.
 func (e *outboxEncoder) value() []byte {
-	v := make([]byte, 0, 1+binary.MaxVarintLen64+len(e.buf))
-	v = append(v, outboxV1)
-	v = binary.AppendUvarint(v, uint64(e.count))
-	return append(v, e.buf...)
+	p := binary.AppendUvarint(e.plain[:0], uint64(e.count))
+	p = binary.AppendUvarint(p, uint64(len(e.series)))
+	p = append(p, e.names...)
+	p = append(p, e.readings...)
+	e.plain = p
+	v := make([]byte, 1, 1+s2.MaxEncodedLen(len(p)))
+	v[0] = outboxV1
+	return append(v, s2.Encode(v[1:cap(v)], p)...)
 }
 
 var errBadOutbox = errors.New("bad outbox entry")
 
-// outboxCount returns the number of readings of an entry.
-func outboxCount(v []byte) (uint64, error) {
+// outboxBody decompresses an entry into buf (which it returns, grown if
+// need be) and returns the body after the count, and the count.
+func outboxBody(v, buf []byte) (decoded, body []byte, count uint64, err error) {
 	if len(v) < 2 || v[0] != outboxV1 {
-		return 0, errBadOutbox
+		return buf, nil, 0, errBadOutbox
 	}
-	n, k := binary.Uvarint(v[1:])
+	n, err := s2.DecodedLen(v[1:])
+	if err != nil || n > maxOutboxDecoded {
+		return buf, nil, 0, errBadOutbox
+	}
+	if decoded, err = s2.Decode(buf[:cap(buf)], v[1:]); err != nil {
+		return buf, nil, 0, fmt.Errorf("%w: %v", errBadOutbox, err)
+	}
+	count, k := binary.Uvarint(decoded)
 	if k <= 0 {
-		return 0, errBadOutbox
+		return decoded, nil, 0, errBadOutbox
 	}
-	return n, nil
+	return decoded, decoded[k:], count, nil
 }
 
-// decodeOutbox calls fn with each reading of the entry whose first reading
-// is seq, until fn returns false. Device and metric strings are interned in
-// names, which the caller may share between entries.
-func decodeOutbox(seq uint64, v []byte, names map[string]string, fn func(OutboxReading) bool) error {
-	count, err := outboxCount(v)
+// outboxCount returns the number of readings of an entry.
+func outboxCount(v []byte) (uint64, error) {
+	_, _, n, err := outboxBody(v, nil)
+	return n, err
+}
+
+// outboxDecoder decodes entries, reusing its buffers and interning
+// device and metric names across them.
+type outboxDecoder struct {
+	buf    []byte
+	names  map[string]string
+	series [][2]string
+}
+
+// decode calls fn with each reading of the entry whose first reading is
+// seq, until fn returns false.
+func (d *outboxDecoder) decode(seq uint64, v []byte, fn func(OutboxReading) bool) error {
+	if d.names == nil {
+		d.names = make(map[string]string)
+	}
+	var p []byte
+	var count uint64
+	var err error
+	d.buf, p, count, err = outboxBody(v, d.buf)
 	if err != nil {
 		return err
 	}
-	_, k := binary.Uvarint(v[1:])
-	p := v[1+k:]
-	var r OutboxReading
-	name := func(prev string) (string, bool) {
+	nseries, k := binary.Uvarint(p)
+	if k <= 0 || nseries > uint64(len(p)) {
+		return fmt.Errorf("%w: table of series", errBadOutbox)
+	}
+	p = p[k:]
+	name := func() (string, bool) {
 		n, k := binary.Uvarint(p)
-		if k <= 0 || n > uint64(len(p)-k) {
+		if k <= 0 || n == 0 || n > uint64(len(p)-k) {
 			return "", false
 		}
 		b := p[k : k+int(n)]
 		p = p[k+int(n):]
-		if n == 0 {
-			return prev, prev != ""
-		}
-		s, ok := names[string(b)]
+		s, ok := d.names[string(b)]
 		if !ok {
 			s = string(b)
-			names[s] = s
+			d.names[s] = s
 		}
 		return s, true
 	}
+	d.series = d.series[:0]
+	for range nseries {
+		dev, ok1 := name()
+		met, ok2 := name()
+		if !ok1 || !ok2 {
+			return fmt.Errorf("%w: table of series", errBadOutbox)
+		}
+		d.series = append(d.series, [2]string{dev, met})
+	}
+	var r OutboxReading
 	for i := uint64(0); i < count; i++ {
-		var ok bool
-		if r.Device, ok = name(r.Device); !ok {
-			return fmt.Errorf("%w: reading %d: device", errBadOutbox, i)
+		idx, k := binary.Uvarint(p)
+		if k <= 0 || idx >= uint64(len(d.series)) {
+			return fmt.Errorf("%w: reading %d: series", errBadOutbox, i)
 		}
-		if r.Metric, ok = name(r.Metric); !ok {
-			return fmt.Errorf("%w: reading %d: metric", errBadOutbox, i)
-		}
-		d, k := binary.Varint(p)
+		p = p[k:]
+		delta, k := binary.Varint(p)
 		if k <= 0 || len(p) < k+8 {
 			return fmt.Errorf("%w: reading %d: truncated", errBadOutbox, i)
 		}
-		r.TS += d
+		r.Device, r.Metric = d.series[idx][0], d.series[idx][1]
+		r.TS += delta
 		r.Value = math.Float64frombits(binary.LittleEndian.Uint64(p[k:]))
 		p = p[k+8:]
 		r.Seq = seq + i
@@ -279,12 +335,12 @@ func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxR
 		rit.Close()
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}, PrefetchValues: false})
 		defer it.Close()
-		names := make(map[string]string)
+		var dec outboxDecoder
 		for it.Seek(start); it.Valid() && len(dst) < want; it.Next() {
 			item := it.Item()
 			seq := binary.BigEndian.Uint64(item.Key()[1:])
 			err := item.Value(func(v []byte) error {
-				return decodeOutbox(seq, v, names, func(r OutboxReading) bool {
+				return dec.decode(seq, v, func(r OutboxReading) bool {
 					if r.Seq >= from {
 						dst = append(dst, r)
 					}

@@ -160,7 +160,8 @@ func FuzzDecodeOutbox(f *testing.F) {
 	f.Add([]byte{outboxV1, 1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, v []byte) {
 		var n uint64
-		err := decodeOutbox(0, v, make(map[string]string), func(OutboxReading) bool { n++; return true })
+		var d outboxDecoder
+		err := d.decode(0, v, func(OutboxReading) bool { n++; return true })
 		if err == nil {
 			if c, _ := outboxCount(v); c != n {
 				t.Fatalf("decoded %d readings of an entry of %d", n, c)

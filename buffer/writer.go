@@ -579,7 +579,7 @@ func (w *Writer) reserveOutbox(b *txnBudget, r *Reading) bool {
 		return true
 	}
 	n := outboxReadingMax(r)
-	if len(w.outbox.buf)+n+outboxEntryReserve > w.store.maxValue {
+	if w.outbox.size()+n > w.store.maxValue {
 		return false
 	}
 	return b.grow(int64(n))

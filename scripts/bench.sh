@@ -5,6 +5,7 @@
 # (millisecond ts + 2 numeric fields = 2 readings) at QoS 1.
 #
 #   scripts/bench.sh [CASE...]     CASE: embedded_max external_drain embedded_paced
+#                                        uplink_drain uplink_backlog storage
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -15,6 +16,13 @@
 #                   400,000 readings are stored
 #   embedded_paced  embedded broker; `cairn sim -rate 10000 -duration 20s`;
 #                   cairn's share of one core
+#   uplink_drain    UPLINK_DRAIN (1,000,000) readings stored while the
+#                   upstream is down, then a local VictoriaMetrics (on core
+#                   0) comes up and cairn restarts: readings/s from cairn's
+#                   start until nothing is pending, and peak RSS meanwhile
+#   uplink_backlog  the upstream stays down while UPLINK_BACKLOG
+#                   (10,000,000) readings are stored at full speed: RSS
+#                   (VmRSS, and VmHWM) when 1 M and when all are stored
 #   storage         the store's own benchmarks (go test -bench ./buffer/):
 #                   bytes on disk per reading after sealing and compaction
 #                   for STORAGE_SERIES (1000) series x 1 Hz x STORAGE_HOURS
@@ -52,7 +60,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
-ALL_CASES=(embedded_max external_drain embedded_paced storage)
+ALL_CASES=(embedded_max external_drain embedded_paced uplink_drain uplink_backlog storage)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
@@ -65,6 +73,8 @@ PACED_RATE=10000
 PACED_DURATION=20s
 CLIENT_ID=cairn-bench
 HELPER=scripts/bench/status.py
+UPLINK_DRAIN=${UPLINK_DRAIN:-1000000}
+UPLINK_BACKLOG=${UPLINK_BACKLOG:-10000000}
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 FAILED=
@@ -90,6 +100,12 @@ done
 for tool in taskset python3 go getconf; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
+if [[ " ${cases[*]} " == *" uplink_drain "* ]] && ! command -v victoria-metrics >/dev/null; then
+	[ "$(id -u)" -eq 0 ] || die "victoria-metrics not found; install it: sudo apt-get install victoria-metrics"
+	log "installing victoria-metrics"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends victoria-metrics >/dev/null ||
+		die "apt-get install victoria-metrics failed"
+fi
 if [[ " ${cases[*]} " == *" external_drain "* ]] && ! command -v mosquitto >/dev/null; then
 	[ "$(id -u)" -eq 0 ] || die "mosquitto not found; install it: sudo apt-get install mosquitto"
 	log "installing mosquitto"
@@ -406,6 +422,96 @@ case_embedded_paced() { # RUN-DIR
 	OTHER=$(other_pct "$b0" "$b1" $((c1 - c0)) "$wall")
 	record embedded_paced core1_other_cpu_percent %.0f "$OTHER"
 	DETAIL="$target readings in ${SIM_SECONDS}s, cairn cpu $(fmt "$cpu")s over $(fmt "$wall" 1)s, $COMMITS commits of ${COMMIT_MS} ms avg, publisher cpu $(fmt "$SIM_CPU_PCT" 0)%"
+}
+
+# uplink_config FILE MQTT_PORT HTTP_PORT DATA_DIR UPSTREAM_PORT: an embedded
+# broker and an uplink to VictoriaMetrics on UPSTREAM_PORT.
+uplink_config() {
+	write_config "$1" embedded "$2" "$3" "$4"
+	printf 'uplink:\n  url: http://127.0.0.1:%s/write\n  gateway_id: bench\n' "$5" >>"$1"
+	"$tmp/cairn" check-config -config "$1" >/dev/null 2>"$1.err" ||
+		die "generated config rejected (BENCH_CONFIG_EXTRA with uplink?): $(cat "$1.err")"
+}
+
+case_uplink_drain() { # RUN-DIR
+	local dir=$1 mport hport vport vpid t0 c1 v0 v1 b0 b1 out done_at sent batches retries secs cpu vm
+	read -r mport hport vport <<<"$(free_ports 3)"
+	uplink_config "$dir/cairn.yaml" "$mport" "$hport" "$dir/data" "$vport"
+	# The backlog: stored while nothing listens on the upstream's port.
+	start_cairn "$dir/cairn.yaml" "$dir/cairn-fill.log"
+	wait_started "$CAIRN_PID" "$dir/cairn-fill.log"
+	run_sim "$dir" "$mport" -rate 0 -count $((UPLINK_DRAIN / 2))
+	wait_readings "$hport" "$CAIRN_PID" $((2 * SIM_ACKED)) "$dir/cairn-fill.log"
+	stop "$CAIRN_PID" cairn
+
+	taskset -c 0 victoria-metrics -storageDataPath="$dir/vm" -httpListenAddr="127.0.0.1:$vport" \
+		-retentionPeriod=100y -loggerLevel=ERROR 2>"$dir/vm.log" &
+	vpid=$!
+	pids+=("$vpid")
+	wait_port "$vport" "$vpid" victoria-metrics
+
+	v0=$(cpu_ticks "$vpid")
+	b0=$(core_busy 1)
+	t0=$EPOCHREALTIME
+	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
+	out=$(python3 "$HELPER" sent "http://127.0.0.1:$hport/v1/status" "$CAIRN_PID" "$TIMEOUT" "$STALL") ||
+		die "the backlog was not sent (cairn log: $dir/cairn.log):"$'\n'"$(tail -n 20 "$dir/cairn.log")"
+	read -r done_at sent batches retries <<<"$out"
+	c1=$(cpu_ticks "$CAIRN_PID")
+	v1=$(cpu_ticks "$vpid")
+	b1=$(core_busy 1)
+	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
+	stop "$CAIRN_PID" cairn
+	stop "$vpid" victoria-metrics
+	[ "$sent" -eq $((2 * SIM_ACKED)) ] || die "sent $sent readings, stored $((2 * SIM_ACKED))"
+	secs=$(calc "$done_at - $t0")
+	cpu=$(calc "$c1 / $TCK")
+	vm=$(calc "($v1 - $v0) / $TCK / $secs * 100")
+	OTHER=$(other_pct "$b0" "$b1" "$c1" "$(calc "$EPOCHREALTIME - $t0")")
+	RPS=$(calc "$sent / $secs")
+	record uplink_drain readings_per_sec %.0f "$RPS"
+	record uplink_drain cpu_sec_per_100k_readings %.2f "$(calc "$cpu / ($sent / 100000)")"
+	record uplink_drain peak_rss_mib %.1f "$(calc "$HWM / 1024")"
+	record uplink_drain rss_anon_mib %.1f "$(calc "$ANON / 1024")"
+	record uplink_drain upstream_cpu_percent %.0f "$vm"
+	record uplink_drain core1_other_cpu_percent %.0f "$OTHER"
+	DETAIL="$sent readings sent in $(fmt "$secs")s (from cairn's start) in $batches batches, $retries retries, cairn cpu $(fmt "$cpu")s, victoria-metrics cpu $(fmt "$vm" 0)%"
+}
+
+case_uplink_backlog() { # RUN-DIR
+	local dir=$1 mport hport vport spid c0 c1 b0 b1 w0 w1 rss1 hwm1 rss2 first
+	read -r mport hport vport <<<"$(free_ports 3)"
+	uplink_config "$dir/cairn.yaml" "$mport" "$hport" "$dir/data" "$vport"
+	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
+	wait_started "$CAIRN_PID" "$dir/cairn.log"
+	c0=$(cpu_ticks "$CAIRN_PID")
+	b0=$(core_busy 1) w0=$EPOCHREALTIME
+	taskset -c 0 "$tmp/cairn" sim -broker "tcp://127.0.0.1:$mport" -devices "$DEVICES" -qos 1 \
+		-inflight "$INFLIGHT" -rate 0 -count $((UPLINK_BACKLOG / 2)) >"$dir/sim.out" 2>"$dir/sim.err" &
+	spid=$!
+	pids+=("$spid")
+	first=$((UPLINK_BACKLOG < 1000000 ? UPLINK_BACKLOG : 1000000))
+	wait_readings "$hport" "$CAIRN_PID" "$first" "$dir/cairn.log"
+	rss1=$(mem_kib "$CAIRN_PID" VmRSS)
+	hwm1=$(mem_kib "$CAIRN_PID" VmHWM)
+	wait_readings "$hport" "$CAIRN_PID" "$UPLINK_BACKLOG" "$dir/cairn.log"
+	c1=$(cpu_ticks "$CAIRN_PID")
+	b1=$(core_busy 1) w1=$EPOCHREALTIME
+	rss2=$(mem_kib "$CAIRN_PID" VmRSS)
+	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	wait "$spid" || die "cairn sim failed: $(cat "$dir/sim.err")"
+	forget "$spid"
+	stop "$CAIRN_PID" cairn
+	OTHER=$(other_pct "$b0" "$b1" $((c1 - c0)) "$(calc "$w1 - $w0")")
+	RPS=$(calc "$UPLINK_BACKLOG / ($w1 - $w0)")
+	record uplink_backlog rss_at_1m_mib %.1f "$(calc "$rss1 / 1024")"
+	record uplink_backlog peak_rss_at_1m_mib %.1f "$(calc "$hwm1 / 1024")"
+	record uplink_backlog rss_at_end_mib %.1f "$(calc "$rss2 / 1024")"
+	record uplink_backlog peak_rss_at_end_mib %.1f "$(calc "$HWM / 1024")"
+	record uplink_backlog readings_per_sec %.0f "$RPS"
+	record uplink_backlog core1_other_cpu_percent %.0f "$OTHER"
+	DETAIL="backlog of $UPLINK_BACKLOG readings built in $(fmt "$(calc "$w1 - $w0")" 0)s; RSS $((rss1 / 1024)) MiB at $first, $((rss2 / 1024)) MiB at the end; data dir $(du -sm "$dir/data" | cut -f1) MiB"
 }
 
 # ---- main -------------------------------------------------------------------

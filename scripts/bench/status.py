@@ -10,7 +10,11 @@
       "EPOCH_SECONDS READINGS MESSAGES COMMITS COMMIT_MS_AVG" at the first
       poll that saw it
 
-Both waits fail (exit 1, reason on stderr) when process PID has exited, after
+  status.py sent URL PID TIMEOUT STALL
+      poll URL every 50 ms until uplink.pending_readings is 0; print
+      "EPOCH_SECONDS SENT_READINGS SENT_BATCHES RETRIES" at that poll
+
+The waits fail (exit 1, reason on stderr) when process PID has exited, after
 TIMEOUT seconds, or (readings) when store.readings has not moved for STALL
 seconds while below TARGET.
 """
@@ -97,6 +101,31 @@ def readings(url, pid, target, timeout, stall):
         time.sleep(POLL)
 
 
+def sent(url, pid, timeout, stall):
+    end = time.monotonic() + timeout
+    last, seen, moved = None, -1, time.monotonic()
+    while True:
+        st = get(url)
+        now = time.monotonic()
+        if st is not None:
+            last = st
+            up = st.get("uplink")
+            if up is None:
+                fail("status has no uplink", last)
+            if up["pending_readings"] == 0:
+                print(f"{time.time():.3f} {up['sent_readings']} {up['sent_batches']} {up['retries']}")
+                return
+            if up["pending_readings"] != seen:
+                seen, moved = up["pending_readings"], now
+        if not alive(pid):
+            fail(f"cairn (pid {pid}) exited with {seen} readings pending", last)
+        if now > end:
+            fail(f"{seen} readings still pending after {timeout:g}s", last)
+        if now - moved > stall:
+            fail(f"pending readings stuck at {seen} for {stall:g}s", last)
+        time.sleep(POLL)
+
+
 def main(a):
     if a[:1] == ["ports"] and len(a) == 2:
         ports(int(a[1]))
@@ -104,6 +133,8 @@ def main(a):
         connected(a[1], int(a[2]), float(a[3]))
     elif a[:1] == ["readings"] and len(a) == 6:
         readings(a[1], int(a[2]), int(a[3]), float(a[4]), float(a[5]))
+    elif a[:1] == ["sent"] and len(a) == 5:
+        sent(a[1], int(a[2]), float(a[3]), float(a[4]))
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
