@@ -415,6 +415,8 @@ func TestUplink_SkipsReadingsOlderThanMaxAge(t *testing.T) {
 	opts := testOptions(up.srv.URL, dir)
 	opts.MaxAge = 24 * time.Hour
 	opts.Format = JSON
+	opts.Gzip = false
+	opts.Authorization = "Token s3cret"
 	u, err := New(s, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -442,6 +444,57 @@ func TestUplink_SkipsReadingsOlderThanMaxAge(t *testing.T) {
 	}
 	if st := u.Status(); st.Skipped != 1 || st.SentReadings != 1 {
 		t.Errorf("status: %+v", st)
+	}
+	up.mu.Lock()
+	h := up.headers[0]
+	up.mu.Unlock()
+	if h.Get("Authorization") != "Token s3cret" || h.Get("Content-Type") != "application/json" || h.Get("Content-Encoding") != "" {
+		t.Errorf("request headers: %v", h)
+	}
+}
+
+func TestUplink_BasicAuth(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	up := newUpstream(t)
+	s.add(t, 0, 2)
+	opts := testOptions(up.srv.URL, dir)
+	opts.Username, opts.Password = "gw", "pa:ss"
+	u, err := New(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	req := http.Request{Header: up.headers[0]}
+	if user, pass, ok := req.BasicAuth(); !ok || user != "gw" || pass != "pa:ss" {
+		t.Errorf("basic auth: got %q %q %v", user, pass, ok)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	resp := func(code int, v string) *http.Response {
+		return &http.Response{StatusCode: code, Header: http.Header{"Retry-After": {v}}}
+	}
+	date := time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)
+	for _, tc := range []struct {
+		resp *http.Response
+		min  time.Duration
+		max  time.Duration
+		ok   bool
+	}{
+		{resp(429, "7"), 7 * time.Second, 7 * time.Second, true},
+		{resp(503, date), 88 * time.Second, 90 * time.Second, true},
+		{resp(503, "soon"), 0, 0, false},
+		{resp(500, "7"), 0, 0, false}, // only 429 and 503 ask to wait
+		{nil, 0, 0, false},
+	} {
+		d, ok := retryAfter(tc.resp)
+		if ok != tc.ok || d < tc.min || d > tc.max {
+			t.Errorf("retryAfter(%v) = %v, %v; want %v–%v, %v", tc.resp, d, ok, tc.min, tc.max, tc.ok)
+		}
 	}
 }
 

@@ -712,7 +712,7 @@ func TestRun_StatusCommand(t *testing.T) {
 	if err := run(context.Background(), []string{"status", "-url", "http://" + d.http}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"mqtt:   embedded broker", "3 messages, 2 readings stored", "1 rejected (invalid_value 1)", "last rejected:", "store:  2 readings in 1 series"} {
+	for _, want := range []string{"mqtt:   embedded broker", "3 messages, 2 readings stored", "1 rejected (invalid_value 1)", "last rejected:", "store:  2 readings in 1 series", "uplink: off"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status output lacks %q:\n%s", want, out.String())
 		}

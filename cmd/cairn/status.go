@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/uplink"
 )
 
 // runStatus asks a running cairn for /v1/status and prints it for people.
@@ -83,6 +84,37 @@ func printStatus(w io.Writer, st gateway.Status) {
 		s.Readings, s.Series, size(s.DiskBytes), s.Commits, s.CommitMillis, s.CommitErrors, s.SealErrors)
 	if s.Pruned > 0 || s.StatsPruned > 0 {
 		fmt.Fprintf(w, "        retention removed %d readings and %d aggregate records\n", s.Pruned, s.StatsPruned)
+	}
+	printUplink(w, st.Uplink)
+}
+
+// printUplink says whether the upstream keeps up, and if not, why.
+func printUplink(w io.Writer, u *uplink.Status) {
+	if u == nil {
+		fmt.Fprintln(w, "uplink: off (no uplink.url): readings stay on this gateway")
+		return
+	}
+	fmt.Fprintf(w, "uplink: %s to %s: %d readings in %d batches sent, %d pending",
+		u.Format, u.URL, u.SentReadings, u.SentBatches, u.PendingReadings)
+	if u.OldestPending != nil {
+		fmt.Fprintf(w, " (oldest from %s)", u.OldestPending.Format(time.RFC3339))
+	}
+	fmt.Fprintf(w, ", %d retries", u.Retries)
+	if u.ParkedBatches > 0 {
+		fmt.Fprintf(w, ", %d batches parked", u.ParkedBatches)
+	}
+	if u.Skipped > 0 {
+		fmt.Fprintf(w, ", %d readings skipped", u.Skipped)
+	}
+	fmt.Fprintln(w)
+	if u.LastSuccess != nil {
+		fmt.Fprintf(w, "        last success %s\n", u.LastSuccess.Format(time.RFC3339))
+	}
+	if u.LastError != "" && u.LastErrorAt != nil && (u.LastSuccess == nil || u.LastErrorAt.After(*u.LastSuccess)) {
+		fmt.Fprintf(w, "        last error %s: %s\n", u.LastErrorAt.Format(time.RFC3339), u.LastError)
+		if u.NextAttempt != nil {
+			fmt.Fprintf(w, "        next attempt %s\n", u.NextAttempt.Format(time.RFC3339))
+		}
 	}
 }
 

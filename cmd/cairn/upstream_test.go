@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -399,7 +401,17 @@ func TestUplink_RealUpstreams(t *testing.T) {
 			if n := fleet.acks.count(); n != 3000 {
 				t.Fatalf("%d of 3000 messages acknowledged", n)
 			}
-			st := waitSent(t, newAPIClient(p.http))
+			api := newAPIClient(p.http)
+			st := waitSent(t, api)
+			_, metrics, err := api.fetch("/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"cairn_uplink_sent_readings_total 6000", "cairn_uplink_pending_readings 0", "cairn_uplink_parked_batches 0"} {
+				if !strings.Contains(string(metrics), want+"\n") {
+					t.Errorf("/metrics lacks %q", want)
+				}
+			}
 			if st.Uplink.SentReadings != 6000 || st.Uplink.ParkedBatches != 0 || st.Uplink.SentBatches < 12 {
 				t.Errorf("uplink status: %+v", *st.Uplink)
 			}
@@ -464,6 +476,13 @@ func testOutage(t *testing.T, up upstream) {
 	st := api.status(t)
 	if st.Uplink.PendingReadings < 2000 || st.Uplink.LastError == "" {
 		t.Errorf("during the outage: %+v, want readings pending and the error", *st.Uplink)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"status", "-url", "http://" + p.http}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "pending (oldest from") || !strings.Contains(out.String(), "connection refused") {
+		t.Errorf("cairn status during the outage says:\n%s", out.String())
 	}
 	if err := p.signal(t, syscall.SIGKILL); err == nil {
 		t.Fatal("cairn exited cleanly on SIGKILL")
