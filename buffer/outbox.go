@@ -386,16 +386,17 @@ func outboxMeta(cursor, batchStart, batchEnd uint64) []byte {
 }
 
 // AdvanceOutbox moves the cursor to to, the sequence number after the
-// last reading the upstream accepted, and deletes the entries wholly
-// behind it. It is not synced: if it is lost, the batch recorded by
+// last reading the upstream accepted (never back), and deletes the entries
+// wholly behind it. It is not synced: if it is lost, the batch recorded by
 // SetOutboxBatch is sent again, and a resent batch is harmless upstream.
 func (s *Store) AdvanceOutbox(to uint64) error {
 	s.outbox.mu.Lock()
-	low, end := s.outbox.low, s.outbox.state.End
+	low, end, cur := s.outbox.low, s.outbox.state.End, s.outbox.state.Cursor
 	s.outbox.mu.Unlock()
 	if to > end {
 		return fmt.Errorf("outbox: cursor %d is past the end %d", to, end)
 	}
+	to = max(to, cur) // never back: readings may have been dropped past it
 	newLow := low
 	err := s.db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(to, 0, 0)); err != nil {

@@ -217,22 +217,38 @@ func (u *Uplink) Status() Status {
 	return st
 }
 
-// Run sends batches until ctx ends. It returns nil then; it returns an
-// error only if the store fails.
+// Run sends batches until ctx ends, and returns nil then. A failure of
+// the store (a busy or full disk) is logged and tried again after a
+// backoff: it must not stop the gateway, which keeps storing readings.
 func (u *Uplink) Run(ctx context.Context) error {
 	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.Format.String(),
 		"pending", u.out.Outbox().Pending())
 	defer u.client.HTTPClient.CloseIdleConnections()
+	failures := 0
 	for {
 		end, err := u.nextBatch(ctx)
-		if err != nil || ctx.Err() != nil {
+		if err != nil {
 			return nil
 		}
-		if err := u.send(ctx, end); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+		err = u.send(ctx, end)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			failures = 0
+			continue
+		}
+		now := time.Now()
+		wait := u.backoff(u.opts.RetryWaitMin, u.opts.RetryWaitMax, failures, nil)
+		failures++
+		u.mu.Lock()
+		u.st.LastError, u.st.LastErrorAt = err.Error(), &now
+		u.mu.Unlock()
+		u.log.Error("uplink cannot use the store; trying again", "err", err, "in", wait.Round(time.Millisecond))
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
 		}
 	}
 }
@@ -264,7 +280,10 @@ func (u *Uplink) nextBatch(ctx context.Context) (uint64, error) {
 		case <-u.out.OutboxWake():
 		case <-due:
 			o := u.out.Outbox()
-			return o.Cursor + min(o.Pending(), uint64(u.opts.BatchReadings)), nil
+			if o.Pending() > 0 {
+				return o.Cursor + min(o.Pending(), uint64(u.opts.BatchReadings)), nil
+			}
+			due = nil // dropped meanwhile (disk cap): wait for more
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
@@ -283,7 +302,9 @@ func (u *Uplink) send(ctx context.Context, end uint64) error {
 		return fmt.Errorf("uplink: read outbox: %w", err)
 	}
 	if len(u.readings) == 0 {
-		return fmt.Errorf("uplink: outbox has nothing from %d to %d", start, end)
+		// Dropped meanwhile to keep the disk under its cap (counted
+		// there): nothing to send.
+		return u.out.AdvanceOutbox(end)
 	}
 	end = u.cut(u.readings, end)
 	rs := u.readings

@@ -521,3 +521,42 @@ func TestEncoder_InfluxEscapesAndSplitsRepeatedMetrics(t *testing.T) {
 		t.Errorf("%d lines", lines)
 	}
 }
+
+func TestUplink_StoreFailureDoesNotStopIt(t *testing.T) {
+	// A store that fails (here: closed under it) is reported and tried
+	// again; Run goes on until its context ends, and returns nil.
+	dir := t.TempDir()
+	s, err := buffer.Open(buffer.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := buffer.NewWriter(s, buffer.WriterOptions{Outbox: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	res := make(chan buffer.Result, 1)
+	if err := w.Submit(ctx, []buffer.Reading{reading(0)}, func(r buffer.Result) { res <- r }); err != nil {
+		t.Fatal(err)
+	}
+	<-res
+	cancel()
+	<-done
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	up := newUpstream(t)
+	u, err := New(s, testOptions(up.srv.URL, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { done <- u.Run(ctx) }()
+	waitFor(t, "the failure in status", func() bool {
+		st := u.Status()
+		return strings.Contains(st.LastError, "DB Closed") && st.NextAttempt != nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v, want nil", err)
+	}
+}
