@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -35,7 +36,7 @@ type committer interface {
 // Ingester decodes MQTT messages into readings and submits them to the
 // store's writer. It is safe for concurrent use.
 type Ingester struct {
-	routes []Route
+	routes atomic.Pointer[[]Route] // replaced whole by SetRoutes
 	w      committer
 	log    *slog.Logger
 	skew   time.Duration
@@ -86,14 +87,22 @@ const saneClock = 1767225600 * int64(time.Second)
 // NewIngester creates an Ingester that submits readings to w.
 func NewIngester(w committer, opts IngesterOptions) *Ingester {
 	in := &Ingester{
-		routes:   opts.Routes,
 		w:        w,
 		log:      opts.Logger,
 		skew:     opts.MaxFutureSkew,
 		rejected: make(map[string]uint64),
 	}
 	in.decoders.New = func() any { return &Decoder{MaxPayload: opts.MaxPayload} }
+	in.SetRoutes(opts.Routes)
 	return in
+}
+
+// SetRoutes replaces the routes: messages that Ingest receives from now on
+// are matched against routes. A message being ingested keeps the route it
+// matched.
+func (in *Ingester) SetRoutes(routes []Route) {
+	routes = slices.Clone(routes)
+	in.routes.Store(&routes)
 }
 
 // Ingest decodes one message received at recv and submits its readings.
@@ -108,9 +117,10 @@ func NewIngester(w committer, opts IngesterOptions) *Ingester {
 func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, recv time.Time, done func(error)) bool {
 	var route *Route
 	var device, metric string
-	for i := range in.routes {
-		if d, m, ok := in.routes[i].Pattern.Match(topic); ok {
-			route, device, metric = &in.routes[i], d, m
+	routes := *in.routes.Load()
+	for i := range routes {
+		if d, m, ok := routes[i].Pattern.Match(topic); ok {
+			route, device, metric = &routes[i], d, m
 			break
 		}
 	}

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,15 +37,20 @@ type Subscriber struct {
 	// redial asks Run to drop the connection and dial again.
 	redial chan struct{}
 	log    *slog.Logger
+
+	mu      sync.Mutex // guards filters and dropped
+	filters []string   // subscribed on every connection
+	dropped []string   // to unsubscribe from: the session may still hold them
 }
 
 // NewSubscriber creates a Subscriber. Don't forget to Run it.
 func NewSubscriber(opts SubscriberOptions) *Subscriber {
 	s := &Subscriber{
-		opts:   opts,
-		acks:   make(chan paho.Message, 65536),
-		redial: make(chan struct{}, 1),
-		log:    opts.Logger,
+		opts:    opts,
+		acks:    make(chan paho.Message, 65536),
+		redial:  make(chan struct{}, 1),
+		log:     opts.Logger,
+		filters: slices.Clone(opts.Filters),
 	}
 	co := paho.NewClientOptions().
 		AddBroker(opts.URL).
@@ -74,22 +81,97 @@ func (s *Subscriber) Connected() bool { return s.connected.Load() }
 // onConnect subscribes on every (re)connection: the broker may have lost
 // the session.
 func (s *Subscriber) onConnect(c paho.Client) {
-	filters := make(map[string]byte, len(s.opts.Filters))
-	for _, f := range s.opts.Filters {
-		filters[f] = 1
-	}
-	tok := c.SubscribeMultiple(filters, nil)
-	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		err := tok.Error()
-		if err == nil {
-			err = errors.New("no answer in 10s")
-		}
+	s.mu.Lock()
+	filters, dropped := slices.Clone(s.filters), slices.Clone(s.dropped)
+	s.mu.Unlock()
+	if err := subscribe(c, filters); err != nil {
 		s.log.Error("subscribe failed, reconnecting", "url", s.opts.URL, "err", err)
 		s.requestRedial()
 		return
 	}
+	if err := unsubscribe(c, dropped); err != nil {
+		s.log.Warn("unsubscribe failed; trying again on the next connection", "url", s.opts.URL, "topics", dropped, "err", err)
+	} else {
+		s.forget(dropped)
+	}
 	s.connected.Store(true)
-	s.log.Info("connected to mqtt broker", "url", s.opts.URL, "client_id", s.opts.ClientID, "topics", s.opts.Filters)
+	s.log.Info("connected to mqtt broker", "url", s.opts.URL, "client_id", s.opts.ClientID, "topics", filters)
+}
+
+// SetFilters changes the subscriptions to filters: it subscribes to the
+// new ones and then unsubscribes from the ones that are gone, at once if
+// connected, else on the next connection. Route the new filters' topics
+// (Ingester.SetRoutes) before: a message on no route is acknowledged
+// without being stored. An error means the broker did not confirm; the
+// subscriber reconnects and subscribes again.
+func (s *Subscriber) SetFilters(filters []string) error {
+	s.mu.Lock()
+	var added, gone []string
+	for _, f := range filters {
+		if !slices.Contains(s.filters, f) {
+			added = append(added, f)
+		}
+	}
+	for _, f := range s.filters {
+		if !slices.Contains(filters, f) {
+			gone = append(gone, f)
+		}
+	}
+	s.filters = slices.Clone(filters)
+	s.dropped = slices.DeleteFunc(s.dropped, func(f string) bool { return slices.Contains(filters, f) })
+	s.dropped = append(s.dropped, gone...)
+	s.mu.Unlock()
+	if !s.client.IsConnectionOpen() {
+		return nil
+	}
+	if err := subscribe(s.client, added); err != nil {
+		s.requestRedial()
+		return err
+	}
+	if err := unsubscribe(s.client, gone); err != nil {
+		return err
+	}
+	s.forget(gone)
+	return nil
+}
+
+// forget removes filters from those to unsubscribe from.
+func (s *Subscriber) forget(filters []string) {
+	s.mu.Lock()
+	s.dropped = slices.DeleteFunc(s.dropped, func(f string) bool { return slices.Contains(filters, f) })
+	s.mu.Unlock()
+}
+
+// subscribe subscribes c to filters at QoS 1 and waits for the broker's
+// answer.
+func subscribe(c paho.Client, filters []string) error {
+	if len(filters) == 0 {
+		return nil
+	}
+	m := make(map[string]byte, len(filters))
+	for _, f := range filters {
+		m[f] = 1
+	}
+	return wait(c.SubscribeMultiple(m, nil), "subscribe")
+}
+
+// unsubscribe unsubscribes c from filters and waits for the broker's
+// answer.
+func unsubscribe(c paho.Client, filters []string) error {
+	if len(filters) == 0 {
+		return nil
+	}
+	return wait(c.Unsubscribe(filters...), "unsubscribe")
+}
+
+func wait(tok paho.Token, what string) error {
+	if !tok.WaitTimeout(10 * time.Second) {
+		return fmt.Errorf("%s: no answer in 10s", what)
+	}
+	if err := tok.Error(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // handle runs on paho's single delivery goroutine, in arrival order. It

@@ -30,7 +30,8 @@ import (
 // not durable. It is not a configuration key on purpose.
 const noSyncEnv = "CAIRN_UNSAFE_NO_SYNC"
 
-// runDaemon runs the gateway until a signal arrives on sigs or ctx ends.
+// runDaemon runs the gateway until a signal arrives on sigs or ctx ends. A
+// signal on reload.hups reloads the configuration (reload.go).
 //
 //	sensors ──MQTT──▶ broker (embedded, mochi)  ─┐
 //	                  or subscriber (external) ──┤ Ingester: match topic,
@@ -40,7 +41,7 @@ const noSyncEnv = "CAIRN_UNSAFE_NO_SYNC"
 //	                                             │             ▲
 //	          PUBACK / Ack once synced ◀─────────┘             │
 //	HTTP API (status, queries, metrics) ───────────────────────┘
-func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan os.Signal) error {
+func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan os.Signal, reload reloadSource) error {
 	log, err := newLogger(cfg.Log, stderr)
 	if err != nil {
 		return &configError{err}
@@ -123,6 +124,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	// mqttStopped is closed once it has stopped taking messages in.
 	var mqttStatus func() gateway.MQTTStatus
 	var mqttAddr string
+	var sub *gateway.Subscriber // nil with the embedded broker
 	mqttStopped := make(chan struct{})
 	if e := cfg.MQTT.Embedded; e != nil {
 		broker, err := gateway.NewBroker(gateway.BrokerOptions{
@@ -147,7 +149,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		for i, r := range cfg.routes {
 			filters[i] = r.Pattern.Filter()
 		}
-		sub := gateway.NewSubscriber(gateway.SubscriberOptions{
+		sub = gateway.NewSubscriber(gateway.SubscriberOptions{
 			URL:      cfg.MQTT.URL,
 			ClientID: cfg.MQTT.ClientID,
 			Filters:  filters,
@@ -240,11 +242,27 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		})
 	}
 
+	// Reload: SIGHUP applies a changed topic list and retention.
+	{
+		r := &reloader{src: reload, cfg: cfg, ingester: ingester, sub: sub, writer: writer, log: log.With("component", "reload")}
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return r.run(ctx) }, func(error) { cancel() })
+	}
+
+	// systemd: READY=1 once MQTT is up, then watchdog pings while ingest
+	// is healthy (watchdog.go).
+	{
+		interval, err := daemon.SdWatchdogEnabled(false)
+		if err != nil {
+			log.Warn("systemd watchdog", "err", err)
+		}
+		n := &notifier{up: func() bool { return mqttStatus().Connected }, writer: writer, interval: interval, log: log.With("component", "systemd")}
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return n.run(ctx) }, func(error) { cancel() })
+	}
+
 	log.Info("cairn started", "version", version, "data_dir", cfg.DataDir, "readings", store.ReadingCount(),
 		"mqtt", mqttAddr, "http", ln.Addr().String())
-	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
-		log.Warn("systemd notify", "err", err)
-	}
 	err = g.Run()
 	if _, nerr := daemon.SdNotify(false, daemon.SdNotifyStopping); nerr != nil {
 		log.Warn("systemd notify", "err", nerr)

@@ -43,6 +43,9 @@ func main() {
 	if errors.As(err, &ce) {
 		os.Exit(exitConfig)
 	}
+	if errors.Is(err, errWordSize) {
+		os.Exit(exitUnsupported)
+	}
 	os.Exit(1)
 }
 
@@ -66,15 +69,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "run":
+		if err := checkWordSize(); err != nil {
+			return err
+		}
 		path, err := configFlag("run", args, stderr)
 		if err != nil {
 			return err
 		}
+		// From here on a SIGHUP reloads the file; it must not kill a
+		// daemon that is still opening its store.
+		hups := hangups(ctx)
 		cfg, err := LoadConfig(path)
 		if err != nil {
 			return err
 		}
-		return runDaemon(ctx, cfg, stderr, signals(ctx))
+		return runDaemon(ctx, cfg, stderr, signals(ctx), reloadFrom(path, hups))
 	case "check-config":
 		path, err := configFlag("check-config", args, stderr)
 		if err != nil {

@@ -44,6 +44,10 @@
 // killed process left dirty in the kernel that arrive after the cut are
 // discarded as they come, uncounted. A second SIGUSR1 reports zeros.
 //
+// SIGUSR2 stalls the disk: every fsync from then on waits, unanswered,
+// until the next SIGUSR2, as on an SD card that has stopped answering.
+// cutfs prints "cutfs: stalled" and "cutfs: resumed".
+//
 // SIGTERM or SIGINT unmount and exit 0, as does an external
 // "fusermount3 -u". An unmount without a cut is a clean shutdown: the
 // remaining dirty data is written back and fsynced, and cutfs prints
@@ -109,7 +113,7 @@ func main() {
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(),
 			"usage: cutfs -backing DIR -mount DIR [-ready FILE] [-debug]\n"+
-				"SIGUSR1 cuts power, SIGTERM/SIGINT unmount.\n")
+				"SIGUSR1 cuts power, SIGUSR2 stalls or resumes fsyncs, SIGTERM/SIGINT unmount.\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -171,7 +175,7 @@ func run(backing, mountDir, ready string, debug bool) error {
 	}
 	// Catch the signals before mounting, so an early one is not fatal.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM, syscall.SIGINT)
 	server, err := fs.Mount(mountDir, root, opts)
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", mountDir, err)
@@ -182,6 +186,14 @@ func run(backing, mountDir, ready string, debug bool) error {
 				r := c.doCut()
 				invalidate(root.inode())
 				say(r.String())
+				continue
+			}
+			if sig == syscall.SIGUSR2 {
+				if c.toggleStall() {
+					say("cutfs: stalled\n")
+				} else {
+					say("cutfs: resumed\n")
+				}
 				continue
 			}
 			go unmount(server, mountDir)

@@ -376,6 +376,33 @@ type cutFS struct {
 	mu    sync.Mutex
 	files map[fileKey]*fileState
 	names []*nameChange
+
+	stallMu sync.Mutex    // guards resume
+	resume  chan struct{} // while fsyncs stall, closed to let them go on
+}
+
+// toggleStall makes every fsync from now on wait until the next call
+// (reporting true), or lets the waiting ones go on (reporting false).
+func (c *cutFS) toggleStall() bool {
+	c.stallMu.Lock()
+	defer c.stallMu.Unlock()
+	if c.resume == nil {
+		c.resume = make(chan struct{})
+		return true
+	}
+	close(c.resume)
+	c.resume = nil
+	return false
+}
+
+// waitStall waits while fsyncs stall.
+func (c *cutFS) waitStall() {
+	c.stallMu.Lock()
+	ch := c.resume
+	c.stallMu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }
 
 func newCutFS() *cutFS {
@@ -531,6 +558,7 @@ func (c *cutFS) allocate(s *fileState, off, length int64, mode uint32) syscall.E
 }
 
 func (c *cutFS) sync(s *fileState) syscall.Errno {
+	c.waitStall()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c.cut.Load() {

@@ -1,0 +1,30 @@
+package buffer
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/cairn-gateway/cairn/aggregate"
+)
+
+// Ping returns nil once the Writer's goroutine has taken a step that does
+// nothing: it is not stuck in a group commit, a seal or retention. It
+// blocks while the Writer is busy, so give ctx a deadline. It returns
+// ErrClosed once the Writer is stopping, or ctx.Err() if ctx ends first.
+func (w *Writer) Ping(ctx context.Context) error {
+	return w.do(ctx, func() error { return nil })
+}
+
+// SetRetention has the running Writer keep raw readings for rawMaxAge and
+// the aggregate records of each level for statsMaxAge[level] from now on,
+// as WriterOptions.RawMaxAge and StatsMaxAge do (0: for ever). The next
+// hourly pass applies them; Prune applies them at once.
+func (w *Writer) SetRetention(ctx context.Context, rawMaxAge time.Duration, statsMaxAge map[aggregate.Level]time.Duration) error {
+	stats := maps.Clone(statsMaxAge)
+	return w.do(ctx, func() error {
+		w.opts.RawMaxAge = rawMaxAge
+		w.opts.StatsMaxAge = stats
+		return nil
+	})
+}

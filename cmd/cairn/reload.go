@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"reflect"
+	"syscall"
+	"time"
+
+	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway"
+)
+
+// reloadSource is where a SIGHUP has the daemon read its configuration
+// again.
+type reloadSource struct {
+	path string
+	hups <-chan os.Signal
+}
+
+func reloadFrom(path string, hups <-chan os.Signal) reloadSource {
+	return reloadSource{path: path, hups: hups}
+}
+
+// hangups delivers SIGHUP until ctx ends. Until it is called, a SIGHUP
+// kills the process.
+func hangups(ctx context.Context) <-chan os.Signal {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	go func() {
+		<-ctx.Done()
+		signal.Stop(ch)
+	}()
+	return ch
+}
+
+// reloader applies a changed configuration file to the running gateway:
+// mqtt.topics and retention take effect at once; a change anywhere else is
+// logged as waiting for a restart. A file that does not
+// load changes nothing. It is used by one goroutine.
+type reloader struct {
+	src      reloadSource
+	cfg      *Config // the configuration in effect
+	ingester *gateway.Ingester
+	sub      *gateway.Subscriber // nil with the embedded broker
+	writer   *buffer.Writer
+	log      *slog.Logger
+}
+
+// run reloads on every SIGHUP until ctx ends, and returns nil.
+func (r *reloader) run(ctx context.Context) error {
+	for {
+		select {
+		case <-r.src.hups:
+			r.reload(ctx)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// reload reads the file and applies what changed, logging what it did.
+func (r *reloader) reload(ctx context.Context) {
+	cfg, err := LoadConfig(r.src.path)
+	if err != nil {
+		r.log.Error("reload: configuration not applied, still running with the previous one", "err", err)
+		return
+	}
+	applied := r.apply(ctx, cfg)
+	restart := needsRestart(r.cfg, cfg)
+	if len(restart) > 0 {
+		r.log.Warn("reload: changes that take effect at the next restart", "keys", restart)
+	}
+	r.log.Info("configuration reloaded", "file", r.src.path, "applied", applied)
+}
+
+// apply applies the keys of cfg that can change while running and returns
+// the ones it applied. A key whose change failed keeps its old value in
+// r.cfg, so that the next reload tries again.
+func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
+	applied := []string{}
+	old := r.cfg
+	next := *old
+	if !reflect.DeepEqual(old.MQTT.Topics, cfg.MQTT.Topics) {
+		// Routes change first: a message on a new filter that arrived
+		// before its route would be acknowledged without being stored.
+		r.ingester.SetRoutes(cfg.routes)
+		if r.sub != nil {
+			if err := r.sub.SetFilters(routeFilters(cfg.routes)); err != nil {
+				r.log.Warn("reload: the broker did not confirm the new subscriptions; reconnecting to subscribe again", "err", err)
+			}
+		}
+		next.MQTT.Topics, next.routes = cfg.MQTT.Topics, cfg.routes
+		applied = append(applied, "mqtt.topics")
+		r.log.Info("reload: mqtt.topics applied", "topics", topicList(cfg.MQTT.Topics))
+	}
+	if old.Retention != cfg.Retention {
+		rt := cfg.Retention
+		err := r.writer.SetRetention(ctx, time.Duration(rt.RawMaxAge), map[aggregate.Level]time.Duration{
+			aggregate.Minute: time.Duration(rt.MinuteStatsMaxAge),
+			aggregate.Hour:   time.Duration(rt.HourStatsMaxAge),
+			aggregate.Day:    time.Duration(rt.DayStatsMaxAge),
+		})
+		if err != nil {
+			r.log.Error("reload: retention not applied", "err", err)
+		} else {
+			next.Retention = rt
+			applied = append(applied, "retention")
+			r.log.Info("reload: retention applied", "raw_max_age", rt.RawMaxAge, "minute_stats_max_age", rt.MinuteStatsMaxAge,
+				"hour_stats_max_age", rt.HourStatsMaxAge, "day_stats_max_age", rt.DayStatsMaxAge)
+		}
+	}
+	// Further sections that can change while running are applied here,
+	// each with its own check as above: the uplink's settings, once it
+	// has them, and marked as such in needsRestart.
+	r.cfg = &next
+	return applied
+}
+
+// needsRestart returns the top-level keys that differ between a and b and
+// that reload does not apply.
+func needsRestart(a, b *Config) []string {
+	am, bm := a.MQTT, b.MQTT
+	am.Topics, bm.Topics = nil, nil
+	keys := []string{}
+	for _, k := range []struct {
+		key  string
+		a, b any
+	}{
+		{"data_dir", a.DataDir, b.DataDir},
+		{"log", a.Log, b.Log},
+		{"mqtt", am, bm},
+		{"http", a.HTTP, b.HTTP},
+		{"store", a.Store, b.Store},
+		{"memory_limit_mib", a.MemoryLimitMiB, b.MemoryLimitMiB},
+	} {
+		if !reflect.DeepEqual(k.a, k.b) {
+			keys = append(keys, k.key)
+		}
+	}
+	return keys
+}
+
+// routeFilters returns the MQTT subscription filter of each route.
+func routeFilters(routes []gateway.Route) []string {
+	filters := make([]string, len(routes))
+	for i, r := range routes {
+		filters[i] = r.Pattern.Filter()
+	}
+	return filters
+}
+
+// topicList returns the patterns of topics, for the log.
+func topicList(topics []TopicConfig) []string {
+	out := make([]string, len(topics))
+	for i, t := range topics {
+		out[i] = t.Pattern + " (" + t.Format + ")"
+	}
+	return out
+}
