@@ -40,7 +40,13 @@ var startedReadingsRE = regexp.MustCompile(`\breadings=(\d+)`)
 // has started.
 func startCairn(t *testing.T, bin, cfg string) *cairnProcess {
 	t.Helper()
-	p := &cairnProcess{process: startProcess(t, bin, "run", "-config", cfg)}
+	return startCairnEnv(t, bin, cfg, nil)
+}
+
+// startCairnEnv is startCairn with env added to the test's environment.
+func startCairnEnv(t *testing.T, bin, cfg string, env []string) *cairnProcess {
+	t.Helper()
+	p := &cairnProcess{process: startProcessEnv(t, env, bin, "run", "-config", cfg)}
 	line, err := p.out.waitLine(`msg="cairn started"`, p.exited, startTimeout)
 	if err != nil {
 		t.Fatalf("cairn: %v (%v)\noutput:\n%s", err, p.err, p.out)

@@ -215,8 +215,17 @@ type process struct {
 // still running.
 func startProcess(t *testing.T, name string, args ...string) *process {
 	t.Helper()
+	return startProcessEnv(t, nil, name, args...)
+}
+
+// startProcessEnv is startProcess with env added to the test's environment.
+func startProcessEnv(t *testing.T, env []string, name string, args ...string) *process {
+	t.Helper()
 	p := &process{name: filepath.Base(name), out: newLogLines(), exited: make(chan struct{})}
 	p.cmd = exec.Command(name, args...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.out
 	if err := p.cmd.Start(); err != nil {
