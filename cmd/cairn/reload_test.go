@@ -1,0 +1,237 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// steadyPublisher publishes QoS 1 messages on one topic, one after the
+// other, until stopped, and counts the acknowledged ones. Message i holds
+// the reading v=i at time base+i ms.
+type steadyPublisher struct {
+	base  int64 // epoch ms of message 0
+	stop  chan struct{}
+	done  chan struct{}
+	mu    sync.Mutex // guards acked and err
+	acked int
+	err   error
+}
+
+func startSteadyPublisher(t *testing.T, addr, topic string) *steadyPublisher {
+	t.Helper()
+	c := mustConnect(t, addr, "steady")
+	p := &steadyPublisher{base: time.Now().Add(-time.Hour).UnixMilli(), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for i := 0; ; i++ {
+			select {
+			case <-p.stop:
+				return
+			default:
+			}
+			err := publish1(c, topic, fmt.Sprintf(`{"ts":%d,"v":%d}`, p.base+int64(i), i))
+			p.mu.Lock()
+			if err != nil {
+				p.err = err
+				p.mu.Unlock()
+				return
+			}
+			p.acked = i + 1
+			p.mu.Unlock()
+		}
+	}()
+	t.Cleanup(p.halt)
+	return p
+}
+
+// count returns the number of messages acknowledged so far.
+func (p *steadyPublisher) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.acked
+}
+
+// waitCount waits until n messages are acknowledged.
+func (p *steadyPublisher) waitCount(t *testing.T, n int) {
+	t.Helper()
+	waitUntil(t, ackTimeout, fmt.Sprintf("%d acknowledged messages", n), func() (bool, string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.err != nil {
+			t.Fatalf("publisher: %v", p.err)
+		}
+		return p.acked >= n, fmt.Sprintf("%d acknowledged", p.acked)
+	})
+}
+
+// halt stops publishing and returns once the last message is settled.
+func (p *steadyPublisher) halt() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+}
+
+const reloadConfigBefore = `
+data_dir: %DATA%
+%MQTT%
+http:
+  listen: "127.0.0.1:0"
+mqtt:
+  topics:
+    - pattern: "sensors/{device}/telemetry"
+      format: json
+`
+
+const reloadConfigAfter = `
+data_dir: %DATA%
+%MQTT%
+http:
+  listen: "127.0.0.1:0"
+mqtt:
+  topics:
+    - pattern: "sensors/{device}/telemetry"
+      format: json
+    - pattern: "lab/{device}/{metric}"
+      format: value
+retention:
+  raw_max_age: 30d
+store:
+  seal_idle: 2h
+`
+
+// TestReload_SIGHUPChangesTopics sends SIGHUP to a running cairn process
+// after adding a topic pattern and changing retention and a store key:
+// the new topic is stored from then on, retention is applied, the store
+// change is logged as waiting for a restart, and a steady stream of
+// messages on the old topic loses none. A bad file then changes nothing.
+// It runs with the embedded broker and with Mosquitto, where the reload
+// subscribes to the new topic.
+func TestReload_SIGHUPChangesTopics(t *testing.T) {
+	for _, mode := range []string{"embedded", "external"} {
+		t.Run(mode, func(t *testing.T) {
+			bin := cairnBinary.get(t)
+			pubAddr := ""
+			mqtt := "mqtt:\n  embedded:\n    listen: \"127.0.0.1:0\""
+			if mode == "external" {
+				broker := startMosquitto(t)
+				pubAddr = broker.addr()
+				mqtt = "mqtt:\n  url: tcp://" + broker.addr() + "\n  client_id: cairn-reload-test"
+			}
+			dir := t.TempDir()
+			// One mqtt: section: the file's two halves are merged below.
+			conf := func(s string) string {
+				s = strings.Replace(s, "%MQTT%\n", "", 1)
+				return strings.Replace(s, "mqtt:\n  topics:", mqtt+"\n  topics:", 1)
+			}
+			cfg := writeConfig(t, dir, conf(reloadConfigBefore))
+			p := startCairn(t, bin, cfg)
+			if pubAddr == "" {
+				pubAddr = p.mqtt
+			}
+			api := newAPIClient(p.http)
+			waitUntil(t, startTimeout, "mqtt connected", func() (bool, string) {
+				st := api.status(t)
+				return st.MQTT.Connected, fmt.Sprintf("%+v", st.MQTT)
+			})
+
+			pub := startSteadyPublisher(t, pubAddr, "sensors/dev1/telemetry")
+			pub.waitCount(t, 20)
+			probe := mustConnect(t, pubAddr, "probe")
+			if err := publish1(probe, "lab/probe/temperature", "21.5"); err != nil {
+				t.Fatal(err)
+			}
+
+			writeFile(t, cfg, strings.ReplaceAll(conf(reloadConfigAfter), "%DATA%", dir))
+			if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			line, err := p.out.waitLine(`msg="configuration reloaded"`, p.exited, startTimeout)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, p.out)
+			}
+			if want := `applied="[mqtt.topics retention]"`; !strings.Contains(line, want) {
+				t.Errorf("reload line %q does not say %s", line, want)
+			}
+			if _, err := p.out.waitLine(`keys=[store]`, p.exited, time.Second); err != nil {
+				t.Errorf("no line saying store waits for a restart: %v\n%s", err, p.out)
+			}
+			atReload := pub.count()
+
+			if err := publish1(probe, "lab/probe/temperature", "22.5"); err != nil {
+				t.Fatal(err)
+			}
+			waitReadings(t, api, "probe", []float64{22.5})
+			pub.waitCount(t, atReload+20)
+			pub.halt()
+			want := make([]float64, pub.count())
+			for i := range want {
+				want[i] = float64(i)
+			}
+			waitReadings(t, api, "dev1", want)
+
+			// A bad file is refused and changes nothing.
+			writeFile(t, cfg, strings.ReplaceAll(conf(reloadConfigBefore), "%DATA%", dir)+"\nstore:\n  cache_mib: 0\n")
+			if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			line, err = p.out.waitLine(`reload: configuration not applied`, p.exited, startTimeout)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, p.out)
+			}
+			if want := "store.cache_mib: must be from 1 to 1024 (got 0)"; !strings.Contains(line, want) {
+				t.Errorf("reload error %q does not say %q", line, want)
+			}
+			if err := publish1(probe, "lab/probe/temperature", "23.5"); err != nil {
+				t.Fatal(err)
+			}
+			waitReadings(t, api, "probe", []float64{22.5, 23.5})
+			if err := p.signal(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("cairn after SIGTERM: %v\n%s", err, p.out)
+			}
+		})
+	}
+}
+
+// waitReadings waits until device's readings, oldest first, have the
+// values want.
+func waitReadings(t *testing.T, api *apiClient, device string, want []float64) {
+	t.Helper()
+	waitUntil(t, ackTimeout, fmt.Sprintf("%d readings of %s", len(want), device), func() (bool, string) {
+		var doc readingsDoc
+		code := api.get(t, "/v1/devices/"+device+"/readings?order=asc&limit=10000", &doc)
+		if code == http.StatusNotFound {
+			return false, "no such device"
+		}
+		if code != http.StatusOK {
+			t.Fatalf("GET readings of %s: %d", device, code)
+		}
+		if len(doc.Readings) > len(want) {
+			t.Fatalf("%s: %d readings, want %d: %+v", device, len(doc.Readings), len(want), doc.Readings)
+		}
+		if len(doc.Readings) < len(want) {
+			return false, fmt.Sprintf("%d readings", len(doc.Readings))
+		}
+		for i, r := range doc.Readings {
+			if r.Value != want[i] {
+				t.Fatalf("%s: reading %d is %v, want %v", device, i, r.Value, want[i])
+			}
+		}
+		return true, ""
+	})
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
