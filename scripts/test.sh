@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs cairn's whole test suite on a Debian machine with Go installed:
-# installs what the tests need (Mosquitto, FUSE, and InfluxDB 1.x and
-# VictoriaMetrics as upstreams for the uplink), then gofmt, go vet and
-# the tests under the race detector. Needs root for apt-get and for the
-# power-cut tests' FUSE mounts.
+# installs what the tests need (Mosquitto, FUSE, InfluxDB 1.x and
+# VictoriaMetrics as upstreams for the uplink, qemu-user for the arm and
+# arm64 builds, systemd for systemd-analyze and systemd-sysusers), then
+# gofmt, go vet and the tests under the race detector. Needs root for
+# apt-get, for the FUSE mounts of the power-cut and watchdog tests, and
+# for installing the .deb into a throw-away root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +15,8 @@ command -v mosquitto_pub >/dev/null 2>&1 || need_pkgs+=(mosquitto-clients)
 command -v fusermount3 >/dev/null 2>&1 || need_pkgs+=(fuse3)
 command -v influxd >/dev/null 2>&1 || need_pkgs+=(influxdb)
 command -v victoria-metrics >/dev/null 2>&1 || need_pkgs+=(victoria-metrics)
+command -v qemu-arm >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 || need_pkgs+=(qemu-user)
+command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || need_pkgs+=(systemd)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "test.sh: missing ${need_pkgs[*]}; run as root or: sudo apt-get install ${need_pkgs[*]}" >&2

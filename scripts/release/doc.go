@@ -1,0 +1,21 @@
+// Package release checks what cairn ships to a Raspberry Pi: the systemd
+// unit, the binaries and .debs of scripts/build-release.sh, and
+// scripts/install.sh.
+//
+// The package holds tests only:
+//
+//   - TestUnit_Verify runs `systemd-analyze verify` on systemd/cairn.service.
+//   - TestUnit_Exposure runs `systemd-analyze security --offline=true` on it
+//     and fails above an exposure of 2.0.
+//   - TestRelease_BinariesAndDebs runs scripts/build-release.sh and checks
+//     that the binaries are static, stripped and stamped, that each .deb
+//     holds what docs/raspberry-pi.md says, and installs the amd64 one into
+//     a throw-away root with `dpkg --root` (maintainer scripts included),
+//     then reinstalls, removes and purges it.
+//   - TestInstallScript_DESTDIR runs scripts/install.sh into a throw-away
+//     root.
+//
+// They need root, systemd-analyze (Debian package systemd), dpkg-deb and
+// qemu-aarch64 (qemu-user), and fail, rather than skip, without them.
+// scripts/test.sh installs what is missing.
+package release
