@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"strings"
 	"syscall"
 	"time"
 
@@ -114,31 +115,31 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 		}
 	}
 	// Further sections that can change while running are applied here,
-	// each with its own check as above: the uplink's settings, once it
-	// has them, and marked as such in needsRestart.
+	// each with its own check as above (the uplink's settings, once it has
+	// them), and cleared in needsRestart.
 	r.cfg = &next
 	return applied
 }
 
-// needsRestart returns the top-level keys that differ between a and b and
-// that reload does not apply.
+// needsRestart returns the top-level keys that differ between a and b
+// and that reload does not apply. A section added to Config is listed here
+// until apply handles it and clears it below.
 func needsRestart(a, b *Config) []string {
-	am, bm := a.MQTT, b.MQTT
-	am.Topics, bm.Topics = nil, nil
+	ac, bc := *a, *b
+	for _, c := range []*Config{&ac, &bc} {
+		c.MQTT.Topics, c.routes = nil, nil
+		c.Retention = RetentionConfig{}
+	}
 	keys := []string{}
-	for _, k := range []struct {
-		key  string
-		a, b any
-	}{
-		{"data_dir", a.DataDir, b.DataDir},
-		{"log", a.Log, b.Log},
-		{"mqtt", am, bm},
-		{"http", a.HTTP, b.HTTP},
-		{"store", a.Store, b.Store},
-		{"memory_limit_mib", a.MemoryLimitMiB, b.MemoryLimitMiB},
-	} {
-		if !reflect.DeepEqual(k.a, k.b) {
-			keys = append(keys, k.key)
+	av, bv := reflect.ValueOf(ac), reflect.ValueOf(bc)
+	for i := range av.NumField() {
+		f := av.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if !reflect.DeepEqual(av.Field(i).Interface(), bv.Field(i).Interface()) {
+			key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			keys = append(keys, key)
 		}
 	}
 	return keys

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -233,5 +234,35 @@ func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNeedsRestart lists the keys whose change a reload does not apply.
+func TestNeedsRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"same", "", []string{}},
+		{"topics", "mqtt:\n  topics:\n    - pattern: a/{device}\n", []string{}},
+		{"retention", "retention:\n  raw_max_age: 30d\n", []string{}},
+		{"log level", "log:\n  level: debug\n", []string{"log"}},
+		{"broker", "mqtt:\n  embedded:\n    listen: 127.0.0.1:1884\n", []string{"mqtt"}},
+		{"http and store", "http:\n  listen: 127.0.0.1:8081\nstore:\n  cache_mib: 4\n", []string{"http", "store"}},
+		{"memory and data", "memory_limit_mib: 40\ndata_dir: /var/lib/cairn\n", []string{"data_dir", "memory_limit_mib"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := ParseConfig(strings.NewReader(""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := ParseConfig(strings.NewReader(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := needsRestart(a, b); !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

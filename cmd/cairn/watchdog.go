@@ -53,7 +53,7 @@ func (n *notifier) run(ctx context.Context) error {
 	for {
 		err := n.check(ctx, every, &last)
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil, errors.Is(err, buffer.ErrClosed): // stopping
 			return nil
 		case err == nil:
 			n.notify(daemon.SdNotifyWatchdog)
