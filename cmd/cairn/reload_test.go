@@ -151,7 +151,7 @@ func TestReload_SIGHUPChangesTopics(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			writeFile(t, cfg, strings.ReplaceAll(conf(reloadConfigAfter), "%DATA%", dir))
+			rewrite(t, cfg, strings.ReplaceAll(conf(reloadConfigAfter), "%DATA%", dir))
 			if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +180,7 @@ func TestReload_SIGHUPChangesTopics(t *testing.T) {
 			waitReadings(t, api, "dev1", want)
 
 			// A bad file is refused and changes nothing.
-			writeFile(t, cfg, strings.ReplaceAll(conf(reloadConfigBefore), "%DATA%", dir)+"\nstore:\n  cache_mib: 0\n")
+			rewrite(t, cfg, strings.ReplaceAll(conf(reloadConfigBefore), "%DATA%", dir)+"\nstore:\n  cache_mib: 0\n")
 			if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +230,8 @@ func waitReadings(t *testing.T, api *apiClient, device string, want []float64) {
 	})
 }
 
-func writeFile(t *testing.T, path, content string) {
+// rewrite replaces the content of the file at path.
+func rewrite(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -250,6 +251,7 @@ func TestNeedsRestart(t *testing.T) {
 		{"broker", "mqtt:\n  embedded:\n    listen: 127.0.0.1:1884\n", []string{"mqtt"}},
 		{"http and store", "http:\n  listen: 127.0.0.1:8081\nstore:\n  cache_mib: 4\n", []string{"http", "store"}},
 		{"memory and data", "memory_limit_mib: 40\ndata_dir: /var/lib/cairn\n", []string{"data_dir", "memory_limit_mib"}},
+		{"uplink", "uplink:\n  batch_readings: 100\n", []string{"uplink"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := ParseConfig(strings.NewReader(""))
