@@ -40,8 +40,8 @@ func hangups(ctx context.Context) <-chan os.Signal {
 
 // reloader applies a changed configuration file to the running gateway:
 // mqtt.topics and retention take effect at once; a change anywhere else is
-// logged as waiting for a restart. A file that does not
-// load changes nothing. It is used by one goroutine.
+// logged as waiting for a restart. A file that does not load changes
+// nothing. It is used by one goroutine.
 type reloader struct {
 	src      reloadSource
 	cfg      *Config // the configuration in effect
@@ -114,9 +114,9 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 				"hour_stats_max_age", rt.HourStatsMaxAge, "day_stats_max_age", rt.DayStatsMaxAge)
 		}
 	}
-	// Further sections that can change while running are applied here,
-	// each with its own check as above (the uplink's settings, once it has
-	// them), and cleared in needsRestart.
+	// Hook for more: the uplink's settings go here once the uplink can
+	// change them while running, applied like retention above (and
+	// cleared in needsRestart, which lists uplink until then).
 	r.cfg = &next
 	return applied
 }
