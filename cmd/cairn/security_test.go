@@ -1,0 +1,467 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-gateway/cairn/gateway"
+)
+
+// addUser runs cairn passwd -file file user with the password on stdin.
+func addUser(t *testing.T, file, user, password string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(w, password+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer r.Close()
+	var out bytes.Buffer
+	if err := runPasswd([]string{"-file", file, user}, r, &out, io.Discard); err != nil {
+		t.Fatalf("cairn passwd %s: %v", user, err)
+	}
+}
+
+// mqttLogin is how a test client connects.
+type mqttLogin struct {
+	user, password string
+	tls            *tls.Config
+}
+
+// connectAs connects a clean-session client as login to addr; with TLS
+// when login.tls is set.
+func connectAs(addr, clientID string, login mqttLogin) (paho.Client, error) {
+	scheme := "tcp://"
+	if login.tls != nil {
+		scheme = "ssl://"
+	}
+	opts := paho.NewClientOptions().
+		AddBroker(scheme + addr).
+		SetClientID(clientID).
+		SetCleanSession(true).
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
+		SetConnectTimeout(5 * time.Second).
+		SetWriteTimeout(10 * time.Second).
+		SetKeepAlive(30 * time.Second)
+	if login.user != "" {
+		opts.SetUsername(login.user).SetPassword(login.password)
+	}
+	if login.tls != nil {
+		opts.SetTLSConfig(login.tls)
+	}
+	c := paho.NewClient(opts)
+	tok := c.Connect()
+	if !tok.WaitTimeout(startTimeout) {
+		c.Disconnect(0)
+		return nil, fmt.Errorf("connect %s: no CONNACK in %s", addr, startTimeout)
+	}
+	if err := tok.Error(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// refusedDoc is the part of /v1/status about refusals.
+type refusedDoc struct {
+	MQTT struct {
+		Refused         uint64            `json:"refused"`
+		RefusedByReason map[string]uint64 `json:"refused_by_reason"`
+	} `json:"mqtt"`
+	Ingest struct {
+		Messages uint64 `json:"messages"`
+	} `json:"ingest"`
+}
+
+func refusals(t *testing.T, api *apiClient) refusedDoc {
+	t.Helper()
+	var st refusedDoc
+	if code := api.get(t, "/v1/status", &st); code != http.StatusOK {
+		t.Fatalf("GET /v1/status: %d", code)
+	}
+	return st
+}
+
+// waitRefused waits until the status counts want refusals of reason.
+func waitRefused(t *testing.T, api *apiClient, reason string, want uint64) {
+	t.Helper()
+	waitUntil(t, startTimeout, reason+" refusals", func() (bool, string) {
+		st := refusals(t, api)
+		return st.MQTT.RefusedByReason[reason] >= want, fmt.Sprint(st.MQTT.RefusedByReason)
+	})
+}
+
+const authConfig = `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+    password_file: %PASSWD%
+    acl_file: %ACL%
+    allow_anonymous: false
+http:
+  listen: "127.0.0.1:0"
+`
+
+// TestRun_BrokerAuth tries every way in that must fail, beside ones that
+// must work: each refusal is counted by its reason and nothing refused is
+// stored.
+func TestRun_BrokerAuth(t *testing.T) {
+	dir, data := t.TempDir(), t.TempDir()
+	passwd := filepath.Join(dir, "passwd")
+	addUser(t, passwd, "kitchen", "kitchen-secret")
+	addUser(t, passwd, "garage", "garage-secret")
+	addUser(t, passwd, "dashboard", "dash-secret")
+	addUser(t, passwd, "kitchen", "kitchen-secret-2") // changed
+	if fi, err := os.Stat(passwd); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("password file: %v, mode %v; want 0600", err, fi.Mode().Perm())
+	}
+	acl := writeFile(t, dir, "acl", []byte("# dashboards read everything\nuser dashboard\nread sensors/#\n"), 0o644)
+	cfg := strings.NewReplacer("%PASSWD%", passwd, "%ACL%", acl).Replace(authConfig)
+	d := startDaemon(t, writeConfig(t, data, cfg))
+	api := newAPIClient(d.http)
+
+	// Refused at CONNECT.
+	for _, c := range []struct {
+		name   string
+		login  mqttLogin
+		reason string
+	}{
+		{"no credentials", mqttLogin{}, gateway.RefuseNoCredentials},
+		{"wrong password", mqttLogin{user: "kitchen", password: "nope"}, gateway.RefuseBadPassword},
+		{"old password", mqttLogin{user: "kitchen", password: "kitchen-secret"}, gateway.RefuseBadPassword},
+		{"empty password", mqttLogin{user: "kitchen"}, gateway.RefuseBadPassword},
+		{"unknown user", mqttLogin{user: "attic", password: "kitchen-secret-2"}, gateway.RefuseUnknownUser},
+	} {
+		cl, err := connectAs(d.mqtt, "intruder", c.login)
+		if err == nil {
+			cl.Disconnect(0)
+			t.Errorf("%s: connected, want refused (%s)", c.name, c.reason)
+		}
+	}
+	waitRefused(t, api, gateway.RefuseNoCredentials, 1)
+	waitRefused(t, api, gateway.RefuseBadPassword, 3)
+	waitRefused(t, api, gateway.RefuseUnknownUser, 1)
+
+	kitchen, err := connectAs(d.mqtt, "kitchen-1", mqttLogin{user: "kitchen", password: "kitchen-secret-2"})
+	if err != nil {
+		t.Fatalf("kitchen with its password: %v", err)
+	}
+	defer kitchen.Disconnect(100)
+	if err := publish1(kitchen, "sensors/kitchen/telemetry", `{"ts":1700000000000,"t":21.5}`); err != nil {
+		t.Fatalf("kitchen publishing as itself: %v", err)
+	}
+
+	// Subscriptions beyond the ACL get a failure code; its own are granted.
+	subscribe := func(c paho.Client, filter string) byte {
+		t.Helper()
+		tok := c.Subscribe(filter, 1, func(paho.Client, paho.Message) {})
+		if !tok.WaitTimeout(ackTimeout) {
+			t.Fatalf("subscribe %s: no SUBACK", filter)
+		}
+		return tok.(*paho.SubscribeToken).Result()[filter]
+	}
+	for _, f := range []string{"sensors/#", "sensors/+/telemetry", "sensors/garage/telemetry", "#", "$SYS/#"} {
+		if code := subscribe(kitchen, f); code != 0x80 {
+			t.Errorf("kitchen subscribing to %s: granted QoS %d, want failure 0x80", f, code)
+		}
+	}
+	waitRefused(t, api, gateway.RefuseSubscribe, 5)
+	if code := subscribe(kitchen, "sensors/kitchen/telemetry"); code != 1 {
+		t.Errorf("kitchen subscribing to its own topic: code %#x, want QoS 1", code)
+	}
+	dash, err := connectAs(d.mqtt, "dash", mqttLogin{user: "dashboard", password: "dash-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dash.Disconnect(100)
+	if code := subscribe(dash, "sensors/#"); code != 1 {
+		t.Errorf("dashboard subscribing to sensors/# (ACL file): code %#x, want QoS 1", code)
+	}
+	if code := subscribe(dash, "other/#"); code != 0x80 {
+		t.Errorf("dashboard subscribing to other/#: code %#x, want 0x80", code)
+	}
+
+	// Publishing as another device: QoS 0 is dropped, QoS 1 costs the
+	// connection (MQTT 3.1.1 has no negative PUBACK).
+	if tok := kitchen.Publish("sensors/garage/telemetry", 0, false, `{"ts":1700000001000,"t":99}`); !tok.WaitTimeout(ackTimeout) || tok.Error() != nil {
+		t.Fatalf("QoS 0 publish: %v", tok.Error())
+	}
+	waitRefused(t, api, gateway.RefuseOtherDevice, 1)
+	if err := publish1(dash, "sensors/dashboard/telemetry", `{"ts":1700000001000,"t":1}`); err != nil {
+		t.Errorf("dashboard publishing as itself: %v", err)
+	}
+	deep := "sensors/kitchen/telemetry" + strings.Repeat("/x", gateway.MaxTopicLevels)
+	kitchen.Publish(deep, 0, false, "1").WaitTimeout(ackTimeout)
+	waitRefused(t, api, gateway.RefuseTopicTooDeep, 1)
+	kitchen.Publish("elsewhere/kitchen", 0, false, "1").WaitTimeout(ackTimeout)
+	waitRefused(t, api, gateway.RefusePublish, 1)
+	tok := kitchen.Publish("sensors/garage/telemetry", 1, false, `{"ts":1700000002000,"t":99}`)
+	tok.WaitTimeout(5 * time.Second)
+	waitUntil(t, startTimeout, "the kitchen to be disconnected", func() (bool, string) {
+		return !kitchen.IsConnectionOpen(), "still connected"
+	})
+	waitRefused(t, api, gateway.RefuseOtherDevice, 2)
+
+	// Nothing refused is stored: the kitchen's and the dashboard's own
+	// readings only.
+	var devs struct {
+		Devices []struct{ Device string } `json:"devices"`
+	}
+	api.get(t, "/v1/devices", &devs)
+	var got []string
+	for _, dv := range devs.Devices {
+		got = append(got, dv.Device)
+	}
+	if strings.Join(got, ",") != "dashboard,kitchen" {
+		t.Errorf("devices stored: %v, want [dashboard kitchen]", got)
+	}
+	var rd readingsDoc
+	api.get(t, "/v1/devices/kitchen/readings", &rd)
+	if len(rd.Readings) != 1 {
+		t.Errorf("kitchen readings: %+v, want the one it published", rd.Readings)
+	}
+	st := refusals(t, api)
+	t.Logf("refused: %d %v", st.MQTT.Refused, st.MQTT.RefusedByReason)
+
+	// The refusals reach the metrics too.
+	_, body, err := api.fetch("/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(body, []byte(`cairn_mqtt_refused_total{reason="publish_other_device"} 2`)) {
+		t.Errorf("metrics lack cairn_mqtt_refused_total for publish_other_device:\n%s", grepLines(body, "refused"))
+	}
+}
+
+func grepLines(b []byte, substr string) string {
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestRun_AnonymousOnLoopbackOnly: the first-run config lets anonymous
+// clients in on loopback; a listener off loopback without users is a
+// configuration error, and allow_anonymous: true warns at start.
+func TestRun_AnonymousOnLoopbackOnly(t *testing.T) {
+	d := startDaemon(t, writeConfig(t, t.TempDir(), embeddedConfig))
+	c := mustConnect(t, d.mqtt, "anon")
+	if err := publish1(c, "sensors/anon/telemetry", `{"t":1}`); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err := ParseConfig(strings.NewReader("mqtt:\n  embedded:\n    listen: \"0.0.0.0:1883\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "mqtt.embedded.listen: 0.0.0.0:1883 is not loopback") {
+		t.Errorf("listen on 0.0.0.0 without users: got %v, want a configuration error", err)
+	}
+	warn := startDaemon(t, writeConfig(t, t.TempDir(), `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "0.0.0.0:0"
+    allow_anonymous: true
+http:
+  listen: "127.0.0.1:0"
+`))
+	if _, err := warn.log.waitLine("allow_anonymous is true", warn.done, startTimeout); err != nil {
+		t.Errorf("no warning about anonymous access: %v\n%s", err, warn.log)
+	}
+}
+
+// TestRun_TLSListener serves MQTT over TLS with client certificates from
+// a CA made here: a good certificate is served, its common name is the
+// user; no certificate, an expired one, one from another CA, and a user
+// name that is not the common name are refused.
+func TestRun_TLSListener(t *testing.T) {
+	dir, data := t.TempDir(), t.TempDir()
+	ca, other := newTestCA(t, "cairn test CA"), newTestCA(t, "someone else")
+	now := time.Now()
+	srvCert, srvKey := ca.issue(t, "gateway", true, now.Add(-time.Hour), now.Add(time.Hour))
+	goodCert, goodKey := ca.issue(t, "kitchen", false, now.Add(-time.Hour), now.Add(time.Hour))
+	oldCert, oldKey := ca.issue(t, "kitchen", false, now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	alienCert, alienKey := other.issue(t, "kitchen", false, now.Add(-time.Hour), now.Add(time.Hour))
+	cfg := fmt.Sprintf(`
+data_dir: %%DATA%%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+    tls_listen: "127.0.0.1:0"
+    tls:
+      cert_file: %s
+      key_file: %s
+      client_ca_file: %s
+http:
+  listen: "127.0.0.1:0"
+`, writeFile(t, dir, "server.pem", srvCert, 0o644), writeFile(t, dir, "server.key", srvKey, 0o600), writeFile(t, dir, "ca.pem", ca.pem, 0o644))
+	d := startDaemon(t, writeConfig(t, data, cfg))
+	line, err := d.log.waitLine("mqtt tls listener", d.done, startTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := line[strings.Index(line, "mqtt_tls=")+len("mqtt_tls="):]
+	addr = strings.Fields(addr)[0]
+	api := newAPIClient(d.http)
+
+	for _, c := range []struct {
+		name string
+		tls  *tls.Config
+	}{
+		{"no certificate", clientTLS(t, ca, nil, nil)},
+		{"expired certificate", clientTLS(t, ca, oldCert, oldKey)},
+		{"certificate of another CA", clientTLS(t, ca, alienCert, alienKey)},
+	} {
+		if cl, err := connectAs(addr, "tls-"+c.name, mqttLogin{tls: c.tls}); err == nil {
+			cl.Disconnect(0)
+			t.Errorf("%s: connected, want refused", c.name)
+		}
+	}
+	waitRefused(t, api, gateway.RefuseBadCertificate, 3)
+	if cl, err := connectAs(addr, "tls-mismatch", mqttLogin{user: "garage", tls: clientTLS(t, ca, goodCert, goodKey)}); err == nil {
+		cl.Disconnect(0)
+		t.Error("user name other than the certificate's: connected, want refused")
+	}
+	waitRefused(t, api, gateway.RefuseCertUser, 1)
+	// TLS below 1.2 is refused.
+	old := clientTLS(t, ca, goodCert, goodKey)
+	old.MinVersion, old.MaxVersion = tls.VersionTLS10, tls.VersionTLS11
+	if cl, err := connectAs(addr, "tls-old", mqttLogin{tls: old}); err == nil {
+		cl.Disconnect(0)
+		t.Error("TLS 1.1: connected, want refused")
+	}
+
+	good, err := connectAs(addr, "tls-good", mqttLogin{tls: clientTLS(t, ca, goodCert, goodKey)})
+	if err != nil {
+		t.Fatalf("good certificate: %v", err)
+	}
+	defer good.Disconnect(100)
+	if err := publish1(good, "sensors/kitchen/telemetry", `{"ts":1700000000000,"t":21.5}`); err != nil {
+		t.Fatal(err)
+	}
+	good.Publish("sensors/garage/telemetry", 0, false, `{"t":1}`).WaitTimeout(ackTimeout)
+	waitRefused(t, api, gateway.RefuseOtherDevice, 1)
+	var rd readingsDoc
+	if code := api.get(t, "/v1/devices/kitchen/readings", &rd); code != http.StatusOK || len(rd.Readings) != 1 {
+		t.Errorf("kitchen over TLS: %d, %+v; want its one reading", code, rd.Readings)
+	}
+	if code := api.get(t, "/v1/devices/garage/readings", nil); code != http.StatusNotFound {
+		t.Errorf("garage: %d, want 404 (nothing stored)", code)
+	}
+}
+
+// TestRun_SecretFileModes runs the cairn binary with secret files that
+// group or others can read: it must not start, and must name the file and
+// the fix, with the configuration exit status.
+func TestRun_SecretFileModes(t *testing.T) {
+	bin := cairnBinary.get(t)
+	dir := t.TempDir()
+	passwd := filepath.Join(dir, "passwd")
+	addUser(t, passwd, "kitchen", "secret")
+	token := writeFile(t, dir, "token", []byte("let-me-in\n"), 0o644)
+	for _, c := range []struct{ name, yaml, file string }{
+		{"password file", "mqtt:\n  embedded:\n    listen: \"127.0.0.1:0\"\n    password_file: " + passwd + "\nhttp:\n  listen: \"127.0.0.1:0\"\n", passwd},
+		{"http token", "mqtt:\n  embedded:\n    listen: \"127.0.0.1:0\"\nhttp:\n  listen: \"127.0.0.1:0\"\n  token_file: " + token + "\n", token},
+	} {
+		if err := os.Chmod(c.file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg := writeConfig(t, t.TempDir(), "data_dir: "+t.TempDir()+"\n"+c.yaml)
+		cmd := exec.Command(bin, "run", "-config", cfg)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitConfig {
+			t.Errorf("%s readable by others: exit %v, want status %d\n%s", c.name, err, exitConfig, out)
+		}
+		if want := "readable by group or others (mode 0644); run: chmod 600 " + c.file; !strings.Contains(string(out), want) {
+			t.Errorf("%s: output %q does not contain %q", c.name, out, want)
+		}
+	}
+}
+
+// TestRun_HTTPGuard: a bearer token guards every endpoint but /healthz;
+// no debug endpoints; oversized and too frequent queries are refused.
+func TestRun_HTTPGuard(t *testing.T) {
+	token := writeFile(t, t.TempDir(), "token", []byte("s3cret-token\n"), 0o600)
+	d := startDaemon(t, writeConfig(t, t.TempDir(), `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+http:
+  listen: "127.0.0.1:0"
+  token_file: `+token+`
+  query_rate: 2
+`))
+	do := func(path, tok string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+d.http+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck // only the status matters
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const good = "s3cret-token"
+	for _, c := range []struct {
+		path, tok string
+		want      int
+	}{
+		{"/healthz", "", 200},
+		{"/readyz", "", 401},
+		{"/v1/status", "", 401},
+		{"/v1/status", "wrong", 401},
+		{"/metrics", "", 401},
+		{"/v1/devices", "", 401},
+		{"/v1/status", good, 200},
+		{"/metrics", good, 200},
+		{"/debug/pprof/", good, 404},
+		{"/debug/vars", good, 404},
+		{"/v1/devices?x=" + strings.Repeat("a", 3000), good, 413},
+	} {
+		if got := do(c.path, c.tok); got != c.want {
+			t.Errorf("GET %.60s with token %q: %d, want %d", c.path, c.tok, got, c.want)
+		}
+	}
+	// query_rate 2: a burst of queries meets 429s.
+	limited := 0
+	for range 10 {
+		if do("/v1/devices", good) == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited < 5 {
+		t.Errorf("10 queries at once with query_rate 2: %d refused, want at least 5", limited)
+	}
+	// cairn status sends the token of the configuration.
+	var out bytes.Buffer
+	cfg := writeConfig(t, t.TempDir(), "http:\n  listen: \""+d.http+"\"\n  token_file: "+token+"\n")
+	if err := runStatus([]string{"-config", cfg}, &out, io.Discard); err != nil {
+		t.Errorf("cairn status with the token: %v", err)
+	}
+}
