@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -35,7 +36,7 @@ func HashPassword(password []byte) (string, error) {
 type Passwords struct {
 	hashes map[string][]byte
 	// sem bounds the bcrypt comparisons that run at once: a flood of
-	// CONNECTs with wrong passwords costs one or two cores, not all.
+	// CONNECTs with wrong passwords costs half the cores, not all.
 	sem chan struct{}
 
 	mu sync.Mutex // guards good
@@ -52,7 +53,7 @@ type Passwords struct {
 func ParsePasswords(data []byte) (*Passwords, error) {
 	p := &Passwords{
 		hashes: make(map[string][]byte),
-		sem:    make(chan struct{}, 2),
+		sem:    make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 		good:   make(map[string][sha256.Size]byte),
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
