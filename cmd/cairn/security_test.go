@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -463,5 +464,89 @@ http:
 	cfg := writeConfig(t, t.TempDir(), "http:\n  listen: \""+d.http+"\"\n  token_file: "+token+"\n")
 	if err := runStatus([]string{"-config", cfg}, &out, io.Discard); err != nil {
 		t.Errorf("cairn status with the token: %v", err)
+	}
+}
+
+const limitsConfig = `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+    password_file: %PASSWD%
+    limits:
+      %LIMIT%
+http:
+  listen: "127.0.0.1:0"
+store:
+  commit_interval: %INTERVAL%
+`
+
+// TestRun_BrokerLimits: a client over the message rate is slowed down,
+// loses nothing, and is logged once; a client with more QoS 1 messages
+// in flight than max_inflight is disconnected. Both are counted.
+func TestRun_BrokerLimits(t *testing.T) {
+	passwd := filepath.Join(t.TempDir(), "passwd")
+	addUser(t, passwd, "kitchen", "pass")
+	startWith := func(limit, interval string) (*inProcess, *apiClient) {
+		d := startDaemon(t, writeConfig(t, t.TempDir(), strings.NewReplacer("%PASSWD%", passwd, "%LIMIT%", limit, "%INTERVAL%", interval).Replace(limitsConfig)))
+		return d, newAPIClient(d.http)
+	}
+	d, api := startWith("max_inflight: 5", "1s")
+
+	// 5 in flight at most: one message, then 20 at once while the next
+	// commit is a second away.
+	conn, err := net.Dial("tcp", d.mqtt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(ackTimeout)) //nolint:errcheck // a failed read below says it
+	if _, err := conn.Write(rawConnect("burst", "kitchen", "pass")); err != nil {
+		t.Fatal(err)
+	}
+	connack := make([]byte, 4)
+	if _, err := io.ReadFull(conn, connack); err != nil || connack[3] != 0 {
+		t.Fatalf("CONNACK %x, %v", connack, err)
+	}
+	var burst []byte
+	for i := range 20 {
+		burst = append(burst, rawPublish("sensors/kitchen/telemetry", 1, uint16(i+1), fmt.Sprintf(`{"ts":%d,"t":1}`, 1700000000000+i))...)
+	}
+	if _, err := conn.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, conn); err != nil {
+		t.Fatalf("the broker did not close the connection: %v", err)
+	}
+	waitRefused(t, api, gateway.RefuseInflight, 1)
+
+	// 60 messages at 20 a second, a burst of 20: at least 2 seconds.
+	d, api = startWith("message_rate: 20", "2ms")
+	c, err := connectAs(d.mqtt, "fast", mqttLogin{user: "kitchen", password: "pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(100)
+	start := time.Now()
+	toks := make([]paho.Token, 60)
+	for i := range toks {
+		toks[i] = c.Publish("sensors/kitchen/telemetry", 1, false, fmt.Sprintf(`{"ts":%d,"t":2}`, 1700000100000+i))
+	}
+	for i, tok := range toks {
+		if !tok.WaitTimeout(ackTimeout) || tok.Error() != nil {
+			t.Fatalf("message %d: no PUBACK: %v", i, tok.Error())
+		}
+	}
+	if el := time.Since(start); el < 1500*time.Millisecond {
+		t.Errorf("60 messages at message_rate 20 took %s, want 2s or more", el)
+	}
+	waitRefused(t, api, gateway.RefuseRateLimited, 30)
+	var rd readingsDoc
+	api.get(t, "/v1/devices/kitchen/readings?limit=1000&from=1700000100000", &rd)
+	if len(rd.Readings) != 60 {
+		t.Errorf("%d readings stored, want all 60", len(rd.Readings))
+	}
+	if n := strings.Count(d.log.String(), "reason=rate_limited client=fast"); n != 1 {
+		t.Errorf("rate limit logged %d times for the client, want once a minute\n%s", n, d.log)
 	}
 }
