@@ -70,25 +70,9 @@ type Broker struct {
 // known before Run. Don't forget to Run it.
 func NewBroker(opts BrokerOptions) (*Broker, error) {
 	sec := opts.Security
-	caps := mqtt.NewDefaultServerCapabilities()
-	// Each connected client holds a queue of this many outgoing packets;
-	// the default of 8,192 costs ~150 KB per client on a small board.
-	caps.MaximumClientWritesPending = 1024
-	if sec.WriteBuffer > 0 {
-		caps.MaximumClientWritesPending = int32(sec.WriteBuffer)
-	}
-	// Held PUBACKs count against a client's receive quota, and the broker
-	// disconnects a client that exhausts it. MQTT 3.1.1 clients cannot
-	// learn the limit, so allow by default the most the protocol can
-	// express; a full commit queue slows senders down instead.
-	caps.ReceiveMaximum = 65535
-	if sec.MaxInflight > 0 {
-		caps.ReceiveMaximum = sec.MaxInflight
-	}
-	caps.MaximumPacketSize = sec.MaxPacketSize
+	caps := capabilities(sec)
 	maxConns := int64(math.MaxInt64)
 	if sec.MaxClients > 0 {
-		caps.MaximumClients = int64(sec.MaxClients)
 		maxConns = int64(sec.MaxClients)
 	}
 	srv := mqtt.New(&mqtt.Options{
@@ -153,6 +137,30 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 		}
 	}
 	return b, nil
+}
+
+// capabilities are mochi's limits for sec.
+func capabilities(sec BrokerSecurity) *mqtt.Capabilities {
+	caps := mqtt.NewDefaultServerCapabilities()
+	// Each connected client holds a queue of this many outgoing packets;
+	// the default of 8,192 costs ~150 KB per client on a small board.
+	caps.MaximumClientWritesPending = 1024
+	if sec.WriteBuffer > 0 {
+		caps.MaximumClientWritesPending = int32(sec.WriteBuffer)
+	}
+	// Held PUBACKs count against a client's receive quota, and the broker
+	// disconnects a client that exhausts it. MQTT 3.1.1 clients cannot
+	// learn the limit, so allow by default the most the protocol can
+	// express; a full commit queue slows senders down instead.
+	caps.ReceiveMaximum = 65535
+	if sec.MaxInflight > 0 {
+		caps.ReceiveMaximum = sec.MaxInflight
+	}
+	caps.MaximumPacketSize = sec.MaxPacketSize
+	if sec.MaxClients > 0 {
+		caps.MaximumClients = int64(sec.MaxClients)
+	}
+	return caps
 }
 
 // Refusals returns the counters of what the broker refused.
