@@ -41,6 +41,8 @@ type Config struct {
 	// uplink is the uplink's configuration, set by Validate (format) and
 	// loadFiles (TLS and credentials); nil without uplink.url.
 	uplink *uplink.Options
+	// secrets are what the security keys' files hold, set by loadFiles.
+	secrets secretFiles
 }
 
 // LogConfig is the log: section.
@@ -243,6 +245,9 @@ func LoadConfig(path string) (*Config, error) {
 // loadFiles reads the files the configuration names (TLS certificates,
 // secrets), so that a missing or unsafe one stops the start with its key.
 func (c *Config) loadFiles() error {
+	if err := c.loadSecurityFiles(); err != nil {
+		return err
+	}
 	if c.uplink == nil {
 		return nil
 	}

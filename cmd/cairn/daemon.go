@@ -125,10 +125,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	var mqttAddr string
 	mqttStopped := make(chan struct{})
 	if e := cfg.MQTT.Embedded; e != nil {
-		sec, tlsConfig, err := brokerSecurity(cfg)
-		if err != nil {
-			return err
-		}
+		tlsConfig := cfg.secrets.brokerTLS
 		if anonymousBeyondLoopback(e) {
 			log.Warn("mqtt.embedded.allow_anonymous is true: anyone who can reach the broker may publish and subscribe to anything")
 		}
@@ -138,7 +135,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			TLS:       tlsConfig,
 			Ingester:  ingester,
 			Logger:    brokerLogger(cfg.Log, stderr),
-			Security:  sec,
+			Security:  cfg.brokerSecurity(),
 			Refusals:  gateway.NewRefusals(log.With("component", "broker")),
 		})
 		if err != nil {
@@ -167,10 +164,6 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		for i, r := range cfg.routes {
 			filters[i] = r.Pattern.Filter()
 		}
-		password, tlsConfig, err := externalLogin(cfg)
-		if err != nil {
-			return err
-		}
 		sub := gateway.NewSubscriber(gateway.SubscriberOptions{
 			URL:      cfg.MQTT.URL,
 			ClientID: cfg.MQTT.ClientID,
@@ -178,8 +171,8 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			Ingester: ingester,
 			Logger:   log.With("component", "subscriber"),
 			Username: cfg.MQTT.Username,
-			Password: password,
-			TLS:      tlsConfig,
+			Password: cfg.secrets.mqttPassword,
+			TLS:      cfg.secrets.mqttTLS,
 		})
 		mqttAddr = cfg.MQTT.URL
 		mqttStatus = func() gateway.MQTTStatus {
@@ -240,11 +233,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	if err != nil {
 		return err
 	}
-	token, err := httpToken(cfg)
-	if err != nil {
-		return err
-	}
-	handler, err := gateway.GuardHTTP(api, gateway.HTTPGuardOptions{Token: token, QueryRate: cfg.HTTP.QueryRate, Registry: reg})
+	handler, err := gateway.GuardHTTP(api, gateway.HTTPGuardOptions{Token: cfg.secrets.httpToken, QueryRate: cfg.HTTP.QueryRate, Registry: reg})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -163,12 +164,76 @@ func (t ServerTLSConfig) serverConfig() (*tls.Config, error) {
 	return c, nil
 }
 
-// brokerSecurity reads the files the embedded broker's security needs:
-// password file, ACL file and TLS certificates. Its errors name the key.
-func brokerSecurity(cfg *Config) (gateway.BrokerSecurity, *tls.Config, error) {
-	e := cfg.MQTT.Embedded
-	sec := gateway.BrokerSecurity{
-		Routes:         cfg.routes,
+// secretFiles are what the files named by the security keys hold; zero
+// when none is named.
+type secretFiles struct {
+	passwords    *gateway.Passwords // mqtt.embedded.password_file
+	acl          *gateway.ACL       // mqtt.embedded.acl_file
+	brokerTLS    *tls.Config        // mqtt.embedded.tls, with tls_listen
+	mqttPassword string             // mqtt.password_file
+	mqttTLS      *tls.Config        // mqtt.tls, with an ssl:// url
+	httpToken    []byte             // http.token_file
+}
+
+// loadSecurityFiles reads the password, ACL, certificate and token files
+// that the configuration names into c.secrets. Its errors name the key.
+func (c *Config) loadSecurityFiles() error {
+	var errs []error
+	fail := func(key string, err error) { errs = append(errs, fmt.Errorf("%s: %w", key, err)) }
+	sf := &c.secrets
+	if e := c.MQTT.Embedded; e != nil {
+		if e.PasswordFile != "" {
+			if data, err := readSecret(e.PasswordFile); err != nil {
+				fail("mqtt.embedded.password_file", err)
+			} else if sf.passwords, err = gateway.ParsePasswords(data); err != nil {
+				fail("mqtt.embedded.password_file", fmt.Errorf("%s: %w", secretPath(e.PasswordFile), err))
+			}
+		}
+		if e.ACLFile != "" {
+			if data, err := os.ReadFile(e.ACLFile); err != nil {
+				fail("mqtt.embedded.acl_file", err)
+			} else if sf.acl, err = gateway.ParseACL(data); err != nil {
+				fail("mqtt.embedded.acl_file", fmt.Errorf("%s: %w", e.ACLFile, err))
+			}
+		}
+		if e.TLSListen != "" {
+			var err error
+			if sf.brokerTLS, err = e.TLS.serverConfig(); err != nil {
+				fail("mqtt.embedded.tls", err)
+			}
+		}
+	}
+	m := c.MQTT
+	if m.URL != "" && m.PasswordFile != "" {
+		if p, err := readSecret(m.PasswordFile); err != nil {
+			fail("mqtt.password_file", err)
+		} else {
+			sf.mqttPassword = string(p)
+		}
+	}
+	if scheme, _, _ := strings.Cut(m.URL, "://"); scheme == "ssl" || scheme == "tls" || scheme == "mqtts" {
+		var err error
+		if sf.mqttTLS, err = m.TLS.clientConfig(); err != nil {
+			fail("mqtt.tls", err)
+		}
+	}
+	if c.HTTP.TokenFile != "" {
+		var err error
+		if sf.httpToken, err = readSecret(c.HTTP.TokenFile); err != nil {
+			fail("http.token_file", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// brokerSecurity is the embedded broker's security: the files' contents
+// and the limits.
+func (c *Config) brokerSecurity() gateway.BrokerSecurity {
+	e := c.MQTT.Embedded
+	return gateway.BrokerSecurity{
+		Passwords:      c.secrets.passwords,
+		ACL:            c.secrets.acl,
+		Routes:         c.routes,
 		AllowAnonymous: e.AllowAnonymous,
 		MaxPacketSize:  uint32(e.Limits.MaxPacketSize),
 		MaxClients:     e.Limits.MaxClients,
@@ -176,35 +241,6 @@ func brokerSecurity(cfg *Config) (gateway.BrokerSecurity, *tls.Config, error) {
 		WriteBuffer:    e.Limits.WriteBuffer,
 		MessageRate:    e.Limits.MessageRate,
 	}
-	fail := func(key string, err error) (gateway.BrokerSecurity, *tls.Config, error) {
-		return sec, nil, &configError{fmt.Errorf("%s: %w", key, err)}
-	}
-	if e.PasswordFile != "" {
-		data, err := readSecret(e.PasswordFile)
-		if err != nil {
-			return fail("mqtt.embedded.password_file", err)
-		}
-		if sec.Passwords, err = gateway.ParsePasswords(data); err != nil {
-			return fail("mqtt.embedded.password_file", fmt.Errorf("%s: %w", secretPath(e.PasswordFile), err))
-		}
-	}
-	if e.ACLFile != "" {
-		data, err := os.ReadFile(e.ACLFile)
-		if err != nil {
-			return fail("mqtt.embedded.acl_file", err)
-		}
-		if sec.ACL, err = gateway.ParseACL(data); err != nil {
-			return fail("mqtt.embedded.acl_file", fmt.Errorf("%s: %w", e.ACLFile, err))
-		}
-	}
-	var tc *tls.Config
-	if e.TLSListen != "" {
-		var err error
-		if tc, err = e.TLS.serverConfig(); err != nil {
-			return fail("mqtt.embedded.tls", err)
-		}
-	}
-	return sec, tc, nil
 }
 
 // anonymousBeyondLoopback reports whether clients without a user name may
@@ -215,36 +251,4 @@ func anonymousBeyondLoopback(e *EmbeddedConfig) bool {
 		return false
 	}
 	return (e.Listen != "" && !gateway.IsLoopback(e.Listen)) || (e.TLSListen != "" && !gateway.IsLoopback(e.TLSListen))
-}
-
-// externalLogin reads what the subscriber needs to log in at an external
-// broker: the password, and the TLS configuration for an ssl:// URL. Its
-// errors name the key.
-func externalLogin(cfg *Config) (password string, tc *tls.Config, err error) {
-	m := cfg.MQTT
-	if m.PasswordFile != "" {
-		p, err := readSecret(m.PasswordFile)
-		if err != nil {
-			return "", nil, &configError{fmt.Errorf("mqtt.password_file: %w", err)}
-		}
-		password = string(p)
-	}
-	if scheme, _, _ := strings.Cut(m.URL, "://"); scheme == "ssl" || scheme == "tls" || scheme == "mqtts" {
-		if tc, err = m.TLS.clientConfig(); err != nil {
-			return "", nil, &configError{fmt.Errorf("mqtt.tls: %w", err)}
-		}
-	}
-	return password, tc, nil
-}
-
-// httpToken reads http.token_file, if set.
-func httpToken(cfg *Config) ([]byte, error) {
-	if cfg.HTTP.TokenFile == "" {
-		return nil, nil
-	}
-	tok, err := readSecret(cfg.HTTP.TokenFile)
-	if err != nil {
-		return nil, &configError{fmt.Errorf("http.token_file: %w", err)}
-	}
-	return tok, nil
 }

@@ -30,9 +30,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if token, err = httpToken(cfg); err != nil {
-			return err
-		}
+		token = cfg.secrets.httpToken
 		host, port, _ := net.SplitHostPort(cfg.HTTP.Listen) // validated
 		if host == "" || host == "0.0.0.0" || host == "::" {
 			host = "127.0.0.1"
