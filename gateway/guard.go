@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"crypto/tls"
 	"log/slog"
 	"net"
@@ -150,19 +149,19 @@ type verdict struct {
 
 func (h *guardHook) ID() string { return "cairn-guard" }
 
+// Provides is called for every event: a switch, no allocation.
 func (h *guardHook) Provides(b byte) bool {
-	return bytes.Contains([]byte{
-		mqtt.OnConnectAuthenticate,
-		mqtt.OnACLCheck,
-		mqtt.OnSubscribe,
-		mqtt.OnPacketRead,
-		mqtt.OnDisconnect,
-		mqtt.OnPublishDropped,
-	}, []byte{b})
+	switch b {
+	case mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnSubscribe,
+		mqtt.OnPacketRead, mqtt.OnDisconnect, mqtt.OnPublishDropped:
+		return true
+	}
+	return false
 }
 
-// OnConnectAuthenticate lets a client in by its certificate, its user name
-// and password, or anonymously where that is allowed.
+// OnConnectAuthenticate reports whether a client may connect: by its
+// certificate, its user name and password, or anonymously where that is
+// allowed.
 func (h *guardHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	user := string(pk.Connect.Username)
 	who := clientName(cl)
@@ -184,6 +183,10 @@ func (h *guardHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bo
 			h.refusals.add(RefuseNoCredentials, who)
 			return false
 		}
+		g.trusted = true
+	case h.passwords == nil && h.anonymous[cl.Net.Listener]:
+		// Without a password file, a user name proves nothing: the
+		// client is let in as an anonymous one would be.
 		g.trusted = true
 	case h.passwords == nil:
 		h.refusals.add(RefuseUnknownUser, who, "user", user, "detail", "no password file")
@@ -207,8 +210,8 @@ func (h *guardHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bo
 	return true
 }
 
-// OnACLCheck decides publishes (write) and subscriptions and deliveries
-// (read).
+// OnACLCheck reports whether a client may publish to a topic (write), or
+// subscribe to a filter or receive a message on a topic (read).
 func (h *guardHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	v, ok := h.clients.Load(cl)
 	if !ok {

@@ -100,6 +100,7 @@ func (g *HTTPGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
+// authorized reports whether the request carries the bearer token.
 func (g *HTTPGuard) authorized(r *http.Request) bool {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {

@@ -150,6 +150,8 @@ func endReason(err error) string {
 	return ""
 }
 
+// track remembers an open connection, for Close, and reports whether the
+// listener is still open.
 func (l *listener) track(c net.Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -269,8 +269,14 @@ func TestRun_AnonymousOnLoopbackOnly(t *testing.T) {
 	if err := publish1(c, "sensors/anon/telemetry", `{"t":1}`); err != nil {
 		t.Fatal(err)
 	}
+	// Without a password file, a user name is not checked there either.
+	named, err := connectAs(d.mqtt, "named", mqttLogin{user: "kitchen", password: "anything"})
+	if err != nil {
+		t.Fatalf("a user name on loopback without a password file: %v", err)
+	}
+	named.Disconnect(100)
 
-	_, err := ParseConfig(strings.NewReader("mqtt:\n  embedded:\n    listen: \"0.0.0.0:1883\"\n"))
+	_, err = ParseConfig(strings.NewReader("mqtt:\n  embedded:\n    listen: \"0.0.0.0:1883\"\n"))
 	if err == nil || !strings.Contains(err.Error(), "mqtt.embedded.listen: 0.0.0.0:1883 is not loopback") {
 		t.Errorf("listen on 0.0.0.0 without users: got %v, want a configuration error", err)
 	}
@@ -483,7 +489,8 @@ store:
 
 // TestRun_BrokerLimits: a client over the message rate is slowed down,
 // loses nothing, and is logged once; a client with more QoS 1 messages
-// in flight than max_inflight is disconnected. Both are counted.
+// in flight than max_inflight is disconnected; a connection that sends no
+// CONNECT is closed after 10 s. Each is counted.
 func TestRun_BrokerLimits(t *testing.T) {
 	passwd := filepath.Join(t.TempDir(), "passwd")
 	addUser(t, passwd, "kitchen", "pass")
@@ -492,6 +499,23 @@ func TestRun_BrokerLimits(t *testing.T) {
 		return d, newAPIClient(d.http)
 	}
 	d, api := startWith("max_inflight: 5", "1s")
+
+	// A connection that never sends its CONNECT is closed after 10 s.
+	idle, err := net.Dial("tcp", d.mqtt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idleClosed := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		idle.SetReadDeadline(start.Add(ackTimeout)) //nolint:errcheck // then the read fails with a timeout
+		if _, err := io.Copy(io.Discard, idle); err != nil {
+			idleClosed <- -1 // our deadline, not the broker's close
+			return
+		}
+		idleClosed <- time.Since(start)
+	}()
 
 	// 5 in flight at most: one message, then 20 at once while the next
 	// commit is a second away.
@@ -521,6 +545,7 @@ func TestRun_BrokerLimits(t *testing.T) {
 	waitRefused(t, api, gateway.RefuseInflight, 1)
 
 	// 60 messages at 20 a second, a burst of 20: at least 2 seconds.
+	first := api
 	d, api = startWith("message_rate: 20", "2ms")
 	c, err := connectAs(d.mqtt, "fast", mqttLogin{user: "kitchen", password: "pass"})
 	if err != nil {
@@ -549,4 +574,9 @@ func TestRun_BrokerLimits(t *testing.T) {
 	if n := strings.Count(d.log.String(), "reason=rate_limited client=fast"); n != 1 {
 		t.Errorf("rate limit logged %d times for the client, want once a minute\n%s", n, d.log)
 	}
+
+	if el := <-idleClosed; el < 5*time.Second || el > 20*time.Second {
+		t.Errorf("a connection without CONNECT was closed after %v, want about 10s", el)
+	}
+	waitRefused(t, first, gateway.RefuseConnectTimeout, 1)
 }
