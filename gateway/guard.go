@@ -90,15 +90,6 @@ func (r *Refusals) Counts() map[string]uint64 {
 	return m
 }
 
-// Total returns the sum of the counters.
-func (r *Refusals) Total() uint64 {
-	var n uint64
-	for _, v := range r.Counts() {
-		n += v
-	}
-	return n
-}
-
 // SortedReasons returns the reasons of m, sorted.
 func SortedReasons(m map[string]uint64) []string {
 	out := make([]string, 0, len(m))
