@@ -155,13 +155,15 @@ func (h *guardHook) Provides(b byte) bool {
 // allowed.
 func (h *guardHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	user := string(pk.Connect.Username)
-	who := clientName(cl)
+	// Before it is let in, a client is known by its address: client ids
+	// and user names are the sender's to vary.
+	who := remoteHost(cl.Net.Remote)
 	g := &clientGuard{user: user}
 	switch {
 	case h.certUser[cl.Net.Listener]:
 		cn := peerCommonName(cl.Net.Conn)
 		if user != "" && user != cn {
-			h.refusals.add(RefuseCertUser, who, "user", user, "cn", cn)
+			h.refusals.add(RefuseCertUser, who, "user", excerpt([]byte(user), 64), "cn", cn)
 			return false
 		}
 		if !ValidDevice(cn) {
@@ -180,13 +182,13 @@ func (h *guardHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bo
 		// client is let in as an anonymous one would be.
 		g.trusted = true
 	case h.passwords == nil:
-		h.refusals.add(RefuseUnknownUser, who, "user", user, "detail", "no password file")
+		h.refusals.add(RefuseUnknownUser, who, "user", excerpt([]byte(user), 64), "detail", "no password file")
 		return false
 	default:
 		ok, known := h.passwords.Check(user, pk.Connect.Password)
 		switch {
 		case !known:
-			h.refusals.add(RefuseUnknownUser, who, "user", user)
+			h.refusals.add(RefuseUnknownUser, who, "user", excerpt([]byte(user), 64))
 			return false
 		case !ok:
 			h.refusals.add(RefuseBadPassword, who, "user", user)
@@ -313,6 +315,15 @@ func clientName(cl *mqtt.Client) string {
 		return cl.ID
 	}
 	return cl.Net.Remote
+}
+
+// remoteHost returns the host of a host:port address.
+func remoteHost(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
 }
 
 // peerCommonName returns the common name of a TLS client's verified

@@ -187,13 +187,7 @@ func (l *listener) Close(closeClients listeners.CloseFn) {
 
 // remoteIP returns the address of a connection's peer without its port: a
 // flood from one host is logged once a minute, not once per port.
-func remoteIP(c net.Conn) string {
-	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
-	if err != nil {
-		return c.RemoteAddr().String()
-	}
-	return host
-}
+func remoteIP(c net.Conn) string { return remoteHost(c.RemoteAddr().String()) }
 
 // IsLoopback reports whether a listen address (host:port) is on loopback
 // only.
