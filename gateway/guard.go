@@ -199,6 +199,18 @@ func (h *guardHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bo
 		g.rules = rulesFor(g.user, h.defaults, h.acl)
 		g.bucket = newTokenBucket(h.rate)
 	}
+	// A will is published without the broker's ACL check: check it now.
+	if pk.Connect.WillFlag {
+		if reason := h.writeReason(g, pk.Connect.WillTopic); reason != "" {
+			h.refusals.add(reason, who, "will_topic", excerpt([]byte(pk.Connect.WillTopic), 128))
+			return false
+		}
+	}
+	if !g.trusted {
+		// Client ids are per user: one user's client cannot take over
+		// another user's session, nor inherit its messages.
+		cl.ID = g.user + "/" + cl.ID
+	}
 	h.clients.Store(cl, g)
 	return true
 }

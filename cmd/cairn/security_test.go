@@ -42,6 +42,7 @@ func addUser(t *testing.T, file, user, password string) {
 type mqttLogin struct {
 	user, password string
 	tls            *tls.Config
+	will           string // a will topic, if set
 }
 
 // connectAs connects a clean-session client as login to addr; with TLS
@@ -65,6 +66,9 @@ func connectAs(addr, clientID string, login mqttLogin) (paho.Client, error) {
 	}
 	if login.tls != nil {
 		opts.SetTLSConfig(login.tls)
+	}
+	if login.will != "" {
+		opts.SetWill(login.will, `{"t":66}`, 1, true)
 	}
 	c := paho.NewClient(opts)
 	tok := c.Connect()
@@ -168,6 +172,23 @@ func TestRun_BrokerAuth(t *testing.T) {
 		t.Fatalf("kitchen publishing as itself: %v", err)
 	}
 
+	// Another user cannot take the kitchen's session over with its client
+	// id; nor can the kitchen leave a will on another device's topic.
+	garage, err := connectAs(d.mqtt, "kitchen-1", mqttLogin{user: "garage", password: "garage-secret"})
+	if err != nil {
+		t.Fatalf("garage: %v", err)
+	}
+	garage.Disconnect(100)
+	if err := publish1(kitchen, "sensors/kitchen/telemetry", `{"t":21.6}`); err != nil {
+		t.Fatalf("the kitchen after a client of another user connected with its client id: %v", err)
+	}
+	if cl, err := connectAs(d.mqtt, "kitchen-will", mqttLogin{user: "kitchen", password: "kitchen-secret-2", will: "sensors/garage/telemetry"}); err == nil {
+		cl.Disconnect(0)
+		t.Error("a will on another device's topic: connected, want refused")
+	}
+	waitRefused(t, api, gateway.RefuseOtherDevice, 1)
+	base := refusals(t, api).MQTT.RefusedByReason[gateway.RefuseOtherDevice] // 1, or 2 when paho tried MQTT 3.1 too
+
 	// Subscriptions beyond the ACL get a failure code; its own are granted.
 	subscribe := func(c paho.Client, filter string) byte {
 		t.Helper()
@@ -203,7 +224,7 @@ func TestRun_BrokerAuth(t *testing.T) {
 	if tok := kitchen.Publish("sensors/garage/telemetry", 0, false, `{"t":99}`); !tok.WaitTimeout(ackTimeout) || tok.Error() != nil {
 		t.Fatalf("QoS 0 publish: %v", tok.Error())
 	}
-	waitRefused(t, api, gateway.RefuseOtherDevice, 1)
+	waitRefused(t, api, gateway.RefuseOtherDevice, base+1)
 	if err := publish1(dash, "sensors/dashboard/telemetry", `{"t":1}`); err != nil {
 		t.Errorf("dashboard publishing as itself: %v", err)
 	}
@@ -217,7 +238,7 @@ func TestRun_BrokerAuth(t *testing.T) {
 	waitUntil(t, startTimeout, "the kitchen to be disconnected", func() (bool, string) {
 		return !kitchen.IsConnectionOpen(), "still connected"
 	})
-	waitRefused(t, api, gateway.RefuseOtherDevice, 2)
+	waitRefused(t, api, gateway.RefuseOtherDevice, base+2)
 
 	// Nothing refused is stored: the kitchen's and the dashboard's own
 	// readings only.
@@ -234,8 +255,8 @@ func TestRun_BrokerAuth(t *testing.T) {
 	}
 	var rd readingsDoc
 	api.get(t, "/v1/devices/kitchen/readings", &rd)
-	if len(rd.Readings) != 1 {
-		t.Errorf("kitchen readings: %+v, want the one it published", rd.Readings)
+	if len(rd.Readings) != 2 {
+		t.Errorf("kitchen readings: %+v, want the two it published", rd.Readings)
 	}
 	st := refusals(t, api)
 	t.Logf("refused: %d %v", st.MQTT.Refused, st.MQTT.RefusedByReason)
@@ -245,7 +266,7 @@ func TestRun_BrokerAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(body, []byte(`cairn_mqtt_refused_total{reason="publish_other_device"} 2`)) {
+	if !bytes.Contains(body, []byte(fmt.Sprintf(`cairn_mqtt_refused_total{reason="publish_other_device"} %d`, base+2))) {
 		t.Errorf("metrics lack cairn_mqtt_refused_total for publish_other_device:\n%s", grepLines(body, "refused"))
 	}
 }
@@ -571,7 +592,7 @@ func TestRun_BrokerLimits(t *testing.T) {
 	if len(rd.Readings) != 60 {
 		t.Errorf("%d readings stored, want all 60", len(rd.Readings))
 	}
-	if n := strings.Count(d.log.String(), "reason=rate_limited client=fast"); n != 1 {
+	if n := strings.Count(d.log.String(), "reason=rate_limited client=kitchen/fast"); n != 1 {
 		t.Errorf("rate limit logged %d times for the client, want once a minute\n%s", n, d.log)
 	}
 
