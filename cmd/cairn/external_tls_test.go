@@ -25,8 +25,7 @@ func startMosquittoTLS(t *testing.T, ca *testCA, user, password string) *mosquit
 		t.Fatalf("this test needs mosquitto_passwd (%v): apt-get install mosquitto", err)
 	}
 	dir := t.TempDir()
-	now := time.Now()
-	cert, key := ca.issue(t, "broker", true, now.Add(-time.Hour), now.Add(time.Hour))
+	cert, key := ca.issue(t, "broker", true)
 	pw := filepath.Join(dir, "passwd")
 	if out, err := exec.Command(passwdBin, "-c", "-b", pw, user, password).CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_passwd: %v\n%s", err, out)
@@ -72,8 +71,7 @@ func TestRun_ExternalMosquittoTLS(t *testing.T) {
 	ca, other := newTestCA(t, "broker CA"), newTestCA(t, "someone else")
 	mq := startMosquittoTLS(t, ca, "cairn", "broker-pass")
 	dir := t.TempDir()
-	now := time.Now()
-	cert, key := ca.issue(t, "cairn", false, now.Add(-time.Hour), now.Add(time.Hour))
+	cert, key := ca.issue(t, "cairn", false)
 	certFile, keyFile := writeFile(t, dir, "cairn.pem", cert, 0o644), writeFile(t, dir, "cairn.key", key, 0o600)
 	caFile, otherCA := writeFile(t, dir, "ca.pem", ca.pem, 0o644), writeFile(t, dir, "other.pem", other.pem, 0o644)
 	good := writeFile(t, dir, "mqtt-pass", []byte("broker-pass\n"), 0o600)

@@ -323,10 +323,10 @@ func TestRun_TLSListener(t *testing.T) {
 	dir, data := t.TempDir(), t.TempDir()
 	ca, other := newTestCA(t, "cairn test CA"), newTestCA(t, "someone else")
 	now := time.Now()
-	srvCert, srvKey := ca.issue(t, "gateway", true, now.Add(-time.Hour), now.Add(time.Hour))
-	goodCert, goodKey := ca.issue(t, "kitchen", false, now.Add(-time.Hour), now.Add(time.Hour))
-	oldCert, oldKey := ca.issue(t, "kitchen", false, now.Add(-48*time.Hour), now.Add(-24*time.Hour))
-	alienCert, alienKey := other.issue(t, "kitchen", false, now.Add(-time.Hour), now.Add(time.Hour))
+	srvCert, srvKey := ca.issue(t, "gateway", true)
+	goodCert, goodKey := ca.issue(t, "kitchen", false)
+	oldCert, oldKey := ca.issueFor(t, "kitchen", false, now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	alienCert, alienKey := other.issue(t, "kitchen", false)
 	cfg := fmt.Sprintf(`
 data_dir: %%DATA%%
 mqtt:

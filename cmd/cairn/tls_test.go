@@ -10,48 +10,13 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
 
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue makes a certificate for cn, valid from notBefore to notAfter: a
+// issueFor makes a certificate for cn, valid from notBefore to notAfter: a
 // server certificate for 127.0.0.1 when server, else a client one.
-func (ca *testCA) issue(t *testing.T, cn string, server bool, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
+func (ca *testCA) issueFor(t *testing.T, cn string, server bool, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -100,17 +65,4 @@ func clientTLS(t *testing.T, ca *testCA, certPEM, keyPEM []byte) *tls.Config {
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c
-}
-
-// writeFile writes data into dir/name with mode and returns the path.
-func writeFile(t *testing.T, dir, name string, data []byte, mode os.FileMode) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, data, mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil { // umask does not apply to Chmod
-		t.Fatal(err)
-	}
-	return p
 }
