@@ -25,6 +25,10 @@ type MQTTStatus struct {
 	Address   string `json:"address"`
 	Connected bool   `json:"connected"` // embedded: listening; external: connected and subscribed
 	Clients   int64  `json:"clients,omitempty"`
+	// Refused counts what the embedded broker refused (connections,
+	// publishes, subscriptions, limits), by reason; see Refusals.
+	Refused         uint64            `json:"refused"`
+	RefusedByReason map[string]uint64 `json:"refused_by_reason,omitempty"`
 }
 
 // APIOptions configure the HTTP API.

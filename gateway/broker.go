@@ -3,23 +3,53 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // BrokerOptions configure the embedded broker.
 type BrokerOptions struct {
-	Listen   string // TCP address, e.g. "127.0.0.1:1883"; port 0 picks one
-	Ingester *Ingester
-	Logger   *slog.Logger
+	Listen string // TCP address, e.g. "127.0.0.1:1883"; port 0 picks one; "" for none
+	// TLSListen is the address of the TLS listener ("" for none), served
+	// with TLS. When TLS.ClientCAs is set, clients must present a
+	// certificate it signed, and its common name is their user name.
+	TLSListen string
+	TLS       *tls.Config
+	Ingester  *Ingester
+	Logger    *slog.Logger
+	// Security is who may connect, publish and subscribe, and the limits
+	// of each client. The zero value lets only anonymous clients on
+	// loopback listeners in.
+	Security BrokerSecurity
+	// Refusals counts what the broker refuses; NewBroker makes one if nil.
+	Refusals *Refusals
+}
+
+// BrokerSecurity configures authentication, ACLs and limits.
+type BrokerSecurity struct {
+	Passwords *Passwords // nil: no password file
+	ACL       *ACL       // rules beyond the default ones; may be nil
+	// Routes are the ingest routes: by default a client may read and write
+	// the topics of the patterns with {device} only where the device is
+	// its user name.
+	Routes []Route
+	// AllowAnonymous lets clients without a user name in, with full access,
+	// on every listener; nil lets them in on loopback listeners only.
+	AllowAnonymous *bool
+	MaxPacketSize  uint32  // bytes of a packet, its header included; 0: no limit
+	MaxClients     int     // connections at once, per listener and in all; 0: no limit
+	MaxInflight    uint16  // QoS 1 messages of a client awaiting their PUBACK; 0: 65535
+	WriteBuffer    int     // packets queued to a client at most; 0: 1024
+	MessageRate    float64 // messages per second of a client; 0: no limit (anonymous clients are not limited)
 }
 
 // Broker is the embedded MQTT broker. Messages on the Ingester's topics are
@@ -29,31 +59,46 @@ type BrokerOptions struct {
 // flowing into the same group commit meanwhile, and each client's PUBACKs
 // go out in the order of its PUBLISHes.
 type Broker struct {
-	srv  *mqtt.Server
-	hook *ingestHook
-	addr string
+	srv      *mqtt.Server
+	hook     *ingestHook
+	addr     string
+	tlsAddr  string
+	refusals *Refusals
 }
 
-// NewBroker creates the broker and binds its listener, so that Addr is known
-// before Run. Don't forget to Run it.
+// NewBroker creates the broker and binds its listeners, so that Addr is
+// known before Run. Don't forget to Run it.
 func NewBroker(opts BrokerOptions) (*Broker, error) {
-	caps := mqtt.NewDefaultServerCapabilities()
-	// Each connected client holds a queue of this many outgoing packets;
-	// the default of 8,192 costs ~150 KB per client on a small board.
-	caps.MaximumClientWritesPending = 1024
-	// Held PUBACKs count against a client's receive quota, and the broker
-	// disconnects a client that exhausts it. MQTT 3.1.1 clients cannot
-	// learn the limit, so allow the most the protocol can express; a full
-	// commit queue slows senders down instead.
-	caps.ReceiveMaximum = 65535
+	sec := opts.Security
+	caps := capabilities(sec)
+	maxConns := int64(math.MaxInt64)
+	if sec.MaxClients > 0 {
+		maxConns = int64(sec.MaxClients)
+	}
 	srv := mqtt.New(&mqtt.Options{
 		Capabilities:           caps,
 		InlineClient:           true,
 		Logger:                 opts.Logger,
 		SysTopicResendInterval: 60,
 	})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		return nil, fmt.Errorf("broker auth hook: %w", err)
+	refusals := opts.Refusals
+	if refusals == nil {
+		refusals = NewRefusals(opts.Logger)
+	}
+	guard := &guardHook{
+		passwords: sec.Passwords,
+		acl:       sec.ACL,
+		defaults:  defaultRules(sec.Routes),
+		routes:    sec.Routes,
+		anonymous: make(map[string]bool),
+		certUser:  make(map[string]bool),
+		rate:      sec.MessageRate,
+		refusals:  refusals,
+	}
+	// The guard goes first: a hook that rejects a packet stops the hooks
+	// after it, and nothing refused may reach the ingest hook.
+	if err := srv.AddHook(guard, nil); err != nil {
+		return nil, fmt.Errorf("broker guard hook: %w", err)
 	}
 	hook := &ingestHook{
 		srv:    srv,
@@ -64,12 +109,65 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 	if err := srv.AddHook(hook, nil); err != nil {
 		return nil, fmt.Errorf("broker ingest hook: %w", err)
 	}
-	tcp := listeners.NewTCP(listeners.Config{ID: "tcp", Address: opts.Listen})
-	if err := srv.AddListener(tcp); err != nil {
-		return nil, fmt.Errorf("mqtt.embedded.listen %s: %w", opts.Listen, err)
+	b := &Broker{srv: srv, hook: hook, refusals: refusals}
+	add := func(id, addr, key string, tc *tls.Config) (string, error) {
+		guard.anonymous[id] = IsLoopback(addr)
+		if sec.AllowAnonymous != nil {
+			guard.anonymous[id] = *sec.AllowAnonymous
+		}
+		guard.certUser[id] = tc != nil && tc.ClientCAs != nil
+		l := &listener{id: id, address: addr, tls: tc, maxConns: maxConns, refusals: refusals, log: opts.Logger}
+		if err := srv.AddListener(l); err != nil {
+			return "", fmt.Errorf("%s %s: %w", key, addr, err)
+		}
+		return l.Address(), nil
 	}
-	return &Broker{srv: srv, hook: hook, addr: tcp.Address()}, nil
+	var err error
+	if opts.Listen != "" {
+		if b.addr, err = add("tcp", opts.Listen, "mqtt.embedded.listen", nil); err != nil {
+			return nil, err
+		}
+	}
+	if opts.TLSListen != "" {
+		if opts.TLS == nil {
+			return nil, errors.New("mqtt.embedded.tls_listen: no TLS configuration")
+		}
+		if b.tlsAddr, err = add("tls", opts.TLSListen, "mqtt.embedded.tls_listen", opts.TLS); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
+
+// capabilities are mochi's limits for sec.
+func capabilities(sec BrokerSecurity) *mqtt.Capabilities {
+	caps := mqtt.NewDefaultServerCapabilities()
+	// Each connected client holds a queue of this many outgoing packets;
+	// the default of 8,192 costs ~150 KB per client on a small board.
+	caps.MaximumClientWritesPending = 1024
+	if sec.WriteBuffer > 0 {
+		caps.MaximumClientWritesPending = int32(sec.WriteBuffer)
+	}
+	// Held PUBACKs count against a client's receive quota, and the broker
+	// disconnects a client that exhausts it. MQTT 3.1.1 clients cannot
+	// learn the limit, so allow by default the most the protocol can
+	// express; a full commit queue slows senders down instead.
+	caps.ReceiveMaximum = 65535
+	if sec.MaxInflight > 0 {
+		caps.ReceiveMaximum = sec.MaxInflight
+	}
+	caps.MaximumPacketSize = sec.MaxPacketSize
+	if sec.MaxClients > 0 {
+		caps.MaximumClients = int64(sec.MaxClients)
+	}
+	return caps
+}
+
+// Refusals returns the counters of what the broker refused.
+func (b *Broker) Refusals() *Refusals { return b.refusals }
+
+// TLSAddr returns the address of the TLS listener, or "".
+func (b *Broker) TLSAddr() string { return b.tlsAddr }
 
 // Addr returns the address the broker listens on.
 func (b *Broker) Addr() string { return b.addr }

@@ -16,6 +16,7 @@ type collector struct {
 	storeReadings, storeSeries, diskBytes, mqttConnected              *prometheus.Desc
 	upPending, upOldest, upSent, upBatches, upRetries, upParked       *prometheus.Desc
 	upSkipped, upLastSuccess, upNextAttempt                           *prometheus.Desc
+	mqttRefused                                                       *prometheus.Desc
 }
 
 func newCollector(opts APIOptions) *collector {
@@ -47,6 +48,7 @@ func newCollector(opts APIOptions) *collector {
 		upSkipped:     d("uplink_skipped_readings_total", "Readings not sent: older than uplink.max_age, or not finite."),
 		upLastSuccess: d("uplink_last_success_timestamp_seconds", "When the upstream last accepted a batch (0: never since start)."),
 		upNextAttempt: d("uplink_next_attempt_timestamp_seconds", "When a refused batch is tried again (0: not waiting)."),
+		mqttRefused:   d("mqtt_refused_total", "Connections, messages and subscriptions the embedded broker refused, and limits hit, by reason.", "reason"),
 	}
 }
 
@@ -80,8 +82,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.storeSeries, float64(st.Series))
 		gauge(c.diskBytes, float64(st.DiskBytes))
 	}
+	m := c.opts.MQTT()
 	connected := 0.0
-	if c.opts.MQTT().Connected {
+	if m.Connected {
 		connected = 1
 	}
 	gauge(c.mqttConnected, connected)
@@ -102,5 +105,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.upSkipped, float64(us.Skipped))
 		gauge(c.upLastSuccess, unix(us.LastSuccess))
 		gauge(c.upNextAttempt, unix(us.NextAttempt))
+	}
+	for reason, n := range m.RefusedByReason {
+		counter(c.mqttRefused, float64(n), reason)
 	}
 }

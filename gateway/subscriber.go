@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -19,6 +20,11 @@ type SubscriberOptions struct {
 	Filters  []string
 	Ingester *Ingester
 	Logger   *slog.Logger
+	// Username and Password log in at the broker, when Username is set.
+	Username string
+	Password string
+	// TLS is used for ssl:// and tls:// URLs.
+	TLS *tls.Config
 }
 
 // Subscriber reads messages from an external broker in a persistent session
@@ -71,6 +77,12 @@ func NewSubscriber(opts SubscriberOptions) *Subscriber {
 			s.connected.Store(false)
 			s.log.Warn("lost connection to mqtt broker, reconnecting", "url", opts.URL, "err", err)
 		})
+	if opts.Username != "" {
+		co.SetUsername(opts.Username).SetPassword(opts.Password)
+	}
+	if opts.TLS != nil {
+		co.SetTLSConfig(opts.TLS)
+	}
 	s.client = paho.NewClient(co)
 	return s
 }

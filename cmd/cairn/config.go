@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +41,8 @@ type Config struct {
 	// uplink is the uplink's configuration, set by Validate (format) and
 	// loadFiles (TLS and credentials); nil without uplink.url.
 	uplink *uplink.Options
+	// secrets are what the security keys' files hold, set by loadFiles.
+	secrets secretFiles
 }
 
 // LogConfig is the log: section.
@@ -58,22 +62,17 @@ type MQTTConfig struct {
 	// MaxFutureSkew is how far ahead of the gateway's clock a reading may
 	// be; 0 means no limit.
 	MaxFutureSkew Duration `yaml:"max_future_skew"`
-}
-
-// EmbeddedConfig is the mqtt.embedded: section.
-type EmbeddedConfig struct {
-	Listen string `yaml:"listen"`
+	// Username and PasswordFile log in at an external broker; TLS is its
+	// ssl:// connection.
+	Username     string    `yaml:"username"`
+	PasswordFile string    `yaml:"password_file"`
+	TLS          TLSConfig `yaml:"tls"`
 }
 
 // TopicConfig is one entry of mqtt.topics.
 type TopicConfig struct {
 	Pattern string `yaml:"pattern"`
 	Format  string `yaml:"format"`
-}
-
-// HTTPConfig is the http: section.
-type HTTPConfig struct {
-	Listen string `yaml:"listen"`
 }
 
 // StoreConfig is the store: section.
@@ -182,11 +181,12 @@ func DefaultConfig() *Config {
 		DataDir: "./data",
 		Log:     LogConfig{Level: "info", Format: "text"},
 		MQTT: MQTTConfig{
+			Embedded:      defaultEmbedded(),
 			ClientID:      "cairn",
 			MaxPayload:    64 << 10,
 			MaxFutureSkew: Duration(time.Hour),
 		},
-		HTTP: HTTPConfig{Listen: "127.0.0.1:8080"},
+		HTTP: HTTPConfig{Listen: "127.0.0.1:8080", QueryRate: 100},
 		Retention: RetentionConfig{
 			RawMaxAge:         Duration(7 * 24 * time.Hour),
 			MinuteStatsMaxAge: Duration(90 * 24 * time.Hour),
@@ -245,6 +245,9 @@ func LoadConfig(path string) (*Config, error) {
 // loadFiles reads the files the configuration names (TLS certificates,
 // secrets), so that a missing or unsafe one stops the start with its key.
 func (c *Config) loadFiles() error {
+	if err := c.loadSecurityFiles(); err != nil {
+		return err
+	}
 	if c.uplink == nil {
 		return nil
 	}
@@ -288,8 +291,12 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	cfg := DefaultConfig()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
+	paths := keyPaths(&root)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, explainYAMLError(err, keyPaths(&root))
+		return nil, explainYAMLError(err, paths)
+	}
+	if !slices.Contains(slices.Collect(maps.Values(paths)), "mqtt.embedded") {
+		cfg.MQTT.Embedded = nil // the default one, unless mqtt.url is unset
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -390,16 +397,12 @@ func (c *Config) Validate() error {
 	case m.URL != "" && m.Embedded != nil:
 		bad("mqtt", "set either mqtt.embedded (the embedded broker) or mqtt.url (an external broker), not both")
 	case m.URL == "" && m.Embedded == nil:
-		m.Embedded = &EmbeddedConfig{}
+		m.Embedded = defaultEmbedded()
 	}
 	if m.Embedded != nil {
-		if m.Embedded.Listen == "" {
-			m.Embedded.Listen = defaultEmbeddedListen
-		}
-		if err := checkHostPort(m.Embedded.Listen); err != nil {
-			bad("mqtt.embedded.listen", "%v", err)
-		}
+		c.validateEmbedded(bad)
 	}
+	c.validateSecurity(bad)
 	if m.URL != "" {
 		if err := checkBrokerURL(m.URL); err != nil {
 			bad("mqtt.url", "%v", err)
@@ -576,7 +579,7 @@ func checkHostPort(s string) error {
 
 func checkBrokerURL(s string) error {
 	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok || (scheme != "tcp" && scheme != "mqtt") {
+	if !ok || (scheme != "tcp" && scheme != "mqtt" && scheme != "ssl" && scheme != "tls" && scheme != "mqtts") {
 		return fmt.Errorf("want tcp://host:port (got %q)", s)
 	}
 	if _, _, err := net.SplitHostPort(rest); err != nil {

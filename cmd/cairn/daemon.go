@@ -127,17 +127,34 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	var sub *gateway.Subscriber // nil with the embedded broker
 	mqttStopped := make(chan struct{})
 	if e := cfg.MQTT.Embedded; e != nil {
+		tlsConfig := cfg.secrets.brokerTLS
+		if anonymousBeyondLoopback(e) {
+			log.Warn("mqtt.embedded.allow_anonymous is true: anyone who can reach the broker may publish and subscribe to anything")
+		}
 		broker, err := gateway.NewBroker(gateway.BrokerOptions{
-			Listen:   e.Listen,
-			Ingester: ingester,
-			Logger:   brokerLogger(cfg.Log, stderr),
+			Listen:    e.Listen,
+			TLSListen: e.TLSListen,
+			TLS:       tlsConfig,
+			Ingester:  ingester,
+			Logger:    brokerLogger(cfg.Log, stderr),
+			Security:  cfg.brokerSecurity(),
+			Refusals:  gateway.NewRefusals(log.With("component", "broker")),
 		})
 		if err != nil {
 			return err // a bad address fails validation; this is the system's answer
 		}
 		mqttAddr = broker.Addr()
+		if a := broker.TLSAddr(); a != "" {
+			log.Info("mqtt tls listener", "mqtt_tls", a, "client_certificates", tlsConfig.ClientCAs != nil)
+		}
 		mqttStatus = func() gateway.MQTTStatus {
-			return gateway.MQTTStatus{Mode: "embedded", Address: broker.Addr(), Connected: true, Clients: broker.Clients()}
+			refused := broker.Refusals().Counts()
+			var total uint64
+			for _, n := range refused {
+				total += n
+			}
+			return gateway.MQTTStatus{Mode: "embedded", Address: mqttAddr, Connected: true, Clients: broker.Clients(),
+				Refused: total, RefusedByReason: refused}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {
@@ -155,6 +172,9 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			Filters:  filters,
 			Ingester: ingester,
 			Logger:   log.With("component", "subscriber"),
+			Username: cfg.MQTT.Username,
+			Password: cfg.secrets.mqttPassword,
+			TLS:      cfg.secrets.mqttTLS,
 		})
 		mqttAddr = cfg.MQTT.URL
 		mqttStatus = func() gateway.MQTTStatus {
@@ -215,13 +235,17 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	if err != nil {
 		return err
 	}
+	handler, err := gateway.GuardHTTP(api, gateway.HTTPGuardOptions{Token: cfg.secrets.httpToken, QueryRate: cfg.HTTP.QueryRate, Registry: reg})
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
 		return fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
 	}
 	{
 		srv := &http.Server{
-			Handler:           api,
+			Handler:           handler,
 			ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout:       10 * time.Second,
 			WriteTimeout:      30 * time.Second,
@@ -295,10 +319,12 @@ func newLogger(c LogConfig, w io.Writer) (*slog.Logger, error) {
 }
 
 // brokerLogger is the embedded broker's logger: it says a line for every
-// hook and listener at info level, so it logs from warn up unless debug.
+// hook and listener at info level, and one for every bad packet at warn,
+// so it logs errors only unless debug. What the broker refuses is logged
+// by the guard instead, once per client and minute.
 func brokerLogger(c LogConfig, w io.Writer) *slog.Logger {
 	if c.Level != "debug" {
-		c.Level = "warn"
+		c.Level = "error"
 	}
 	log, err := newLogger(c, w)
 	if err != nil { // c was validated

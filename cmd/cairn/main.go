@@ -5,6 +5,7 @@
 //	cairn check-config -config FILE   validate a configuration file
 //	cairn status -config FILE         show how a running gateway is doing
 //	cairn sim [flags]                 simulate sensors publishing readings
+//	cairn passwd -file FILE USER      add a broker user or change its password
 //	cairn version                     print version information
 package main
 
@@ -56,6 +57,7 @@ commands:
   check-config -config FILE   check a configuration file and exit
   status [-config FILE]       show how a running cairn is doing
   sim [flags]                 publish simulated sensor readings (cairn sim -h)
+  passwd -file FILE USER      add a user of the embedded broker or change its password
   version                     print version information
 `
 
@@ -99,6 +101,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSim(ctx, args, stdout, stderr)
 	case "status":
 		return runStatus(args, stdout, stderr)
+	case "passwd":
+		return runPasswd(args, os.Stdin, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "cairn %s (commit %s, built %s, %s %s/%s)\n",
 			version, commit, date, runtime.Version(), runtime.GOOS, runtime.GOARCH)

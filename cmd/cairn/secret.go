@@ -79,13 +79,9 @@ func (t TLSConfig) validate(key string) error {
 func (t TLSConfig) clientConfig() (*tls.Config, error) {
 	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
+		pool, err := loadCAs(t.CAFile)
 		if err != nil {
 			return nil, err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificate in it", t.CAFile)
 		}
 		c.RootCAs = pool
 	}
@@ -100,4 +96,17 @@ func (t TLSConfig) clientConfig() (*tls.Config, error) {
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// loadCAs reads the PEM certificates of a CA file into a pool.
+func loadCAs(name string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate in it", name)
+	}
+	return pool, nil
 }

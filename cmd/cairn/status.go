@@ -24,11 +24,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	base := *url
+	var token []byte
 	if base == "" {
 		cfg, err := LoadConfig(*path)
 		if err != nil {
 			return err
 		}
+		token = cfg.secrets.httpToken
 		host, port, _ := net.SplitHostPort(cfg.HTTP.Listen) // validated
 		if host == "" || host == "0.0.0.0" || host == "::" {
 			host = "127.0.0.1"
@@ -36,7 +38,14 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		base = "http://" + net.JoinHostPort(host, port)
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(strings.TrimSuffix(base, "/") + "/v1/status")
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/status", nil)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if token != nil {
+		req.Header.Set("Authorization", "Bearer "+string(token))
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("status: %w (is cairn running?)", err)
 	}
@@ -63,6 +72,14 @@ func printStatus(w io.Writer, st gateway.Status) {
 		}
 	}
 	fmt.Fprintf(w, "mqtt:   %s broker %s, %s\n", st.MQTT.Mode, st.MQTT.Address, conn)
+	if st.MQTT.Refused > 0 {
+		reasons := gateway.SortedReasons(st.MQTT.RefusedByReason)
+		parts := make([]string, len(reasons))
+		for i, r := range reasons {
+			parts[i] = fmt.Sprintf("%s %d", r, st.MQTT.RefusedByReason[r])
+		}
+		fmt.Fprintf(w, "        refused %d (%s)\n", st.MQTT.Refused, strings.Join(parts, ", "))
+	}
 	in := st.Ingest
 	fmt.Fprintf(w, "ingest: %d messages, %d readings stored, %d duplicates, %d not stored, %d rejected",
 		in.Messages, in.Stored, in.Duplicates, in.Failed, in.Rejected)
