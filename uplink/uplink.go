@@ -111,9 +111,13 @@ type Uplink struct {
 	client *retryablehttp.Client
 	enc    *encoder
 	log    *slog.Logger
+	// parkDir is Options.ParkDir, which Reconfigure keeps.
+	parkDir string
 
-	mu sync.Mutex // guards st
-	st Status
+	mu          sync.Mutex // guards st, next and cancelBatch
+	st          Status
+	next        *Options           // options to use from the next batch on
+	cancelBatch context.CancelFunc // abandons the batch being tried
 
 	// Used by the Run goroutine only.
 	readings []buffer.OutboxReading
@@ -124,8 +128,27 @@ type Uplink struct {
 
 // New checks opts and creates the Uplink of out.
 func New(out Outbox, opts Options) (*Uplink, error) {
+	opts, err := withDefaults(opts)
+	if err != nil {
+		return nil, err
+	}
+	u := &Uplink{out: out, log: opts.Logger, parkDir: opts.ParkDir}
+	u.gz, _ = gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // the level is valid
+	u.use(opts)
+	if opts.ParkDir != "" {
+		n, err := countParked(opts.ParkDir)
+		if err != nil {
+			return nil, fmt.Errorf("uplink: %w", err)
+		}
+		u.st.ParkedBatches = n
+	}
+	return u, nil
+}
+
+// withDefaults checks opts and fills in the defaults.
+func withDefaults(opts Options) (Options, error) {
 	if opts.URL == "" {
-		return nil, errors.New("uplink: no URL")
+		return opts, errors.New("uplink: no URL")
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -150,15 +173,17 @@ func New(out Outbox, opts Options) (*Uplink, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	u := &Uplink{
-		out:  out,
-		opts: opts,
-		enc:  newEncoder(opts.Format, opts.Measurement, opts.Gateway),
-		log:  opts.Logger,
-		st:   Status{URL: redact(opts.URL), Format: opts.Format.String()},
-	}
-	u.gz, _ = gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // the level is valid
+	return opts, nil
+}
 
+// use makes opts the options in effect, with a client and an encoder for
+// them. Called by New, and by the Run goroutine between batches.
+func (u *Uplink) use(opts Options) {
+	if u.client != nil {
+		u.client.HTTPClient.CloseIdleConnections()
+	}
+	u.opts = opts
+	u.enc = newEncoder(opts.Format, opts.Measurement, opts.Gateway)
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = opts.TLS
 	transport.MaxIdleConnsPerHost = 2
@@ -167,20 +192,35 @@ func New(out Outbox, opts Options) (*Uplink, error) {
 		RetryWaitMin: opts.RetryWaitMin,
 		RetryWaitMax: opts.RetryWaitMax,
 		// No limit: a batch is tried until the upstream takes it, or
-		// refuses it as malformed, or the gateway stops.
+		// refuses it as malformed, or the gateway stops (or the
+		// configuration changes: Reconfigure).
 		RetryMax:       int(^uint(0) >> 1),
 		CheckRetry:     u.checkRetry,
 		Backoff:        u.backoff,
 		RequestLogHook: u.attempt,
 	}
-	if opts.ParkDir != "" {
-		n, err := countParked(opts.ParkDir)
-		if err != nil {
-			return nil, fmt.Errorf("uplink: %w", err)
-		}
-		u.st.ParkedBatches = n
+	u.mu.Lock()
+	u.st.URL, u.st.Format = redact(opts.URL), opts.Format.String()
+	u.mu.Unlock()
+}
+
+// Reconfigure has the running Uplink use opts from its next batch on. A
+// batch being tried is abandoned at once and sent again, the same batch
+// under the same id, with opts: after a wrong URL or token is fixed, the
+// backlog goes without waiting out a backoff. ParkDir and Logger stay.
+func (u *Uplink) Reconfigure(opts Options) error {
+	opts, err := withDefaults(opts)
+	if err != nil {
+		return err
 	}
-	return u, nil
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	opts.ParkDir, opts.Logger = u.parkDir, u.log
+	u.next = &opts
+	if u.cancelBatch != nil {
+		u.cancelBatch()
+	}
+	return nil
 }
 
 // countParked counts the batches parked in dir by earlier runs.
@@ -226,15 +266,36 @@ func (u *Uplink) Run(ctx context.Context) error {
 	defer u.client.HTTPClient.CloseIdleConnections()
 	failures := 0
 	for {
+		u.mu.Lock()
+		next := u.next
+		u.next = nil
+		u.mu.Unlock()
+		if next != nil {
+			u.use(*next)
+			failures = 0
+			u.log.Info("uplink reconfigured", "url", redact(next.URL), "format", next.Format.String())
+		}
 		end, err := u.nextBatch(ctx)
 		if err != nil {
 			return nil
 		}
-		err = u.send(ctx, end)
+		batchCtx, cancel := context.WithCancel(ctx)
+		u.mu.Lock()
+		if u.next != nil { // reconfigured meanwhile
+			cancel()
+		}
+		u.cancelBatch = cancel
+		u.mu.Unlock()
+		err = u.send(batchCtx, end)
+		u.mu.Lock()
+		u.cancelBatch = nil
+		u.mu.Unlock()
+		reconfigured := batchCtx.Err() != nil
+		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err == nil {
+		if err == nil || reconfigured {
 			failures = 0
 			continue
 		}

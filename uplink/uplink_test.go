@@ -128,7 +128,7 @@ type upstream struct {
 	t      *testing.T
 	srv    *httptest.Server
 	mu     sync.Mutex
-	script []string // what to do with the next requests: "ok", "500", "429", "503", "slow", "reset", "400"
+	script []string // what to do with the next requests: "ok", "500", "429", "503", "slow", "reset", "400", "404"
 	// accepted batches, by Idempotency-Key, with their lines, in order.
 	keys     []string
 	lines    map[string][]string
@@ -174,6 +174,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case "400":
 		http.Error(w, `{"error":"unable to parse 'x': bad timestamp"}`, http.StatusBadRequest)
+		return
+	case "404":
+		http.Error(w, `{"error":"database not found: \"sensors\""}`, http.StatusNotFound)
 		return
 	}
 	body := io.Reader(r.Body)
@@ -558,5 +561,47 @@ func TestUplink_StoreFailureDoesNotStopIt(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v, want nil", err)
+	}
+}
+
+func TestUplink_ReconfigureSendsTheWaitingBatchAtOnce(t *testing.T) {
+	// The URL is wrong (404, tried again with a long backoff); once it
+	// is fixed the waiting batch goes at once, whole, under its id.
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	wrong := newUpstream(t, "404", "404", "404", "404", "404", "404", "404", "404")
+	right := newUpstream(t)
+	s.add(t, 0, 100)
+	opts := testOptions(wrong.srv.URL, dir)
+	opts.RetryWaitMin, opts.RetryWaitMax = time.Minute, time.Hour
+	u, err := New(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	waitFor(t, "the 404 in status", func() bool {
+		st := u.Status()
+		return strings.Contains(st.LastError, "404") && st.NextAttempt != nil
+	})
+	opts.URL = right.srv.URL
+	opts.RetryWaitMin, opts.RetryWaitMax = 0, 0 // defaults
+	start := time.Now()
+	if err := u.Reconfigure(opts); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("sent %v after the fix; want at once, not after the backoff", d)
+	}
+	keys, lines := right.received()
+	if fmt.Sprint(keys) != "[gw1-0]" {
+		t.Errorf("batches %v, want gw1-0", keys)
+	}
+	sameLines(t, lines, wantLines("gw1", 0, 100))
+	if st := u.Status(); st.URL != right.srv.URL || st.SentBatches != 1 {
+		t.Errorf("status: %+v", st)
+	}
+	if err := u.Reconfigure(Options{}); err == nil {
+		t.Error("Reconfigure without a URL: no error")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/uplink"
 )
 
 // reloadSource is where a SIGHUP has the daemon read its configuration
@@ -39,7 +40,7 @@ func hangups(ctx context.Context) <-chan os.Signal {
 }
 
 // reloader applies a changed configuration file to the running gateway:
-// mqtt.topics and retention take effect at once; a change anywhere else is
+// mqtt.topics, retention and the uplink's settings take effect at once; a change anywhere else is
 // logged as waiting for a restart. A file that does not load changes
 // nothing. It is used by one goroutine.
 type reloader struct {
@@ -48,6 +49,7 @@ type reloader struct {
 	ingester *gateway.Ingester
 	sub      *gateway.Subscriber // nil with the embedded broker
 	writer   *buffer.Writer
+	uplink   *uplink.Uplink // nil when the gateway works offline
 	log      *slog.Logger
 }
 
@@ -114,9 +116,18 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 				"hour_stats_max_age", rt.HourStatsMaxAge, "day_stats_max_age", rt.DayStatsMaxAge)
 		}
 	}
-	// Hook for more: the uplink's settings go here once the uplink can
-	// change them while running, applied like retention above (and
-	// cleared in needsRestart, which lists uplink until then).
+	// The uplink is reconfigured on every reload while it runs, so that a
+	// token or certificate replaced under the same file name is read
+	// again. Turning it on or off takes a restart (needsRestart).
+	if r.uplink != nil && cfg.uplink != nil {
+		if err := r.uplink.Reconfigure(*cfg.uplink); err != nil {
+			r.log.Error("reload: uplink not applied", "err", err)
+		} else {
+			next.Uplink, next.uplink = cfg.Uplink, cfg.uplink
+			applied = append(applied, "uplink")
+			r.log.Info("reload: uplink applied", "url", cfg.Uplink.URL, "format", cfg.Uplink.Format)
+		}
+	}
 	r.cfg = &next
 	return applied
 }
@@ -126,9 +137,15 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 // until apply handles it and clears it below.
 func needsRestart(a, b *Config) []string {
 	ac, bc := *a, *b
+	// The uplink's settings apply while it runs; turning it on or off
+	// takes a restart.
+	uplinkChanges := (a.Uplink.URL == "") == (b.Uplink.URL == "")
 	for _, c := range []*Config{&ac, &bc} {
 		c.MQTT.Topics, c.routes = nil, nil
 		c.Retention = RetentionConfig{}
+		if uplinkChanges {
+			c.Uplink, c.uplink = UplinkConfig{}, nil
+		}
 	}
 	keys := []string{}
 	av, bv := reflect.ValueOf(ac), reflect.ValueOf(bc)

@@ -251,7 +251,8 @@ func TestNeedsRestart(t *testing.T) {
 		{"broker", "mqtt:\n  embedded:\n    listen: 127.0.0.1:1884\n", []string{"mqtt"}},
 		{"http and store", "http:\n  listen: 127.0.0.1:8081\nstore:\n  cache_mib: 4\n", []string{"http", "store"}},
 		{"memory and data", "memory_limit_mib: 40\ndata_dir: /var/lib/cairn\n", []string{"data_dir", "memory_limit_mib"}},
-		{"uplink", "uplink:\n  batch_readings: 100\n", []string{"uplink"}},
+		{"uplink on", "uplink:\n  url: http://127.0.0.1:8428/write\n", []string{"uplink"}},
+		{"uplink settings", "uplink:\n  batch_readings: 100\n", []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := ParseConfig(strings.NewReader(""))

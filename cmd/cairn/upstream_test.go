@@ -522,3 +522,46 @@ func testOutage(t *testing.T, up upstream) {
 	t.Logf("messages acknowledged %d, readings stored %d, upstream %d distinct (%d samples, %d sent twice); last run: %+v",
 		fleet.acks.count(), stored, len(got), total, total-len(got), *st.Uplink)
 }
+
+// TestUplink_ReloadFixesTheURL starts cairn with an uplink URL where
+// nothing listens; a SIGHUP with the right URL sends the backlog there.
+func TestUplink_ReloadFixesTheURL(t *testing.T) {
+	up := newVictoriaMetrics(t)
+	dataDir := t.TempDir()
+	wrong := fmt.Sprintf("http://127.0.0.1:%d/write", freePort(t))
+	cfgYAML := strings.ReplaceAll(uplinkConfig, "%URL%", wrong)
+	cfg := writeConfig(t, dataDir, cfgYAML)
+	p := startCairn(t, cairnBinary.get(t), cfg)
+	api := newAPIClient(p.http)
+	fleet := &sensorFleet{devices: 5, window: 32, acks: newAckLog(0)}
+	for i := range 500 {
+		fleet.acks.add()
+		fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%5), t0+int64(i), i))
+	}
+	if err := fleet.publish(p.mqtt, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Minute, "the wrong URL to fail", func() (bool, string) {
+		st := api.status(t)
+		return st.Uplink.LastError != "" && st.Uplink.PendingReadings == 1000, fmt.Sprintf("%+v", *st.Uplink)
+	})
+	up.start(t)
+	fixed := strings.ReplaceAll(strings.ReplaceAll(uplinkConfig, "%URL%", up.writeURL()), "%DATA%", dataDir)
+	if err := os.WriteFile(cfg, []byte(fixed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.out.waitLine(`msg="reload: uplink applied"`, p.exited, startTimeout); err != nil {
+		t.Fatalf("no reload line: %v\n%s", err, p.out)
+	}
+	st := waitSent(t, api)
+	if st.Uplink.SentReadings != 1000 {
+		t.Errorf("uplink status after the reload: %+v", *st.Uplink)
+	}
+	checkUpstream(t, up, fleet.msgs, fleet.acks)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("cairn: %v\n%s", err, p.out)
+	}
+}
