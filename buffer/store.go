@@ -142,7 +142,7 @@ func Open(opts Options) (*Store, error) {
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(opts.MemTableSize).
 		WithNumMemtables(2).
-		WithBaseTableSize(opts.MemTableSize).
+		WithBaseTableSize(opts.MemTableSize / 8).
 		WithBaseLevelSize(4 * opts.MemTableSize).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
@@ -153,6 +153,11 @@ func Open(opts Options) (*Store, error) {
 		WithValueThreshold(int64(maxValue)).
 		WithValueLogFileSize(64 << 20).
 		WithNumGoroutines(2)
+	// Tables of every level the same size: a table builder holds about
+	// twice its table in memory (and Badger keeps the builders' buffers
+	// for reuse), so tables that double per level make memory grow with
+	// the store.
+	bopts.TableSizeMultiplier = 1
 
 	db, err := openBadger(bopts, log)
 	if err != nil {
