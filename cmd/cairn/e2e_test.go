@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -708,11 +709,29 @@ func TestRun_StatusCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Messages during the status command's sample make a rate.
+	sent := make(chan error, 1)
+	go func() {
+		for i := range 20 {
+			time.Sleep(25 * time.Millisecond)
+			if err := publish1(pub, "sensors/status-2/telemetry", fmt.Sprintf(`{"ts":%d,"t":3}`, t0+int64(i))); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
 	var out strings.Builder
-	if err := run(context.Background(), []string{"status", "-url", "http://" + d.http}, &out, io.Discard); err != nil {
+	if err := run(context.Background(), []string{"status", "-url", "http://" + d.http, "-sample", "2s"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"mqtt:   embedded broker", "3 messages, 2 readings stored", "1 rejected (invalid_value 1)", "last rejected:", "store:  2 readings in 1 series", "uplink: off"} {
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`now (\d+) messages/s, (\d+) readings/s stored`).FindStringSubmatch(out.String()); m == nil || m[1] == "0" || m[2] == "0" {
+		t.Errorf("status output has no ingest rate above 0:\n%s", out.String())
+	}
+	for _, want := range []string{"mqtt:   embedded broker", "23 messages, 22 readings stored", "1 rejected (invalid_value 1)", "last rejected:", "store:  22 readings in 2 series", "uplink: off"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status output lacks %q:\n%s", want, out.String())
 		}

@@ -20,6 +20,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	path := fs.String("config", "/etc/cairn/cairn.yaml", "configuration `file` (for http.listen)")
 	url := fs.String("url", "", "cairn's HTTP `address`, e.g. http://127.0.0.1:8080 (default: from the configuration)")
+	sample := fs.Duration("sample", time.Second, "measure ingest and uplink rates over this `interval` (0: don't)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,30 +39,67 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		base = "http://" + net.JoinHostPort(host, port)
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
-	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/status", nil)
+	fetch := func() (gateway.Status, error) {
+		var st gateway.Status
+		req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/status", nil)
+		if err != nil {
+			return st, fmt.Errorf("status: %w", err)
+		}
+		if token != nil {
+			req.Header.Set("Authorization", "Bearer "+string(token))
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return st, fmt.Errorf("status: %w (is cairn running?)", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return st, fmt.Errorf("status: %s answered %s", base, resp.Status)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return st, fmt.Errorf("status: %s: %w", base, err)
+		}
+		return st, nil
+	}
+	st, err := fetch()
 	if err != nil {
-		return fmt.Errorf("status: %w", err)
+		return err
 	}
-	if token != nil {
-		req.Header.Set("Authorization", "Bearer "+string(token))
+	var r *rates
+	if *sample > 0 {
+		start := time.Now()
+		time.Sleep(*sample)
+		st2, err := fetch()
+		if err != nil {
+			return err
+		}
+		r = ratesBetween(st, st2, time.Since(start))
+		st = st2
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("status: %w (is cairn running?)", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status: %s answered %s", base, resp.Status)
-	}
-	var st gateway.Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return fmt.Errorf("status: %s: %w", base, err)
-	}
-	printStatus(stdout, st)
+	printStatus(stdout, st, r)
 	return nil
 }
 
-func printStatus(w io.Writer, st gateway.Status) {
+// rates are what changed per second between two status documents.
+type rates struct {
+	messages, stored, sent float64
+}
+
+func ratesBetween(a, b gateway.Status, d time.Duration) *rates {
+	per := func(x, y uint64) float64 {
+		if y < x { // restarted in between
+			return 0
+		}
+		return float64(y-x) / d.Seconds()
+	}
+	r := &rates{messages: per(a.Ingest.Messages, b.Ingest.Messages), stored: per(a.Ingest.Stored, b.Ingest.Stored)}
+	if a.Uplink != nil && b.Uplink != nil {
+		r.sent = per(a.Uplink.SentReadings, b.Uplink.SentReadings)
+	}
+	return r
+}
+
+func printStatus(w io.Writer, st gateway.Status, r *rates) {
 	up := time.Duration(st.UptimeSeconds) * time.Second
 	fmt.Fprintf(w, "cairn %s, up %s (since %s)\n", st.Version, up, st.Started.Format(time.RFC3339))
 	conn := "not connected"
@@ -81,7 +119,12 @@ func printStatus(w io.Writer, st gateway.Status) {
 		fmt.Fprintf(w, "        refused %d (%s)\n", st.MQTT.Refused, strings.Join(parts, ", "))
 	}
 	in := st.Ingest
-	fmt.Fprintf(w, "ingest: %d messages, %d readings stored, %d duplicates, %d not stored, %d rejected",
+	if r != nil {
+		fmt.Fprintf(w, "ingest: now %.0f messages/s, %.0f readings/s stored\n        ", r.messages, r.stored)
+	} else {
+		fmt.Fprint(w, "ingest: ")
+	}
+	fmt.Fprintf(w, "%d messages, %d readings stored, %d duplicates, %d not stored, %d rejected",
 		in.Messages, in.Stored, in.Duplicates, in.Failed, in.Rejected)
 	if len(in.ByReason) > 0 {
 		reasons := in.Reasons()
@@ -102,11 +145,11 @@ func printStatus(w io.Writer, st gateway.Status) {
 	if s.Pruned > 0 || s.StatsPruned > 0 {
 		fmt.Fprintf(w, "        retention removed %d readings and %d aggregate records\n", s.Pruned, s.StatsPruned)
 	}
-	printUplink(w, st.Uplink)
+	printUplink(w, st.Uplink, r)
 }
 
 // printUplink says whether the upstream keeps up, and if not, why.
-func printUplink(w io.Writer, u *uplink.Status) {
+func printUplink(w io.Writer, u *uplink.Status, r *rates) {
 	if u == nil {
 		fmt.Fprintln(w, "uplink: off (no uplink.url): readings stay on this gateway")
 		return
@@ -117,6 +160,9 @@ func printUplink(w io.Writer, u *uplink.Status) {
 		fmt.Fprintf(w, " (oldest from %s)", u.OldestPending.Format(time.RFC3339))
 	}
 	fmt.Fprintf(w, ", %d retries", u.Retries)
+	if r != nil {
+		fmt.Fprintf(w, ", now %.0f readings/s", r.sent)
+	}
 	if u.ParkedBatches > 0 {
 		fmt.Fprintf(w, ", %d batches parked", u.ParkedBatches)
 	}
