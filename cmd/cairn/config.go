@@ -494,6 +494,13 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 		bad("uplink.url", "want an http:// or https:// URL (got %q)", u.URL)
 	} else if parsed.User != nil {
 		bad("uplink.url", "must not hold credentials: use uplink.auth.username and password_file")
+	} else {
+		for k := range parsed.Query() {
+			switch strings.ToLower(k) {
+			case "p", "password", "token", "apikey", "api_key", "secret":
+				bad("uplink.url", "must not hold credentials (query parameter %q): use uplink.auth, whose secrets live in files", k)
+			}
+		}
 	}
 	format, err := uplink.ParseFormat(u.Format)
 	if err != nil {

@@ -78,6 +78,7 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"uplink_url.bad.yaml":               `uplink.url: want an http:// or https:// URL (got "victoria:8428/write")`,
 		"uplink_format.bad.yaml":            `uplink.format: must be influx or json (got "prometheus")`,
 		"uplink_auth.bad.yaml":              "uplink.auth: username and password_file go together",
+		"uplink_secret_in_url.bad.yaml":     `uplink.url: must not hold credentials (query parameter "p"): use uplink.auth`,
 	}
 	files, err := filepath.Glob("testdata/*.bad.yaml")
 	if err != nil {

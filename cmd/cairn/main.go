@@ -135,8 +135,12 @@ func describe(c *Config) string {
 	if c.MQTT.URL != "" {
 		mqtt = "external broker " + c.MQTT.URL
 	}
-	return fmt.Sprintf("data in %s, %s, %d topic pattern(s), http on %s",
-		c.DataDir, mqtt, len(c.MQTT.Topics), c.HTTP.Listen)
+	up := "no uplink"
+	if c.Uplink.URL != "" {
+		up = fmt.Sprintf("uplink %s to %s as %s", c.Uplink.Format, c.Uplink.URL, c.Uplink.GatewayID)
+	}
+	return fmt.Sprintf("data in %s, %s, %d topic pattern(s), http on %s, %s",
+		c.DataDir, mqtt, len(c.MQTT.Topics), c.HTTP.Listen, up)
 }
 
 func (e *EmbeddedConfig) listenOrEmpty() string {
