@@ -24,10 +24,10 @@ import (
 // restart sends the same batch again, under the same id), and moves the
 // cursor on once the upstream took it; entries wholly behind the cursor are
 // then deleted. The cursor and the batch are the meta value "outbox":
-// cursor(8B BE) batchStart(8B BE) batchEnd(8B BE).
+// cursor(8B BE) batchStart(8B BE) batchEnd(8B BE) batchNote(8B BE).
 //
-// An entry (version 1) is a version byte, 1, then an S2 block (Snappy's
-// format, klauspost/compress/s2) of
+// An entry (version 1) is a version byte, 1, then an S2 block
+// (klauspost/compress/s2, a faster relative of Snappy's block format) of
 //
 //	count(uvarint) series(uvarint)
 //	series × { deviceLen(uvarint) device metricLen(uvarint) metric }
@@ -65,8 +65,10 @@ type OutboxState struct {
 	// Cursor is the first reading not yet accepted upstream.
 	Cursor uint64
 	// BatchEnd, when above Cursor, ends the batch that was being sent
-	// from Cursor: it must be sent again as it was.
-	BatchEnd uint64
+	// from Cursor: it must be sent again as it was. BatchNote is what the
+	// sender recorded with it (the uplink: its max_age cutoff).
+	BatchEnd  uint64
+	BatchNote int64
 }
 
 // Pending is the number of readings not yet sent.
@@ -75,9 +77,10 @@ func (o OutboxState) Pending() uint64 { return o.End - o.Cursor }
 // outbox is the Store's view of the outbox.
 type outbox struct {
 	mu    sync.Mutex
-	state OutboxState
+	state OutboxState   // End is the end of what is synced: all the uplink sees
+	end   uint64        // the end of what is committed: the Writer numbers from it
 	low   uint64        // no entry starts below low: where deletion resumes
-	wake  chan struct{} // signalled after a commit that added readings
+	wake  chan struct{} // signalled after a sync that added readings
 }
 
 func appendOutboxKey(dst []byte, seq uint64) []byte {
@@ -260,12 +263,13 @@ func (s *Store) loadOutbox(txn *badger.Txn) error {
 		return err
 	default:
 		if err := item.Value(func(v []byte) error {
-			if len(v) != 24 {
-				return fmt.Errorf("meta %s: %d bytes, want 24", metaOutbox, len(v))
+			if len(v) != 32 {
+				return fmt.Errorf("meta %s: %d bytes, want 32", metaOutbox, len(v))
 			}
 			o.state.Cursor = binary.BigEndian.Uint64(v)
 			if binary.BigEndian.Uint64(v[8:]) == o.state.Cursor {
 				o.state.BatchEnd = binary.BigEndian.Uint64(v[16:])
+				o.state.BatchNote = int64(binary.BigEndian.Uint64(v[24:]))
 			}
 			return nil
 		}); err != nil {
@@ -273,6 +277,7 @@ func (s *Store) loadOutbox(txn *badger.Txn) error {
 		}
 	}
 	o.state.End, o.low = o.state.Cursor, o.state.Cursor
+	defer func() { o.end = o.state.End }()
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
 	defer it.Close()
 	it.Rewind()
@@ -306,14 +311,33 @@ func (s *Store) Outbox() OutboxState {
 // outbox. It holds one signal at most: check Outbox after each.
 func (s *Store) OutboxWake() <-chan struct{} { return s.outbox.wake }
 
+// outboxEnd is the sequence number of the next reading the Writer stores.
+func (s *Store) outboxEnd() uint64 {
+	s.outbox.mu.Lock()
+	defer s.outbox.mu.Unlock()
+	return s.outbox.end
+}
+
 // outboxAdded records that a commit stored n readings from the end on.
 func (s *Store) outboxAdded(n uint64) {
 	s.outbox.mu.Lock()
-	s.outbox.state.End += n
+	s.outbox.end += n
 	s.outbox.mu.Unlock()
-	select {
-	case s.outbox.wake <- struct{}{}:
-	default:
+}
+
+// outboxSynced shows the uplink what the last sync made durable: it
+// never sends a reading that a power cut could still take back (and whose
+// number a later reading would then get).
+func (s *Store) outboxSynced() {
+	s.outbox.mu.Lock()
+	grew := s.outbox.end > s.outbox.state.End
+	s.outbox.state.End = s.outbox.end
+	s.outbox.mu.Unlock()
+	if grew {
+		select {
+		case s.outbox.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -357,14 +381,17 @@ func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxR
 }
 
 // SetOutboxBatch records, durably, that readings from the cursor up to end
-// are being sent as one batch: after a restart Outbox reports it in
-// BatchEnd, so that the same batch goes again.
-func (s *Store) SetOutboxBatch(end uint64) error {
+// are being sent as one batch, with a note of the sender's: after a restart
+// Outbox reports them in BatchEnd and BatchNote, so that the same batch
+// goes again.
+func (s *Store) SetOutboxBatch(end uint64, note int64) error {
 	s.outbox.mu.Lock()
 	cur := s.outbox.state.Cursor
 	s.outbox.mu.Unlock()
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	if err := s.db.Update(func(txn *badger.Txn) error {
-		return txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(cur, cur, end))
+		return txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(cur, cur, end, note))
 	}); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
@@ -374,15 +401,16 @@ func (s *Store) SetOutboxBatch(end uint64) error {
 		}
 	}
 	s.outbox.mu.Lock()
-	s.outbox.state.BatchEnd = end
+	s.outbox.state.BatchEnd, s.outbox.state.BatchNote = end, note
 	s.outbox.mu.Unlock()
 	return nil
 }
 
-func outboxMeta(cursor, batchStart, batchEnd uint64) []byte {
+func outboxMeta(cursor, batchStart, batchEnd uint64, note int64) []byte {
 	v := binary.BigEndian.AppendUint64(nil, cursor)
 	v = binary.BigEndian.AppendUint64(v, batchStart)
-	return binary.BigEndian.AppendUint64(v, batchEnd)
+	v = binary.BigEndian.AppendUint64(v, batchEnd)
+	return binary.BigEndian.AppendUint64(v, uint64(note))
 }
 
 // AdvanceOutbox moves the cursor to to, the sequence number after the
@@ -398,8 +426,10 @@ func (s *Store) AdvanceOutbox(to uint64) error {
 	}
 	to = max(to, cur) // never back: readings may have been dropped past it
 	newLow := low
+	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
+	defer s.syncMu.Unlock()
 	err := s.db.Update(func(txn *badger.Txn) error {
-		if err := txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(to, 0, 0)); err != nil {
+		if err := txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(to, 0, 0, 0)); err != nil {
 			return err
 		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
@@ -426,7 +456,7 @@ func (s *Store) AdvanceOutbox(to uint64) error {
 		return fmt.Errorf("outbox: %w", err)
 	}
 	s.outbox.mu.Lock()
-	s.outbox.state.Cursor, s.outbox.state.BatchEnd, s.outbox.low = to, 0, newLow
+	s.outbox.state.Cursor, s.outbox.state.BatchEnd, s.outbox.state.BatchNote, s.outbox.low = to, 0, 0, newLow
 	s.outbox.mu.Unlock()
 	return nil
 }

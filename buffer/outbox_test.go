@@ -90,7 +90,7 @@ func TestOutbox_HoldsStoredReadingsInOrderAcrossRestarts(t *testing.T) {
 	checkOutbox(t, readOutbox(t, s), 0, want)
 
 	// A batch in flight, then part of the outbox sent.
-	if err := s.SetOutboxBatch(700); err != nil {
+	if err := s.SetOutboxBatch(700, 42); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
@@ -103,8 +103,8 @@ func TestOutbox_HoldsStoredReadingsInOrderAcrossRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := s.Outbox(); o.End != uint64(len(want)) || o.Cursor != 0 || o.BatchEnd != 700 {
-		t.Fatalf("after reopen Outbox() = %+v, want end %d, cursor 0, batch end 700", o, len(want))
+	if o := s.Outbox(); o.End != uint64(len(want)) || o.Cursor != 0 || o.BatchEnd != 700 || o.BatchNote != 42 {
+		t.Fatalf("after reopen Outbox() = %+v, want end %d, cursor 0, batch end 700, note 42", o, len(want))
 	}
 	if err := s.AdvanceOutbox(700); err != nil {
 		t.Fatal(err)

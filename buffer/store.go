@@ -74,6 +74,10 @@ type Store struct {
 	readings uint64 // distinct readings stored
 
 	outbox outbox // what the uplink has still to send (outbox.go)
+	// syncMu is held from a write's commit through the sync that must
+	// cover it: db.Sync syncs only the memtable being written, and a write
+	// in between could start a new one.
+	syncMu sync.Mutex
 }
 
 // seriesState is what the store keeps in memory about one series.

@@ -409,10 +409,7 @@ func (w *Writer) write() error {
 				// count and the aggregates of what it holds, and go on.
 				// Sync it now: db.Sync covers only the memtable being
 				// written, and the next part may start a new one.
-				if err := w.commitPart(txn, added); err != nil {
-					return err
-				}
-				if err := w.sync(); err != nil {
+				if err := w.commitAndSync(txn, added); err != nil {
 					return err
 				}
 				added = 0
@@ -443,12 +440,24 @@ func (w *Writer) write() error {
 			}
 		}
 	}
+	return w.commitAndSync(txn, added)
+}
+
+// commitAndSync commits a part and syncs it, holding the store's sync
+// lock: no other write may come between the two, or it could start a new
+// memtable that db.Sync would sync instead of the part's. Only then does
+// the uplink see the part's outbox entry.
+func (w *Writer) commitAndSync(txn *badger.Txn, added uint64) error {
+	s := w.store
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	if err := w.commitPart(txn, added); err != nil {
 		return err
 	}
 	if err := w.sync(); err != nil {
 		return err
 	}
+	s.outboxSynced()
 	return nil
 }
 
@@ -524,7 +533,7 @@ func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 		return err
 	}
 	if w.outbox.count > 0 {
-		key := appendOutboxKey(nil, s.Outbox().End)
+		key := appendOutboxKey(nil, s.outboxEnd())
 		if err := txn.Set(key, w.outbox.value()); err != nil {
 			return err
 		}

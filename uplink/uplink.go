@@ -32,7 +32,7 @@ type Outbox interface {
 	Outbox() buffer.OutboxState
 	OutboxWake() <-chan struct{}
 	ReadOutbox(from uint64, max int, dst []buffer.OutboxReading) ([]buffer.OutboxReading, error)
-	SetOutboxBatch(end uint64) error
+	SetOutboxBatch(end uint64, note int64) error
 	AdvanceOutbox(to uint64) error
 }
 
@@ -118,6 +118,7 @@ type Uplink struct {
 	st          Status
 	next        *Options           // options to use from the next batch on
 	cancelBatch context.CancelFunc // abandons the batch being tried
+	reconfigure chan struct{}      // wakes Run for new options
 
 	// Used by the Run goroutine only.
 	readings []buffer.OutboxReading
@@ -132,7 +133,7 @@ func New(out Outbox, opts Options) (*Uplink, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Uplink{out: out, log: opts.Logger, parkDir: opts.ParkDir}
+	u := &Uplink{out: out, log: opts.Logger, parkDir: opts.ParkDir, reconfigure: make(chan struct{}, 1)}
 	u.gz, _ = gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // the level is valid
 	u.use(opts)
 	if opts.ParkDir != "" {
@@ -188,7 +189,15 @@ func (u *Uplink) use(opts Options) {
 	transport.TLSClientConfig = opts.TLS
 	transport.MaxIdleConnsPerHost = 2
 	u.client = &retryablehttp.Client{
-		HTTPClient:   &http.Client{Transport: transport, Timeout: opts.Timeout},
+		HTTPClient: &http.Client{
+			Transport: transport,
+			Timeout:   opts.Timeout,
+			// A redirect is not followed: Go would turn the POST of a
+			// 301, 302 or 303 into a GET without the batch, and a 2xx
+			// to that would pass for the batch taken. checkRetry
+			// tries again and says where the URL points now.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
 		RetryWaitMin: opts.RetryWaitMin,
 		RetryWaitMax: opts.RetryWaitMax,
 		// No limit: a batch is tried until the upstream takes it, or
@@ -219,6 +228,10 @@ func (u *Uplink) Reconfigure(opts Options) error {
 	u.next = &opts
 	if u.cancelBatch != nil {
 		u.cancelBatch()
+	}
+	select {
+	case u.reconfigure <- struct{}{}:
+	default:
 	}
 	return nil
 }
@@ -276,6 +289,9 @@ func (u *Uplink) Run(ctx context.Context) error {
 			u.log.Info("uplink reconfigured", "url", redact(next.URL), "format", next.Format.String())
 		}
 		end, err := u.nextBatch(ctx)
+		if errors.Is(err, errReconfigured) {
+			continue
+		}
 		if err != nil {
 			return nil
 		}
@@ -345,15 +361,22 @@ func (u *Uplink) nextBatch(ctx context.Context) (uint64, error) {
 				return o.Cursor + min(o.Pending(), uint64(u.opts.BatchReadings)), nil
 			}
 			due = nil // dropped meanwhile (disk cap): wait for more
+		case <-u.reconfigure:
+			return 0, errReconfigured
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
 	}
 }
 
+// errReconfigured has Run apply new options before the next batch.
+var errReconfigured = errors.New("reconfigured")
+
 // send sends the readings from the cursor up to end (or fewer, if they
 // cross BatchBytes) until the upstream takes them or refuses them as
-// malformed, and then moves the cursor past them.
+// malformed, and then moves the cursor past them. A batch recorded before
+// (o.BatchEnd) goes again exactly as it was formed: the same readings,
+// with the same max_age cutoff, under the same id.
 func (u *Uplink) send(ctx context.Context, end uint64) error {
 	o := u.out.Outbox()
 	start := o.Cursor
@@ -363,25 +386,30 @@ func (u *Uplink) send(ctx context.Context, end uint64) error {
 		return fmt.Errorf("uplink: read outbox: %w", err)
 	}
 	if len(u.readings) == 0 {
-		// Dropped meanwhile to keep the disk under its cap (counted
-		// there): nothing to send.
+		// Dropped meanwhile (retention's disk cap, which counts them):
+		// nothing to send.
 		return u.out.AdvanceOutbox(end)
 	}
-	end = u.cut(u.readings, end)
+	cutoff := o.BatchNote
+	if o.BatchEnd != end {
+		end = u.cut(u.readings, end)
+		cutoff = 0
+		if u.opts.MaxAge > 0 {
+			cutoff = time.Now().Add(-u.opts.MaxAge).UnixNano()
+		}
+		if err := u.out.SetOutboxBatch(end, cutoff); err != nil {
+			return err
+		}
+	}
 	rs := u.readings
 	for len(rs) > 0 && rs[len(rs)-1].Seq >= end {
 		rs = rs[:len(rs)-1]
-	}
-	if o.BatchEnd != end {
-		if err := u.out.SetOutboxBatch(end); err != nil {
-			return err
-		}
 	}
 	id := strconv.FormatUint(start, 10)
 	if u.opts.Gateway != "" {
 		id = u.opts.Gateway + "-" + id
 	}
-	fresh := u.fresh(rs)
+	fresh := u.fresh(rs, cutoff)
 	skipped := len(rs) - len(fresh)
 	if len(fresh) > 0 {
 		body, bad := u.enc.encode(id, fresh)
@@ -400,16 +428,15 @@ func (u *Uplink) send(ctx context.Context, end uint64) error {
 	return u.out.AdvanceOutbox(end)
 }
 
-// fresh returns the readings of rs not older than MaxAge, in a slice of
-// its own.
-func (u *Uplink) fresh(rs []buffer.OutboxReading) []buffer.OutboxReading {
-	if u.opts.MaxAge <= 0 {
+// fresh returns the readings of rs not older than cutoff (0: all), in a
+// slice of its own.
+func (u *Uplink) fresh(rs []buffer.OutboxReading, cutoff int64) []buffer.OutboxReading {
+	if cutoff == 0 {
 		return rs
 	}
-	oldest := time.Now().Add(-u.opts.MaxAge).UnixNano()
 	kept := u.kept[:0]
 	for _, r := range rs {
-		if r.TS >= oldest {
+		if r.TS >= cutoff {
 			kept = append(kept, r)
 		}
 	}
@@ -422,9 +449,12 @@ func (u *Uplink) fresh(rs []buffer.OutboxReading) []buffer.OutboxReading {
 func (u *Uplink) cut(rs []buffer.OutboxReading, end uint64) uint64 {
 	size := 0
 	for i := range rs {
-		// A line protocol or JSON reading costs about its names, a
-		// timestamp and a value, plus the tags or the id.
+		// A reading costs about its names, a timestamp and a value, plus
+		// the tags (line protocol) or its id and the keys (JSON).
 		size += len(rs[i].Device) + len(rs[i].Metric) + len(u.opts.Gateway) + len(u.opts.Measurement) + 64
+		if u.opts.Format == JSON {
+			size += len(rs[i].Device) + 100
+		}
 		if size > u.opts.BatchBytes && i > 0 {
 			return rs[i].Seq
 		}
@@ -503,7 +533,7 @@ func (u *Uplink) park(id string, body []byte, resp *http.Response, reply []byte)
 		return err
 	}
 	name := filepath.Join(u.opts.ParkDir, safeName(id))
-	if err := os.WriteFile(name+u.opts.Format.fileExt(), body, 0o640); err != nil {
+	if err := writeSynced(name+u.opts.Format.fileExt(), body); err != nil {
 		return err
 	}
 	var b bytes.Buffer
@@ -515,7 +545,33 @@ func (u *Uplink) park(id string, body []byte, resp *http.Response, reply []byte)
 	}
 	b.WriteString("\n")
 	b.Write(reply)
-	return os.WriteFile(name+".response", b.Bytes(), 0o640)
+	if err := writeSynced(name+".response", b.Bytes()); err != nil {
+		return err
+	}
+	// The batch leaves the outbox next: its file must outlast a power cut.
+	d, err := os.Open(u.opts.ParkDir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// writeSynced writes a file and syncs it.
+func writeSynced(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // safeName makes a batch id fit for a file name.
@@ -538,8 +594,8 @@ func (u *Uplink) attempt(_ retryablehttp.Logger, _ *http.Request, n int) {
 }
 
 // checkRetry decides whether a batch goes again: after a network error,
-// a 5xx, 408 or 429, and also after 401, 403 and 404, which say that the
-// URL or the credentials are wrong, not the batch (the batch waits for the
+// a 5xx, 408 or 429, and also after a redirect, 401, 403 and 404, which say
+// that the URL or the credentials are wrong, not the batch (the batch waits for the
 // fix, and last_error says what to fix). Any other 4xx means the upstream
 // finds the batch itself malformed: it is parked.
 func (u *Uplink) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
@@ -552,6 +608,8 @@ func (u *Uplink) checkRetry(ctx context.Context, resp *http.Response, err error)
 		msg = err.Error()
 	case resp.StatusCode < 300:
 		return false, nil
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		msg = fmt.Sprintf("%s: redirected to %q; set uplink.url to where it points", resp.Status, resp.Header.Get("Location"))
 	case resp.StatusCode >= 500, resp.StatusCode == 408, resp.StatusCode == 429,
 		resp.StatusCode == 401, resp.StatusCode == 403, resp.StatusCode == 404:
 		reply, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -574,7 +632,9 @@ func (u *Uplink) checkRetry(ctx context.Context, resp *http.Response, err error)
 func (u *Uplink) backoff(lo, hi time.Duration, n int, resp *http.Response) time.Duration {
 	wait, ok := retryAfter(resp)
 	if ok {
-		wait = min(wait, u.opts.RetryAfterMax)
+		// Not sooner than the least backoff: "Retry-After: 0" must not
+		// make a busy loop.
+		wait = max(min(wait, u.opts.RetryAfterMax), lo)
 	} else {
 		wait = hi
 		if n < 40 && lo<<uint(n) < hi && lo<<uint(n) > 0 {

@@ -128,7 +128,7 @@ type upstream struct {
 	t      *testing.T
 	srv    *httptest.Server
 	mu     sync.Mutex
-	script []string // what to do with the next requests: "ok", "500", "429", "503", "slow", "reset", "400", "404"
+	script []string // what to do with the next requests: "ok", "500", "429", "429-0", "503", "slow", "reset", "400", "404", "301"
 	// accepted batches, by Idempotency-Key, with their lines, in order.
 	keys     []string
 	lines    map[string][]string
@@ -177,6 +177,18 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case "404":
 		http.Error(w, `{"error":"database not found: \"sensors\""}`, http.StatusNotFound)
+		return
+	case "301":
+		http.Redirect(w, r, "/moved", http.StatusMovedPermanently)
+		return
+	case "429-0":
+		w.Header().Set("Retry-After", "0")
+		http.Error(w, "slow down", http.StatusTooManyRequests)
+		return
+	}
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		u.t.Errorf("%s %s: the uplink only POSTs", r.Method, r.URL)
 		return
 	}
 	body := io.Reader(r.Body)
@@ -388,6 +400,9 @@ func TestUplink_ResendsTheSameBatchAfterRestart(t *testing.T) {
 	up.mu.Lock()
 	up.script = nil
 	up.mu.Unlock()
+	// A smaller batch size after the restart does not change the batch
+	// that was recorded.
+	opts.BatchBytes = 1024
 	u, err = New(s, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -395,13 +410,22 @@ func TestUplink_ResendsTheSameBatchAfterRestart(t *testing.T) {
 	runUplink(t, u)
 	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
 	keys, lines := up.received()
-	if fmt.Sprint(keys) != "[gw1-0 gw1-60]" {
-		t.Errorf("batches %v, want gw1-0 (60 readings) first", keys)
+	if len(keys) < 2 || keys[0] != "gw1-0" || keys[1] != "gw1-60" {
+		t.Errorf("batches %v, want gw1-0 (60 readings) then gw1-60", keys)
 	}
-	if got := len(up.lines["gw1-0"]); got != 30 {
-		t.Errorf("batch gw1-0 has %d lines, want 30 (the 60 readings it had)", got)
+	up.mu.Lock()
+	first := up.lines["gw1-0"]
+	up.mu.Unlock()
+	sameLines(t, first, wantLines("gw1", 0, 60))
+	// The rest went in batches of about 1 KiB, which may part a message's
+	// two fields: count readings, not lines.
+	fields := 0
+	for _, l := range lines {
+		fields += strings.Count(strings.Fields(l)[1], "=")
 	}
-	sameLines(t, lines, wantLines("gw1", 0, 160))
+	if fields != 160 {
+		t.Errorf("%d readings upstream, want 160", fields)
+	}
 }
 
 func TestUplink_SkipsReadingsOlderThanMaxAge(t *testing.T) {
@@ -603,5 +627,37 @@ func TestUplink_ReconfigureSendsTheWaitingBatchAtOnce(t *testing.T) {
 	}
 	if err := u.Reconfigure(Options{}); err == nil {
 		t.Error("Reconfigure without a URL: no error")
+	}
+}
+
+func TestUplink_RedirectIsNotFollowed(t *testing.T) {
+	// Go would follow a 301 with a GET that carries no batch; a 2xx to
+	// it would pass for the batch taken. The batch goes again instead,
+	// and the status says where the URL points.
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	up := newUpstream(t, "301", "429-0", "ok")
+	s.add(t, 0, 10)
+	u, err := New(s, testOptions(up.srv.URL, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	keys, _ := up.received()
+	if fmt.Sprint(keys) != "[gw1-0]" {
+		t.Errorf("batches %v, want gw1-0", keys)
+	}
+	up.mu.Lock()
+	at := up.attempts
+	up.mu.Unlock()
+	if len(at) != 3 {
+		t.Fatalf("%d requests, want 3 (301, 429, 204)", len(at))
+	}
+	if d := at[2].Sub(at[1]); d < 90*time.Millisecond {
+		t.Errorf("waited %v after Retry-After: 0; want the least backoff, 100 ms", d)
+	}
+	if st := u.Status(); !strings.Contains(st.LastError, "429") || st.Retries != 2 {
+		t.Errorf("status: %+v", st)
 	}
 }

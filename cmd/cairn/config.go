@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,9 @@ type Config struct {
 	// uplink is the uplink's configuration, set by Validate (format) and
 	// loadFiles (TLS and credentials); nil without uplink.url.
 	uplink *uplink.Options
+	// uplinkFiles is a digest of the uplink's secret and certificate
+	// files, so that a reload sees them change.
+	uplinkFiles [sha256.Size]byte
 	// secrets are what the security keys' files hold, set by loadFiles.
 	secrets secretFiles
 }
@@ -267,7 +271,15 @@ func (c *Config) loadFiles() error {
 		}
 		u.Password = string(pw)
 	}
-	if strings.HasPrefix(c.Uplink.URL, "https://") {
+	h := sha256.New()
+	for _, f := range []string{a.TokenFile, a.PasswordFile, c.Uplink.TLS.CAFile, c.Uplink.TLS.CertFile, c.Uplink.TLS.KeyFile} {
+		if b, err := os.ReadFile(secretPath(f)); err == nil {
+			h.Write(b)
+		}
+		h.Write([]byte{0})
+	}
+	h.Sum(c.uplinkFiles[:0])
+	if p, err := url.Parse(c.Uplink.URL); err == nil && p.Scheme == "https" { // Parse lowers the scheme
 		tc, err := c.Uplink.TLS.clientConfig()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("uplink.tls: %w", err))

@@ -116,14 +116,15 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 				"hour_stats_max_age", rt.HourStatsMaxAge, "day_stats_max_age", rt.DayStatsMaxAge)
 		}
 	}
-	// The uplink is reconfigured on every reload while it runs, so that a
-	// token or certificate replaced under the same file name is read
-	// again. Turning it on or off takes a restart (needsRestart).
-	if r.uplink != nil && cfg.uplink != nil {
+	// The uplink is reconfigured when its settings or the content of its
+	// token, password or certificate files changed (a batch being tried
+	// is then sent again at once with them). Turning it on or off takes
+	// a restart (needsRestart).
+	if r.uplink != nil && cfg.uplink != nil && (old.Uplink != cfg.Uplink || old.uplinkFiles != cfg.uplinkFiles) {
 		if err := r.uplink.Reconfigure(*cfg.uplink); err != nil {
 			r.log.Error("reload: uplink not applied", "err", err)
 		} else {
-			next.Uplink, next.uplink = cfg.Uplink, cfg.uplink
+			next.Uplink, next.uplink, next.uplinkFiles = cfg.Uplink, cfg.uplink, cfg.uplinkFiles
 			applied = append(applied, "uplink")
 			r.log.Info("reload: uplink applied", "url", cfg.Uplink.URL, "format", cfg.Uplink.Format)
 		}
