@@ -43,6 +43,7 @@ const (
 	kindOutbox   keyKind = 'o'
 	outboxV1     byte    = 1
 	metaOutbox           = "outbox"
+	metaDropped          = "dropped_unsent" // uint64 BE: readings DropOutbox removed unsent
 	outboxKeyLen         = 1 + 8
 	// outboxEntryReserve is what an entry costs besides its readings: key,
 	// version, counts, S2's header and Badger's metadata.
@@ -76,11 +77,20 @@ func (o OutboxState) Pending() uint64 { return o.End - o.Cursor }
 
 // outbox is the Store's view of the outbox.
 type outbox struct {
-	mu    sync.Mutex
+	// write serializes the outbox's own writes (the uplink's and
+	// DropOutbox's) from their reading of the state to its update; held
+	// before Store.syncMu and mu.
+	write sync.Mutex
+	mu    sync.Mutex    // guards the fields below
 	state OutboxState   // End is the end of what is synced: all the uplink sees
 	end   uint64        // the end of what is committed: the Writer numbers from it
 	low   uint64        // no entry starts below low: where deletion resumes
 	wake  chan struct{} // signalled after a sync that added readings
+	// batchStart is where the batch recorded by SetOutboxBatch starts.
+	batchStart uint64
+	// dropped counts the readings DropOutbox removed unsent, for the life
+	// of the data directory (meta "dropped_unsent").
+	dropped uint64
 }
 
 func appendOutboxKey(dst []byte, seq uint64) []byte {
@@ -276,6 +286,9 @@ func (s *Store) loadOutbox(txn *badger.Txn) error {
 			return err
 		}
 	}
+	if o.dropped, err = getUint64(txn, metaDropped); err != nil {
+		return err
+	}
 	o.state.End, o.low = o.state.Cursor, o.state.Cursor
 	defer func() { o.end = o.state.End }()
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
@@ -385,6 +398,8 @@ func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxR
 // Outbox reports them in BatchEnd and BatchNote, so that the same batch
 // goes again.
 func (s *Store) SetOutboxBatch(end uint64, note int64) error {
+	s.outbox.write.Lock()
+	defer s.outbox.write.Unlock()
 	s.outbox.mu.Lock()
 	cur := s.outbox.state.Cursor
 	s.outbox.mu.Unlock()
@@ -401,7 +416,7 @@ func (s *Store) SetOutboxBatch(end uint64, note int64) error {
 		}
 	}
 	s.outbox.mu.Lock()
-	s.outbox.state.BatchEnd, s.outbox.state.BatchNote = end, note
+	s.outbox.state.BatchEnd, s.outbox.state.BatchNote, s.outbox.batchStart = end, note, cur
 	s.outbox.mu.Unlock()
 	return nil
 }
@@ -417,19 +432,36 @@ func outboxMeta(cursor, batchStart, batchEnd uint64, note int64) []byte {
 // last reading the upstream accepted (never back), and deletes the entries
 // wholly behind it. It is not synced: if it is lost, the batch recorded by
 // SetOutboxBatch is sent again, and a resent batch is harmless upstream.
+//
+// When DropOutbox moved the cursor past to while the batch was being
+// sent, the readings of the batch that the upstream took after all are
+// taken off the count of dropped ones.
 func (s *Store) AdvanceOutbox(to uint64) error {
+	s.outbox.write.Lock()
+	defer s.outbox.write.Unlock()
 	s.outbox.mu.Lock()
-	low, end, cur := s.outbox.low, s.outbox.state.End, s.outbox.state.Cursor
+	low, end, cur, start := s.outbox.low, s.outbox.state.End, s.outbox.state.Cursor, s.outbox.batchStart
+	dropped := s.outbox.dropped
 	s.outbox.mu.Unlock()
 	if to > end {
 		return fmt.Errorf("outbox: cursor %d is past the end %d", to, end)
 	}
-	to = max(to, cur) // never back: readings may have been dropped past it
+	if to < cur {
+		// Dropped while in flight: readings from the batch's start to to
+		// reached the upstream.
+		if to > start {
+			dropped -= min(dropped, to-start)
+		}
+		to = cur // never back
+	}
 	newLow := low
 	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
 	defer s.syncMu.Unlock()
 	err := s.db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(to, 0, 0, 0)); err != nil {
+			return err
+		}
+		if err := txn.Set(appendMetaKey(nil, metaDropped), appendUint64(nil, dropped)); err != nil {
 			return err
 		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
@@ -457,6 +489,89 @@ func (s *Store) AdvanceOutbox(to uint64) error {
 	}
 	s.outbox.mu.Lock()
 	s.outbox.state.Cursor, s.outbox.state.BatchEnd, s.outbox.state.BatchNote, s.outbox.low = to, 0, 0, newLow
+	s.outbox.dropped = dropped
 	s.outbox.mu.Unlock()
 	return nil
+}
+
+// OutboxDrop is what one DropOutbox removed.
+type OutboxDrop struct {
+	From, To           uint64 // the readings From to To-1 were dropped
+	OldestTS, NewestTS int64  // their oldest and newest timestamps
+}
+
+// Readings is the number of readings dropped.
+func (d OutboxDrop) Readings() uint64 { return d.To - d.From }
+
+// DropOutbox removes unsent readings from the cursor on, whole entries
+// (one group commit each), at least one and until at least n readings are
+// gone or the outbox is empty, and moves the cursor past them. The
+// readings are added to the count of dropped ones (DroppedUnsent) in the
+// same transaction. A batch being sent meanwhile is sent all the same; see
+// AdvanceOutbox.
+func (s *Store) DropOutbox(n uint64) (OutboxDrop, error) {
+	s.outbox.write.Lock()
+	defer s.outbox.write.Unlock()
+	s.outbox.mu.Lock()
+	cur, end, low, dropped := s.outbox.state.Cursor, s.outbox.state.End, s.outbox.low, s.outbox.dropped
+	s.outbox.mu.Unlock()
+	d := OutboxDrop{From: cur, To: cur, OldestTS: math.MaxInt64, NewestTS: math.MinInt64}
+	if cur == end {
+		return d, nil
+	}
+	newLow := low
+	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
+	defer s.syncMu.Unlock()
+	err := s.db.Update(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
+		defer it.Close()
+		budget := newTxnBudget(s.db, 2*(metaEntrySize+32))
+		var dec outboxDecoder
+		for it.Seek(appendOutboxKey(nil, low)); it.Valid() && d.To-d.From < n; it.Next() {
+			item := it.Item()
+			seq := binary.BigEndian.Uint64(item.Key()[1:])
+			// Entries past the synced end stay: the uplink has not seen
+			// them, and a power cut could still take them back.
+			if seq >= end || !budget.take(item.Key(), nil) {
+				break
+			}
+			err := item.Value(func(v []byte) error {
+				return dec.decode(seq, v, func(r OutboxReading) bool {
+					if r.Seq >= cur {
+						d.OldestTS, d.NewestTS = min(d.OldestTS, r.TS), max(d.NewestTS, r.TS)
+						d.To = r.Seq + 1
+					}
+					return true
+				})
+			})
+			if err != nil {
+				return fmt.Errorf("outbox entry %d: %w", seq, err)
+			}
+			if err := txn.Delete(item.KeyCopy(nil)); err != nil {
+				return err
+			}
+			newLow = d.To
+		}
+		if err := txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(d.To, 0, 0, 0)); err != nil {
+			return err
+		}
+		return txn.Set(appendMetaKey(nil, metaDropped), appendUint64(nil, dropped+d.Readings()))
+	})
+	if err != nil {
+		return OutboxDrop{}, fmt.Errorf("outbox: drop: %w", err)
+	}
+	s.outbox.mu.Lock()
+	s.outbox.state.Cursor, s.outbox.state.BatchEnd, s.outbox.state.BatchNote, s.outbox.low = d.To, 0, 0, max(newLow, d.To)
+	s.outbox.dropped = dropped + d.Readings()
+	s.outbox.mu.Unlock()
+	return d, nil
+}
+
+// DroppedUnsent returns the number of readings DropOutbox removed unsent,
+// for the life of the data directory, less those the upstream took after
+// all.
+func (s *Store) DroppedUnsent() uint64 {
+	s.outbox.mu.Lock()
+	defer s.outbox.mu.Unlock()
+	return s.outbox.dropped
 }

@@ -1,6 +1,7 @@
 package buffer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -11,55 +12,110 @@ import (
 	"github.com/cairn-gateway/cairn/aggregate"
 )
 
-// pruneEvery is how often the Writer prunes aggregate records.
-const pruneEvery = time.Hour
+// Pruning deletes with transactions (tombstones), never with Badger's
+// DropPrefix: a transaction keeps the reading count exact (the count goes
+// down in the transaction that deletes), and it does not block other
+// writes, while DropPrefix makes every concurrent write fail
+// (ErrBlockedWrites). Space comes back when compaction rewrites the tables
+// (Store.compact). Every delete runs on the Writer's goroutine, in steps of
+// at most pruneChunkKeys keys between group commits, so that a big prune
+// holds up ingest for one step at a time, never for the whole prune.
+
+// pruneChunkKeys bounds the keys one retention step deletes.
+const pruneChunkKeys = 4096
 
 // ErrClockBehind is returned by Prune while the clock is before the
-// newest reading stored: a board without a real-time clock boots with a
-// wrong date until NTP sets it, and pruning by that date would be wrong.
-var ErrClockBehind = errors.New("clock is before the newest reading stored: retention paused")
+// newest reading stored, or before WriterOptions.ClockFloor (the binary's
+// build date): a board without a real-time clock boots with a wrong date
+// until NTP sets it, and pruning by that date would be wrong.
+var ErrClockBehind = errors.New("retention paused")
 
-// prune applies retention at now: raw readings first, then aggregates.
-// Used by the Run goroutine only.
-func (w *Writer) prune(now time.Time) error {
-	if w.opts.RawMaxAge <= 0 && len(w.opts.StatsMaxAge) == 0 {
-		return nil
+// checkClock returns an ErrClockBehind error, saying why, when now cannot
+// be trusted. Used by the Run goroutine only.
+func (w *Writer) checkClock(now time.Time) error {
+	if f := w.opts.ClockFloor; !f.IsZero() && now.Before(f) {
+		return fmt.Errorf("%w: the clock (%s) is before this build's date (%s)", ErrClockBehind, now.UTC().Format(time.RFC3339), f.UTC().Format(time.RFC3339))
 	}
 	newest := int64(math.MinInt64)
 	for _, st := range w.store.series { // only this goroutine writes the map
 		newest = max(newest, st.last)
 	}
 	if now.UnixNano() < newest {
-		return fmt.Errorf("%w (clock %s, newest reading %s)", ErrClockBehind, now.UTC().Format(time.RFC3339), time.Unix(0, newest).UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: the clock (%s) is before the newest reading stored (%s)", ErrClockBehind, now.UTC().Format(time.RFC3339), time.Unix(0, newest).UTC().Format(time.RFC3339))
 	}
-	if err := w.pruneRaw(now); err != nil {
-		return err
-	}
-	return w.pruneStats(now)
+	return nil
 }
 
-// pruneRaw deletes the readings of the whole UTC days that ended
-// RawMaxAge or more before now: their sealed buckets (a series-day is a key
-// prefix) and any open points, and takes them off the reading count in the
-// same transactions.
-func (w *Writer) pruneRaw(now time.Time) error {
-	if w.opts.RawMaxAge <= 0 {
-		return nil
+// Prune has the running Writer apply retention by age at now: raw
+// readings older than RawMaxAge and aggregate records older than their
+// StatsMaxAge. It deletes in steps of a few thousand keys, and group
+// commits go on between them. It returns an ErrClockBehind error, and
+// deletes nothing, while now is before the newest reading or the clock
+// floor.
+func (w *Writer) Prune(ctx context.Context, now time.Time) error {
+	for {
+		var more bool
+		err := w.do(ctx, func() (err error) {
+			more, err = w.pruneStep(now)
+			return err
+		})
+		if err != nil || !more {
+			return err
+		}
 	}
-	cutDay := dayOf(now.Add(-w.opts.RawMaxAge).UnixNano()) // days before it go
+}
+
+// pruneStep deletes up to pruneChunkKeys keys that retention by age
+// removes at now, and reports whether more may remain.
+func (w *Writer) pruneStep(now time.Time) (more bool, err error) {
+	if w.opts.RawMaxAge <= 0 && len(w.opts.StatsMaxAge) == 0 {
+		return false, nil
+	}
+	if err := w.checkClock(now); err != nil {
+		return false, err
+	}
+	if w.opts.RawMaxAge > 0 {
+		more, err := w.pruneRawBefore(dayOf(now.Add(-w.opts.RawMaxAge).UnixNano()), pruneChunkKeys)
+		if err != nil || more {
+			return more, err
+		}
+	}
+	var cut [3]int64
+	for i, l := range levels() {
+		cut[i] = math.MinInt64
+		if age := w.opts.StatsMaxAge[l]; age > 0 {
+			cut[i] = now.Add(-age).UnixNano()
+		}
+	}
+	return w.pruneStatsBefore(cut, pruneChunkKeys)
+}
+
+// pruneRawBefore deletes the readings of the UTC days before cutDay,
+// their sealed buckets (a series-day is a key prefix) and any open points,
+// at most about limit keys of them, and takes them off the reading count
+// in the same transaction. It reports whether it stopped at the limit.
+func (w *Writer) pruneRawBefore(cutDay int32, limit int) (more bool, err error) {
 	snap := w.store.db.NewTransaction(false)
 	defer snap.Discard()
 	var dels []counted
-	var opened []*seriesState
-	for _, st := range w.store.series {
+	type openDay struct {
+		st  *seriesState
+		day int32
+	}
+	var opened []openDay
+	for _, st := range w.store.series { // only this goroutine writes the map
+		if len(dels) >= limit {
+			more = true
+			break
+		}
 		prefix := appendBucketPrefix(nil, st.device, st.metric)
 		it := snap.NewIterator(badger.IteratorOptions{Prefix: prefix})
-		for it.Rewind(); it.Valid(); it.Next() {
+		for it.Rewind(); it.Valid() && len(dels) < limit; it.Next() {
 			item := it.Item()
 			first, err := parseBucketTail(item.Key())
 			if err != nil {
 				it.Close()
-				return err
+				return false, err
 			}
 			if dayOf(first.TS) >= cutDay {
 				break
@@ -67,32 +123,32 @@ func (w *Writer) pruneRaw(now time.Time) error {
 			var h bucketHeader
 			if err := item.Value(func(v []byte) (err error) { h, err = parseBucketHeader(v); return err }); err != nil {
 				it.Close()
-				return fmt.Errorf("bucket %q: %w", item.Key(), err)
+				return false, fmt.Errorf("bucket %q: %w", item.Key(), err)
 			}
 			dels = append(dels, counted{item.KeyCopy(nil), h.Count})
 		}
 		it.Close()
+		// A day's open points go whole, in one transaction.
 		for day, open := range st.open {
-			if day >= cutDay {
+			if day >= cutDay || len(dels) >= limit {
 				continue
 			}
 			for _, p := range open {
 				dels = append(dels, counted{appendPointKey(nil, Reading{Device: st.device, Metric: st.metric, TS: p.TS, Value: p.Value}), 1})
 			}
-			opened = append(opened, st)
+			opened = append(opened, openDay{st, day})
 		}
+	}
+	if len(dels) >= limit {
+		more = true
 	}
 	if err := w.deleteCounted(dels); err != nil {
-		return err
+		return false, err
 	}
-	for _, st := range opened {
-		for day := range st.open {
-			if day < cutDay {
-				delete(st.open, day)
-			}
-		}
+	for _, o := range opened {
+		delete(o.st.open, o.day)
 	}
-	return nil
+	return more, nil
 }
 
 // counted is a key to delete and the readings it holds.
@@ -137,36 +193,36 @@ func (w *Writer) deleteCounted(dels []counted) error {
 	return nil
 }
 
-// pruneStats deletes the aggregate records that started before their
-// level's retention at now.
-func (w *Writer) pruneStats(now time.Time) error {
-	if len(w.opts.StatsMaxAge) == 0 {
-		return nil
-	}
+// pruneStatsBefore deletes the aggregate records of each level that
+// started before cut[level-Minute] (math.MinInt64: none), at most limit of
+// them, and reports whether it stopped at the limit. Records that the next
+// level is still to be rolled up from stay.
+func (w *Writer) pruneStatsBefore(cut [3]int64, limit int) (more bool, err error) {
 	snap := w.store.db.NewTransaction(false)
 	defer snap.Discard()
 	var keys [][]byte
 	for _, st := range w.store.series {
-		for _, l := range levels() {
-			age := w.opts.StatsMaxAge[l]
-			if age <= 0 {
-				continue
-			}
-			cutoff := now.Add(-age).UnixNano()
-			// Never delete what the next level is still to be rolled up
-			// from.
+		for i, l := range levels() {
+			cutoff := cut[i]
 			switch l {
 			case aggregate.Minute:
 				cutoff = min(cutoff, st.rolled[rolledHours])
 			case aggregate.Hour:
 				cutoff = min(cutoff, st.rolled[rolledDays])
 			}
-			if c := &st.stats[l-aggregate.Minute]; c.Start < cutoff {
+			if cutoff == math.MinInt64 {
+				continue
+			}
+			if len(keys) >= limit {
+				more = true
+				break
+			}
+			if c := &st.stats[i]; c.Start < cutoff {
 				*c = StatsAt{} // about to be deleted: forget it
 			}
 			prefix := appendStatsPrefix(nil, l, st.device, st.metric)
 			it := snap.NewIterator(badger.IteratorOptions{Prefix: prefix})
-			for it.Rewind(); it.Valid(); it.Next() {
+			for it.Rewind(); it.Valid() && len(keys) < limit; it.Next() {
 				k := it.Item().Key()
 				if len(k) != len(prefix)+8 || decodeTS(k[len(prefix):]) >= cutoff {
 					break
@@ -176,7 +232,10 @@ func (w *Writer) pruneStats(now time.Time) error {
 			it.Close()
 		}
 	}
-	return w.deleteKeys(keys)
+	if len(keys) >= limit {
+		more = true
+	}
+	return more, w.deleteKeys(keys)
 }
 
 // deleteKeys deletes keys in as few transactions as Badger takes.
@@ -199,4 +258,100 @@ func (w *Writer) deleteKeys(keys [][]byte) error {
 		keys = keys[n:]
 	}
 	return nil
+}
+
+// oldestRawDay returns the oldest UTC day that holds raw readings.
+func (w *Writer) oldestRawDay() (int32, bool, error) {
+	day, found := int32(math.MaxInt32), false
+	err := w.store.db.View(func(txn *badger.Txn) error {
+		for _, st := range w.store.series {
+			for d := range st.open {
+				day, found = min(day, d), true
+			}
+			prefix := appendBucketPrefix(nil, st.device, st.metric)
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			it.Rewind()
+			if it.Valid() {
+				first, err := parseBucketTail(it.Item().Key())
+				if err != nil {
+					it.Close()
+					return err
+				}
+				day, found = min(day, dayOf(first.TS)), true
+			}
+			it.Close()
+		}
+		return nil
+	})
+	return day, found, err
+}
+
+// oldestMinute returns the start of the oldest minute record that may be
+// deleted: one whose hour is rolled up.
+func (w *Writer) oldestMinute() (int64, bool, error) {
+	oldest, found := int64(math.MaxInt64), false
+	err := w.store.db.View(func(txn *badger.Txn) error {
+		for _, st := range w.store.series {
+			prefix := appendStatsPrefix(nil, aggregate.Minute, st.device, st.metric)
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+			it.Rewind()
+			if it.Valid() && len(it.Item().Key()) == len(prefix)+8 {
+				if ts := decodeTS(it.Item().Key()[len(prefix):]); ts < st.rolled[rolledHours] {
+					oldest, found = min(oldest, ts), true
+				}
+			}
+			it.Close()
+		}
+		return nil
+	})
+	return oldest, found, err
+}
+
+// DropOldestRaw has the running Writer delete the oldest UTC day of raw
+// readings of every series, in steps between group commits, whatever the
+// clock says. It returns the readings deleted (0 when there were none),
+// and whether that day was the newest one with readings.
+func (w *Writer) DropOldestRaw(ctx context.Context) (n uint64, newest bool, err error) {
+	var day int32
+	var found bool
+	err = w.do(ctx, func() (err error) {
+		day, found, err = w.oldestRawDay()
+		last := int64(math.MinInt64)
+		for _, st := range w.store.series {
+			last = max(last, st.next)
+		}
+		newest = day >= dayOf(last)
+		return err
+	})
+	if err != nil || !found {
+		return 0, true, err
+	}
+	before := w.prunedReadings.Load()
+	for {
+		var more bool
+		err := w.do(ctx, func() (err error) { more, err = w.pruneRawBefore(day+1, pruneChunkKeys); return err })
+		if err != nil || !more {
+			return w.prunedReadings.Load() - before, newest, err
+		}
+	}
+}
+
+// DropOldestMinutes has the running Writer delete the minute records of
+// the UTC day of the oldest one (those already rolled up into hours), in
+// steps between group commits. It returns the records deleted.
+func (w *Writer) DropOldestMinutes(ctx context.Context) (uint64, error) {
+	var oldest int64
+	var found bool
+	if err := w.do(ctx, func() (err error) { oldest, found, err = w.oldestMinute(); return err }); err != nil || !found {
+		return 0, err
+	}
+	cut := [3]int64{aggregate.Day.Truncate(oldest) + int64(aggregate.Day.Duration()), math.MinInt64, math.MinInt64}
+	before := w.pruned.Load()
+	for {
+		var more bool
+		err := w.do(ctx, func() (err error) { more, err = w.pruneStatsBefore(cut, pruneChunkKeys); return err })
+		if err != nil || !more {
+			return w.pruned.Load() - before, err
+		}
+	}
 }

@@ -497,3 +497,110 @@ func trimNL(s string) string {
 	}
 	return s
 }
+
+// compact has Badger rewrite its tables so that the space of deleted keys
+// comes back: deletes only write tombstones, and a table is rewritten
+// without them when compaction takes it to the lowest level that holds the
+// keys. Flatten compacts every level down into one; writes go on
+// meanwhile (into level 0, which stalls them at 8 tables), but Flatten
+// ends only once a pass finds a single level, so a flood of writes keeps
+// it going: the disk cap stops taking batches near the cap (see
+// Retention). One worker: two pick the same level, and one of them fails
+// ("Unable to fill tables"). The value log
+// holds nothing (values stay in the tables), so its garbage collection
+// rarely has anything to do.
+func (s *Store) compact() error {
+	if err := s.db.Flatten(1); err != nil {
+		return fmt.Errorf("compact %s: %w", s.dir, err)
+	}
+	for s.db.RunValueLogGC(0.5) == nil {
+	}
+	return nil
+}
+
+// metaMaxDisk remembers the default disk cap computed at first start.
+const metaMaxDisk = "max_disk_bytes"
+
+// Bounds of the default disk cap.
+const (
+	defaultDiskShare = 0.8      // of the space free at first start
+	maxDefaultDisk   = 32 << 30 // at most
+)
+
+// DefaultMaxDiskBytes returns the disk cap that retention.max_disk_bytes
+// "auto" means: 80% of the space that was free on the data directory's
+// file system (plus what the store took already) when it was first asked,
+// at most 32 GiB. The first answer is kept in the store, so that the cap
+// does not shrink as the store fills the disk.
+func (s *Store) DefaultMaxDiskBytes() (int64, error) {
+	var v uint64
+	if err := s.db.View(func(txn *badger.Txn) (err error) { v, err = getUint64(txn, metaMaxDisk); return err }); err != nil {
+		return 0, err
+	}
+	if v > 0 {
+		return int64(v), nil
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(s.dir, &fs); err != nil {
+		return 0, fmt.Errorf("free space of %s: %w", s.dir, err)
+	}
+	st, err := s.Stats()
+	if err != nil {
+		return 0, err
+	}
+	free := float64(fs.Bavail) * float64(fs.Bsize)
+	limit := min(int64((free+float64(st.DiskBytes))*defaultDiskShare), maxDefaultDisk)
+	limit = max(limit, 1)
+	if err := s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(appendMetaKey(nil, metaMaxDisk), appendUint64(nil, uint64(limit)))
+	}); err != nil {
+		return 0, err
+	}
+	if err := s.db.Sync(); err != nil {
+		return 0, err
+	}
+	return limit, nil
+}
+
+// ReadingSpan returns the timestamps of the oldest and the newest reading
+// stored; ok is false when there is none. It costs two seeks per series.
+func (s *Store) ReadingSpan() (oldest, newest int64, ok bool, err error) {
+	type series struct{ device, metric string }
+	s.mu.RLock()
+	list := make([]series, 0, len(s.series))
+	newest = math.MinInt64
+	for _, st := range s.series {
+		list = append(list, series{st.device, st.metric})
+		newest = max(newest, st.last)
+	}
+	s.mu.RUnlock()
+	oldest = math.MaxInt64
+	first := func(txn *badger.Txn, prefix []byte) []byte {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		if it.Rewind(); !it.Valid() {
+			return nil
+		}
+		return it.Item().KeyCopy(nil)
+	}
+	err = s.db.View(func(txn *badger.Txn) error {
+		for _, sr := range list {
+			prefix := appendSeriesPrefix(nil, sr.device, sr.metric)
+			if k := first(txn, prefix); len(k) == len(prefix)+pointKeyFixed {
+				oldest = min(oldest, decodeTS(k[len(prefix):]))
+			}
+			if k := first(txn, appendBucketPrefix(nil, sr.device, sr.metric)); k != nil {
+				b, err := parseBucketTail(k)
+				if err != nil {
+					return err
+				}
+				oldest = min(oldest, b.TS)
+			}
+		}
+		return nil
+	})
+	if err != nil || oldest == math.MaxInt64 {
+		return 0, 0, false, err
+	}
+	return oldest, newest, true, nil
+}

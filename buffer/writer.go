@@ -46,13 +46,19 @@ type WriterOptions struct {
 	// to be sealed (default 1 minute).
 	SealCheck time.Duration
 	// RawMaxAge is how long raw readings are kept, by wall clock: those of
-	// a UTC day go once the whole day is older (0: for ever). Checked
-	// every hour, with the aggregates' retention.
+	// a UTC day go once the whole day is older (0: for ever). Applied by
+	// Prune, which a Retention calls.
 	RawMaxAge time.Duration
 	// StatsMaxAge is how long the minute, hour and day aggregate records
-	// are kept, by wall clock, indexed by level (0: for ever). They are
-	// pruned every hour.
+	// are kept, by wall clock, indexed by level (0: for ever). Applied by
+	// Prune.
 	StatsMaxAge map[aggregate.Level]time.Duration
+	// ClockFloor pauses retention by age while the clock is before it
+	// (the binary's build date; zero: no floor).
+	ClockFloor time.Time
+	// MaxDiskBytes caps the data directory's size (0: no cap); a
+	// Retention keeps it (retention.go).
+	MaxDiskBytes int64
 
 	// Outbox has every group commit also append the readings it stores to
 	// the outbox, for the uplink (see outbox.go).
@@ -99,7 +105,7 @@ type Writer struct {
 
 	// Used by the Run goroutine only.
 	lastStart time.Time // when the last commit began
-	lastPrune time.Time // when aggregates were last pruned
+	full      bool      // the disk cap is reached: take no new batches (see Retention)
 	batch     []request
 	results   []Result
 	slab      []byte
@@ -177,8 +183,12 @@ func (w *Writer) Run(ctx context.Context) error {
 	tick := time.NewTicker(w.opts.SealCheck)
 	defer tick.Stop()
 	for {
+		queue := w.queue
+		if w.full {
+			queue = nil // batches wait in the queue, and Submit blocks once it is full
+		}
 		select {
-		case req := <-w.queue:
+		case req := <-queue:
 			w.batch = append(w.batch[:0], req)
 			w.collect(ctx)
 			w.commit()
@@ -187,14 +197,6 @@ func (w *Writer) Run(ctx context.Context) error {
 			w.sealNow()
 			if err := w.rollUp(now, nil); err != nil {
 				w.store.log.Error("rolling up aggregates failed; minute records answer meanwhile", "err", err)
-			}
-			if now.Sub(w.lastPrune) >= pruneEvery {
-				w.lastPrune = now
-				if err := w.prune(now); errors.Is(err, ErrClockBehind) {
-					w.store.log.Warn("retention paused", "err", err)
-				} else if err != nil {
-					w.store.log.Error("retention failed; trying again in an hour", "err", err)
-				}
 			}
 		case req := <-w.steps:
 			req.done <- req.step()
@@ -325,12 +327,10 @@ func (w *Writer) SealDue(ctx context.Context, now time.Time) error {
 	})
 }
 
-// Prune has the running Writer apply retention at now (raw readings and
-// aggregate records older than theirs), as it does every hour, and
-// returns the result. It is the one-step form of that check, for tests
-// and tools.
-func (w *Writer) Prune(ctx context.Context, now time.Time) error {
-	return w.do(ctx, func() error { return w.prune(now) })
+// setFull has the running Writer stop taking new batches (full) or take
+// them again. Steps still run meanwhile.
+func (w *Writer) setFull(ctx context.Context, full bool) error {
+	return w.do(ctx, func() error { w.full = full; return nil })
 }
 
 // do runs step on the Run goroutine and returns its result.

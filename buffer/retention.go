@@ -1,0 +1,369 @@
+package buffer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Watermarks of the disk cap (WriterOptions.MaxDiskBytes): above the high
+// one, the oldest data is deleted until the data directory is below the
+// low one. The gap keeps a store that grows slowly from deleting a little
+// at every check, and leaves room for what arrives between two checks
+// and for compaction, which writes new tables before it removes the old.
+//
+// At the full mark, the Writer takes no new batches until the directory
+// is below the high mark again: readings wait in its queue (and at the
+// sensors or the broker, unacknowledged) rather than pass the cap when
+// they arrive faster than retention deletes.
+const (
+	diskFullMark = 0.97
+	diskHighMark = 0.90
+	diskLowMark  = 0.75
+)
+
+// maxDiskSteps bounds the deletions of one disk check; the next check
+// goes on where it stopped.
+const maxDiskSteps = 32
+
+// RetentionOptions configure a Retention. Zero values are defaults.
+type RetentionOptions struct {
+	// DiskCheck is how often the data directory's size is measured
+	// against the disk cap (default 10s). A paused retention by age is
+	// tried again as often.
+	DiskCheck time.Duration
+	// PruneEvery is how often retention by age runs (default 1h).
+	PruneEvery time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives what retention removes. Nil means discard.
+	Logger *slog.Logger
+}
+
+// Retention applies a Writer's retention policies: by age (Writer.Prune)
+// every PruneEvery, and the disk cap (WriterOptions.MaxDiskBytes) every
+// DiskCheck. The deletes run on the Writer's goroutine in steps between
+// group commits; the compaction that gives the space back runs on the
+// Retention's. Don't forget to Run it.
+type Retention struct {
+	store  *Store
+	writer *Writer
+	opts   RetentionOptions
+	log    *slog.Logger
+
+	mu        sync.Mutex // guards the fields below
+	lastRun   time.Time
+	lastPrune time.Time // when retention by age last ran, paused or not
+	paused    string    // why retention by age is paused; empty when it is not
+	maxDisk   int64     // the disk cap, as of the last check
+	full      bool      // the Writer was told to take no batches
+}
+
+// NewRetention creates the Retention of w, the Writer of s.
+func NewRetention(s *Store, w *Writer, opts RetentionOptions) *Retention {
+	if opts.DiskCheck <= 0 {
+		opts.DiskCheck = 10 * time.Second
+	}
+	if opts.PruneEvery <= 0 {
+		opts.PruneEvery = time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Retention{store: s, writer: w, opts: opts, log: log}
+}
+
+// Run applies retention until ctx ends or the Writer stops, and returns
+// nil. Failures are logged and tried again at the next check.
+func (r *Retention) Run(ctx context.Context) error {
+	tick := time.NewTicker(r.opts.DiskCheck)
+	defer tick.Stop()
+	for {
+		now := r.opts.Now()
+		r.mu.Lock()
+		due := r.lastPrune.IsZero() || now.Sub(r.lastPrune) >= r.opts.PruneEvery || r.paused != ""
+		r.mu.Unlock()
+		var err error
+		if due {
+			err = r.PruneAge(ctx, now)
+		}
+		err = errors.Join(err, r.EnforceDiskCap(ctx))
+		switch {
+		case ctx.Err() != nil || errors.Is(err, ErrClosed):
+			return nil
+		case err != nil:
+			r.log.Error("retention failed; trying again at the next check", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// RunOnce applies every policy at now: retention by age, then the disk
+// cap. It is the one-step form of Run, for tests and tools.
+func (r *Retention) RunOnce(ctx context.Context, now time.Time) error {
+	return errors.Join(r.PruneAge(ctx, now), r.EnforceDiskCap(ctx))
+}
+
+// PruneAge applies retention by age at now (Writer.Prune). A clock that
+// cannot be trusted pauses it: that is recorded for Status, logged once,
+// and not an error. After a prune that removed a tenth of the readings
+// or more, the store is compacted.
+func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
+	before, removed := r.store.ReadingCount(), r.writer.prunedReadings.Load()
+	err := r.writer.Prune(ctx, now)
+	removed = r.writer.prunedReadings.Load() - removed
+	r.mu.Lock()
+	r.lastPrune, r.lastRun = now, r.opts.Now()
+	was := r.paused
+	r.paused = ""
+	if errors.Is(err, ErrClockBehind) {
+		r.paused = err.Error()
+	}
+	reason := r.paused
+	r.mu.Unlock()
+	switch {
+	case reason != "" && reason != was:
+		r.log.Warn("retention by age paused", "reason", reason)
+		return nil
+	case reason != "":
+		return nil
+	case was != "":
+		r.log.Info("retention by age resumed: the clock is past the newest reading and the build date")
+	}
+	if err != nil {
+		return fmt.Errorf("retention by age: %w", err)
+	}
+	if removed > 0 {
+		r.log.Info("retention removed old readings", "readings", removed)
+	}
+	if removed > 0 && removed*10 >= before {
+		r.mu.Lock()
+		limit := r.maxDisk
+		r.mu.Unlock()
+		return r.compact(ctx, limit)
+	}
+	return nil
+}
+
+// compact compacts the store (Store.compact) and meanwhile, with a disk
+// cap, measures the data directory every DiskCheck: at the full mark the
+// Writer stops taking batches, which also lets the compaction end (it
+// goes on while new tables keep arriving).
+func (r *Retention) compact(ctx context.Context, limit int64) error {
+	done := make(chan error, 1)
+	go func() { done <- r.store.compact() }()
+	tick := time.NewTicker(r.opts.DiskCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			if limit <= 0 || ctx.Err() != nil {
+				continue
+			}
+			if size, err := r.diskBytes(); err == nil && float64(size) >= diskFullMark*float64(limit) {
+				if err := r.setFull(ctx, true); err != nil && ctx.Err() == nil {
+					r.log.Error("stopping ingest at the disk cap failed", "err", err)
+				}
+			}
+		}
+	}
+}
+
+// EnforceDiskCap measures the data directory and, when it is above the
+// high mark of the disk cap, deletes the oldest data until it is below the
+// low mark: whole UTC days of raw readings of every series, oldest first
+// (the outbox keeps its own copy of unsent ones); then the oldest minute
+// records (those rolled up into hours); and only then the oldest unsent
+// readings of the outbox, which are counted (DroppedUnsent) and logged at
+// warning level. The store is compacted after each step and measured
+// again.
+func (r *Retention) EnforceDiskCap(ctx context.Context) error {
+	var limit int64
+	if err := r.writer.do(ctx, func() error { limit = r.writer.opts.MaxDiskBytes; return nil }); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.maxDisk = limit
+	r.mu.Unlock()
+	size, err := r.diskBytes()
+	if err != nil {
+		return err
+	}
+	if limit <= 0 || float64(size) <= diskHighMark*float64(limit) {
+		return r.setFull(ctx, false)
+	}
+	low := int64(diskLowMark * float64(limit))
+	r.log.Warn("data directory above the disk cap's high mark: deleting the oldest data", "disk_bytes", size, "max_disk_bytes", limit)
+	if err := r.setFull(ctx, float64(size) >= diskFullMark*float64(limit)); err != nil {
+		return err
+	}
+	defer func() {
+		r.mu.Lock()
+		r.lastRun = r.opts.Now()
+		r.mu.Unlock()
+	}()
+	tier := tierRaw
+	for step := 0; size > low; step++ {
+		if step == maxDiskSteps {
+			r.log.Warn("data directory still above the disk cap's low mark; going on at the next check", "disk_bytes", size, "max_disk_bytes", limit)
+			return nil
+		}
+		deleted, err := r.dropOldest(ctx, &tier, size, low)
+		if err != nil {
+			return err
+		}
+		if !deleted {
+			r.log.Error("data directory above the disk cap's low mark, and nothing left that retention may delete", "disk_bytes", size, "max_disk_bytes", limit)
+			return nil
+		}
+		if err := r.compact(ctx, limit); err != nil {
+			return err
+		}
+		if size, err = r.diskBytes(); err != nil {
+			return err
+		}
+		if err := r.setFull(ctx, float64(size) >= diskFullMark*float64(limit)); err != nil {
+			return err
+		}
+	}
+	r.log.Info("data directory back under the disk cap's low mark", "disk_bytes", size, "max_disk_bytes", limit)
+	return r.setFull(ctx, false)
+}
+
+// setFull has the Writer stop or resume taking batches, and logs the
+// change.
+func (r *Retention) setFull(ctx context.Context, full bool) error {
+	r.mu.Lock()
+	was := r.full
+	r.full = full
+	r.mu.Unlock()
+	if full == was {
+		return nil
+	}
+	if full {
+		r.log.Warn("data directory at the disk cap: ingest waits until retention has made room")
+	} else {
+		r.log.Info("ingest resumes: the data directory is under the disk cap's high mark")
+	}
+	return r.writer.setFull(ctx, full)
+}
+
+// The kinds of data the disk cap deletes, in order.
+const (
+	tierRaw = iota
+	tierMinutes
+	tierOutbox
+)
+
+// dropOldest deletes the oldest data of the kind *tier names or, when it
+// has none left, of the next kind, and reports whether it deleted
+// anything. A kind, once done, is not gone back to within a pass: new
+// readings keep arriving, and the raw readings of the newest day must not
+// keep the outbox from ever being reached.
+func (r *Retention) dropOldest(ctx context.Context, tier *int, size, low int64) (bool, error) {
+	if *tier == tierRaw {
+		n, newest, err := r.writer.DropOldestRaw(ctx)
+		if err != nil {
+			return false, err
+		}
+		if newest {
+			*tier = tierMinutes
+		}
+		if n > 0 {
+			r.log.Info("disk cap: deleted the oldest day of raw readings", "readings", n)
+			return true, nil
+		}
+	}
+	if *tier == tierMinutes {
+		n, err := r.writer.DropOldestMinutes(ctx)
+		if err != nil {
+			return false, err
+		}
+		if n > 0 {
+			r.log.Info("disk cap: deleted the oldest day of minute records", "records", n)
+			return true, nil
+		}
+		*tier = tierOutbox
+	}
+	pending := r.store.Outbox().Pending()
+	if pending == 0 {
+		return false, nil
+	}
+	// The share of the outbox to go is the share of the directory that
+	// must go; at least one entry.
+	d, err := r.store.DropOutbox(max(1, uint64(float64(pending)*float64(size-low)/float64(size))))
+	if err != nil || d.Readings() == 0 {
+		return false, err
+	}
+	r.log.Warn("disk cap: dropped readings that were never sent upstream", "readings", d.Readings(),
+		"first_seq", d.From, "oldest", time.Unix(0, d.OldestTS).UTC(), "newest", time.Unix(0, d.NewestTS).UTC(),
+		"dropped_unsent", r.store.DroppedUnsent())
+	return true, nil
+}
+
+// diskBytes measures the data directory.
+func (r *Retention) diskBytes() (int64, error) {
+	st, err := r.store.Stats()
+	return st.DiskBytes, err
+}
+
+// RetentionStatus says what retention did and why it may be waiting.
+type RetentionStatus struct {
+	// LastRun is when retention last ran (by age, or the disk cap above
+	// its high mark); nil before the first run.
+	LastRun *time.Time `json:"last_run"`
+	// RemovedReadings counts the raw readings retention deleted since
+	// start, by age or for the disk cap.
+	RemovedReadings uint64 `json:"removed_readings"`
+	// DroppedUnsent counts the readings the disk cap dropped before they
+	// were sent upstream, for the life of the data directory.
+	DroppedUnsent uint64 `json:"dropped_unsent"`
+	// PausedReason says why retention by age is paused; empty when it is
+	// not.
+	PausedReason string `json:"paused_reason"`
+	// OldestReading and NewestReading bound what is stored; nil when
+	// nothing is.
+	OldestReading *time.Time `json:"oldest_reading"`
+	NewestReading *time.Time `json:"newest_reading"`
+	// DiskBytes is the data directory's size; MaxDiskBytes the cap (0:
+	// none).
+	DiskBytes    int64 `json:"disk_bytes"`
+	MaxDiskBytes int64 `json:"max_disk_bytes"`
+}
+
+// Status returns what retention did. It walks the data directory and
+// seeks the oldest reading of every series.
+func (r *Retention) Status() (RetentionStatus, error) {
+	r.mu.Lock()
+	st := RetentionStatus{PausedReason: r.paused, MaxDiskBytes: r.maxDisk}
+	if !r.lastRun.IsZero() {
+		t := r.lastRun.UTC()
+		st.LastRun = &t
+	}
+	r.mu.Unlock()
+	st.RemovedReadings = r.writer.prunedReadings.Load()
+	st.DroppedUnsent = r.store.DroppedUnsent()
+	var err error
+	if st.DiskBytes, err = r.diskBytes(); err != nil {
+		return st, err
+	}
+	oldest, newest, ok, err := r.store.ReadingSpan()
+	if ok {
+		o, n := time.Unix(0, oldest).UTC(), time.Unix(0, newest).UTC()
+		st.OldestReading, st.NewestReading = &o, &n
+	}
+	return st, err
+}
