@@ -32,8 +32,8 @@ const maxDiskSteps = 32
 // RetentionOptions configure a Retention. Zero values are defaults.
 type RetentionOptions struct {
 	// DiskCheck is how often the data directory's size is measured
-	// against the disk cap (default 10s). A paused retention by age is
-	// tried again as often.
+	// against the disk cap (default 10s), or less long when it grows fast
+	// (see nextCheck). A paused retention by age is tried again as often.
 	DiskCheck time.Duration
 	// PruneEvery is how often retention by age runs (default 1h).
 	PruneEvery time.Duration
@@ -60,6 +60,7 @@ type Retention struct {
 	paused    string    // why retention by age is paused; empty when it is not
 	maxDisk   int64     // the disk cap, as of the last check
 	full      bool      // the Writer was told to take no batches
+	sizes     [2]sizeAt // the last two measurements of the directory, oldest first
 }
 
 // NewRetention creates the Retention of w, the Writer of s.
@@ -83,9 +84,14 @@ func NewRetention(s *Store, w *Writer, opts RetentionOptions) *Retention {
 // Run applies retention until ctx ends or the Writer stops, and returns
 // nil. Failures are logged and tried again at the next check.
 func (r *Retention) Run(ctx context.Context) error {
-	tick := time.NewTicker(r.opts.DiskCheck)
-	defer tick.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
 		now := r.opts.Now()
 		r.mu.Lock()
 		due := r.lastPrune.IsZero() || now.Sub(r.lastPrune) >= r.opts.PruneEvery || r.paused != ""
@@ -101,12 +107,41 @@ func (r *Retention) Run(ctx context.Context) error {
 		case err != nil:
 			r.log.Error("retention failed; trying again at the next check", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+		timer.Reset(r.nextCheck())
 	}
+}
+
+// minDiskCheck bounds how soon the disk is measured again.
+const minDiskCheck = 100 * time.Millisecond
+
+// nextCheck returns when to measure the data directory again: after
+// DiskCheck, or sooner when, at the rate it grew since the last check,
+// it would reach the high mark before then (at half that time).
+func (r *Retention) nextCheck() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	wait := r.opts.DiskCheck
+	s0, s1 := r.sizes[0], r.sizes[1]
+	if r.maxDisk <= 0 || s0.at.IsZero() || s1.bytes <= s0.bytes {
+		return wait
+	}
+	rate := float64(s1.bytes-s0.bytes) / s1.at.Sub(s0.at).Seconds()
+	room := diskHighMark*float64(r.maxDisk) - float64(s1.bytes)
+	soon := time.Duration(room / rate / 2 * float64(time.Second))
+	return max(min(wait, soon), min(minDiskCheck, wait))
+}
+
+// measured records a measurement of the data directory.
+func (r *Retention) measured(bytes int64) {
+	r.mu.Lock()
+	r.sizes[0], r.sizes[1] = r.sizes[1], sizeAt{bytes, time.Now()}
+	r.mu.Unlock()
+}
+
+// sizeAt is a measurement of the data directory.
+type sizeAt struct {
+	bytes int64
+	at    time.Time
 }
 
 // RunOnce applies every policy at now: retention by age, then the disk
@@ -163,7 +198,7 @@ func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 func (r *Retention) compact(ctx context.Context, limit int64) error {
 	done := make(chan error, 1)
 	go func() { done <- r.store.compact() }()
-	tick := time.NewTicker(r.opts.DiskCheck)
+	tick := time.NewTicker(min(r.opts.DiskCheck, 5*minDiskCheck))
 	defer tick.Stop()
 	for {
 		select {
@@ -317,6 +352,9 @@ func (r *Retention) dropOldest(ctx context.Context, tier *int, size, low int64) 
 // diskBytes measures the data directory.
 func (r *Retention) diskBytes() (int64, error) {
 	st, err := r.store.Stats()
+	if err == nil {
+		r.measured(st.DiskBytes)
+	}
 	return st.DiskBytes, err
 }
 

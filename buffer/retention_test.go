@@ -66,7 +66,7 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 	var stored uint64
 	var peak int64
 	ts := base
-	for stored < 3_000_000 {
+	for stored < 2_000_000 {
 		rs := make([]Reading, 0, 2000)
 		for i := range 2000 {
 			// Random full-precision values: the worst case for size.
@@ -104,12 +104,14 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 	// may pass it: a compaction writes its new tables before it deletes
 	// the old, and in a store this small one table of the base level
 	// spans every series, so the compaction into the bottom level
-	// rewrites all of it: the peak is the store before the deletes plus
-	// the store after them, at most twice the cap (measured: 1.41 to
-	// 1.57 times). In a store of gigabytes a compaction rewrites a few
-	// tables at a time; that is not measured yet.
-	if peak > 2*limit {
-		t.Errorf("data directory peaked at %d bytes, over twice the cap of %d", peak, limit)
+	// rewrites all of it. The directory then holds the store before the
+	// deletes (under the cap) and after them, and the level 0 tables that
+	// arrive meanwhile (Badger stalls writes at 8): at most twice the cap
+	// and 8 memtables (measured: 1.41 to 1.57 times the cap). In a store
+	// of gigabytes a compaction rewrites a few tables at a time; that is
+	// not measured yet.
+	if peak > 2*limit+8<<20 {
+		t.Errorf("data directory peaked at %d bytes, over twice the cap of %d and 8 memtables", peak, limit)
 	}
 	if st, err := s.Stats(); err != nil || st.DiskBytes > limit {
 		t.Errorf("data directory after the last pass: %d bytes, %v; want under the cap of %d", st.DiskBytes, err, limit)

@@ -38,10 +38,12 @@ type APIOptions struct {
 	Ingester *Ingester
 	MQTT     func() MQTTStatus
 	Uplink   *uplink.Uplink // nil when the gateway works offline
-	Version  string
-	Started  time.Time
-	Registry *prometheus.Registry
-	Logger   *slog.Logger
+	// Retention, when set, is reported under "retention".
+	Retention *buffer.Retention
+	Version   string
+	Started   time.Time
+	Registry  *prometheus.Registry
+	Logger    *slog.Logger
 }
 
 // API serves the local HTTP status and query endpoints.
@@ -95,6 +97,8 @@ type Status struct {
 	Store         StoreStatus `json:"store"`
 	// Uplink is absent when no uplink is configured.
 	Uplink *uplink.Status `json:"uplink,omitempty"`
+	// Retention says what retention removed, and why it may be paused.
+	Retention *buffer.RetentionStatus `json:"retention,omitempty"`
 }
 
 // StoreStatus is the store part of Status.
@@ -142,6 +146,14 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 	if a.opts.Uplink != nil {
 		us := a.opts.Uplink.Status()
 		s.Uplink = &us
+	}
+	if a.opts.Retention != nil {
+		rs, err := a.opts.Retention.Status()
+		if err != nil {
+			a.fail(w, http.StatusInternalServerError, err)
+			return
+		}
+		s.Retention = &rs
 	}
 	writeJSON(w, http.StatusOK, s)
 }

@@ -17,6 +17,8 @@ type collector struct {
 	upPending, upOldest, upSent, upBatches, upRetries, upParked       *prometheus.Desc
 	upSkipped, upLastSuccess, upNextAttempt                           *prometheus.Desc
 	mqttRefused                                                       *prometheus.Desc
+	retLastRun, retRemoved, retDropped, retPaused, retOldest          *prometheus.Desc
+	retNewest, retMaxDisk                                             *prometheus.Desc
 }
 
 func newCollector(opts APIOptions) *collector {
@@ -49,6 +51,13 @@ func newCollector(opts APIOptions) *collector {
 		upLastSuccess: d("uplink_last_success_timestamp_seconds", "When the upstream last accepted a batch (0: never since start)."),
 		upNextAttempt: d("uplink_next_attempt_timestamp_seconds", "When a refused batch is tried again (0: not waiting)."),
 		mqttRefused:   d("mqtt_refused_total", "Connections, messages and subscriptions the embedded broker refused, and limits hit, by reason.", "reason"),
+		retLastRun:    d("retention_last_run_timestamp_seconds", "When retention last ran (0: not since start)."),
+		retRemoved:    d("retention_removed_readings_total", "Raw readings retention deleted, by age or for the disk cap."),
+		retDropped:    d("retention_dropped_unsent_total", "Readings the disk cap dropped before they were sent upstream (life of the data directory)."),
+		retPaused:     d("retention_paused", "1 while retention by age is paused (the clock is behind the newest reading or the build date)."),
+		retOldest:     d("retention_oldest_reading_timestamp_seconds", "Timestamp of the oldest reading stored (0: none)."),
+		retNewest:     d("retention_newest_reading_timestamp_seconds", "Timestamp of the newest reading stored (0: none)."),
+		retMaxDisk:    d("retention_max_disk_bytes", "The data directory's cap (0: none)."),
 	}
 }
 
@@ -88,14 +97,29 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		connected = 1
 	}
 	gauge(c.mqttConnected, connected)
+	unix := func(t *time.Time) float64 {
+		if t == nil {
+			return 0
+		}
+		return float64(t.UnixNano()) / 1e9
+	}
+	if c.opts.Retention != nil {
+		if rs, err := c.opts.Retention.Status(); err == nil {
+			paused := 0.0
+			if rs.PausedReason != "" {
+				paused = 1
+			}
+			gauge(c.retLastRun, unix(rs.LastRun))
+			counter(c.retRemoved, float64(rs.RemovedReadings))
+			counter(c.retDropped, float64(rs.DroppedUnsent))
+			gauge(c.retPaused, paused)
+			gauge(c.retOldest, unix(rs.OldestReading))
+			gauge(c.retNewest, unix(rs.NewestReading))
+			gauge(c.retMaxDisk, float64(rs.MaxDiskBytes))
+		}
+	}
 	if c.opts.Uplink != nil {
 		us := c.opts.Uplink.Status()
-		unix := func(t *time.Time) float64 {
-			if t == nil {
-				return 0
-			}
-			return float64(t.UnixNano()) / 1e9
-		}
 		gauge(c.upPending, float64(us.PendingReadings))
 		gauge(c.upOldest, unix(us.OldestPending))
 		counter(c.upSent, float64(us.SentReadings))

@@ -95,6 +95,62 @@ type RetentionConfig struct {
 	MinuteStatsMaxAge Duration `yaml:"minute_stats_max_age"`
 	HourStatsMaxAge   Duration `yaml:"hour_stats_max_age"`
 	DayStatsMaxAge    Duration `yaml:"day_stats_max_age"`
+	// MaxDiskBytes caps the data directory (0: no cap; auto: 80% of the
+	// free space at first start, remembered in the store).
+	MaxDiskBytes ByteSize `yaml:"max_disk_bytes"`
+}
+
+// ByteSize is a number of bytes in the configuration file: a plain
+// integer, or one with a unit (KiB, MiB, GiB, TiB; KB, MB, GB, TB), or
+// "auto" (AutoBytes), whose meaning the key defines.
+type ByteSize int64
+
+// AutoBytes is ByteSize "auto".
+const AutoBytes ByteSize = -1
+
+// UnmarshalYAML decodes a ByteSize.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseByteSize(n.Value)
+	if err != nil || n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot use %q as a size (want e.g. auto, 0, 500MiB, 8GB or 1073741824)", n.Line, n.Value)}}
+	}
+	*b = v
+	return nil
+}
+
+func parseByteSize(s string) (ByteSize, error) {
+	if s == "auto" {
+		return AutoBytes, nil
+	}
+	units := []struct {
+		suffix string
+		n      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"", 1}}
+	for _, u := range units {
+		num, ok := strings.CutSuffix(s, u.suffix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+		if err != nil || n < 0 || n > (1<<62)/u.n {
+			return 0, fmt.Errorf("bad size %q", s)
+		}
+		return ByteSize(n * u.n), nil
+	}
+	return 0, fmt.Errorf("bad size %q", s)
+}
+
+// String formats b as the file would have it.
+func (b ByteSize) String() string {
+	switch {
+	case b == AutoBytes:
+		return "auto"
+	case b > 0 && b%(1<<30) == 0:
+		return strconv.FormatInt(int64(b>>30), 10) + "GiB"
+	case b > 0 && b%(1<<20) == 0:
+		return strconv.FormatInt(int64(b>>20), 10) + "MiB"
+	}
+	return strconv.FormatInt(int64(b), 10)
 }
 
 // UplinkConfig is the uplink: section. Without url the gateway works
@@ -175,6 +231,10 @@ func (d Duration) String() string {
 
 // Defaults.
 const (
+	// minDiskBytes is the smallest disk cap: Badger's files take several
+	// memtables' worth before they hold any reading.
+	minDiskBytes = 16 << 20
+
 	defaultEmbeddedListen = "127.0.0.1:1883"
 	defaultPattern        = "sensors/{device}/telemetry"
 )
@@ -196,6 +256,7 @@ func DefaultConfig() *Config {
 			MinuteStatsMaxAge: Duration(90 * 24 * time.Hour),
 			HourStatsMaxAge:   Duration(5 * 365 * 24 * time.Hour),
 			DayStatsMaxAge:    Duration(5 * 365 * 24 * time.Hour),
+			MaxDiskBytes:      AutoBytes,
 		},
 		Uplink: UplinkConfig{
 			Format:        "influx",
@@ -486,6 +547,9 @@ func (c *Config) Validate() error {
 		if a.d < 0 || (a.d > 0 && time.Duration(a.d) < time.Hour) {
 			bad("retention."+a.key, "must be 0 (for ever) or at least 1h (got %s)", a.d)
 		}
+	}
+	if r.MaxDiskBytes < AutoBytes || (r.MaxDiskBytes > 0 && r.MaxDiskBytes < minDiskBytes) {
+		bad("retention.max_disk_bytes", "must be auto, 0 (no cap) or at least %s (got %s)", ByteSize(minDiskBytes), r.MaxDiskBytes)
 	}
 	c.validateUplink(bad)
 	if c.MemoryLimitMiB < 0 {

@@ -74,6 +74,8 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"data_dir_list.bad.yaml":            "data_dir: cannot use !!seq into string (line 1)",
 		"bucket_too_big.bad.yaml":           "store.bucket_samples: 9000 readings do not fit a bucket with store.memtable_mib 1 (at most 7281)",
 		"bad_retention.bad.yaml":            `retention.minute_stats_max_age: cannot use "forever" as a duration (want e.g. 90d, 5y, 36h or 0) (line 2)`,
+		"disk_cap_small.bad.yaml":           "retention.max_disk_bytes: must be auto, 0 (no cap) or at least 16MiB (got 1000)",
+		"disk_cap_word.bad.yaml":            `retention.max_disk_bytes: cannot use "lots" as a size (want e.g. auto, 0, 500MiB, 8GB or 1073741824) (line 2)`,
 		"syntax.bad.yaml":                   "did not find expected node content",
 		"uplink_url.bad.yaml":               `uplink.url: want an http:// or https:// URL (got "victoria:8428/write")`,
 		"uplink_format.bad.yaml":            `uplink.format: must be influx or json (got "prometheus")`,

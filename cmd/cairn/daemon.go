@@ -77,6 +77,12 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	if os.Getenv(noSyncEnv) == "1" {
 		log.Warn("group commits are not synced: acknowledged readings can be lost", "env", noSyncEnv)
 	}
+	maxDisk := int64(cfg.Retention.MaxDiskBytes)
+	if cfg.Retention.MaxDiskBytes == AutoBytes {
+		if maxDisk, err = store.DefaultMaxDiskBytes(); err != nil {
+			return fmt.Errorf("retention.max_disk_bytes auto: %w", err)
+		}
+	}
 	writer := buffer.NewWriter(store, buffer.WriterOptions{
 		MaxReadings:   cfg.Store.CommitMaxReadings,
 		Interval:      cfg.Store.CommitInterval,
@@ -89,7 +95,10 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			aggregate.Hour:   time.Duration(cfg.Retention.HourStatsMaxAge),
 			aggregate.Day:    time.Duration(cfg.Retention.DayStatsMaxAge),
 		},
+		MaxDiskBytes: maxDisk,
+		ClockFloor:   buildTime(),
 	})
+	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{Logger: log.With("component", "retention")})
 	ingester := gateway.NewIngester(writer, gateway.IngesterOptions{
 		Routes:        cfg.routes,
 		MaxPayload:    cfg.MQTT.MaxPayload,
@@ -202,6 +211,13 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		})
 	}
 
+	// Retention: prunes by age every hour and keeps the disk cap, deleting
+	// through the writer between its group commits.
+	{
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return retention.Run(ctx) }, func(error) { cancel() })
+	}
+
 	// Uplink: sends the outbox upstream until interrupted.
 	var up *uplink.Uplink
 	if cfg.uplink != nil {
@@ -222,15 +238,16 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api, err := gateway.NewAPI(gateway.APIOptions{
-		Store:    store,
-		Writer:   writer,
-		Ingester: ingester,
-		MQTT:     mqttStatus,
-		Uplink:   up,
-		Version:  version,
-		Started:  started,
-		Registry: reg,
-		Logger:   log.With("component", "http"),
+		Store:     store,
+		Writer:    writer,
+		Ingester:  ingester,
+		MQTT:      mqttStatus,
+		Uplink:    up,
+		Retention: retention,
+		Version:   version,
+		Started:   started,
+		Registry:  reg,
+		Logger:    log.With("component", "http"),
 	})
 	if err != nil {
 		return err
@@ -285,7 +302,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		g.Add(func() error { return n.run(ctx) }, func(error) { cancel() })
 	}
 
-	log.Info("cairn started", "version", version, "data_dir", cfg.DataDir, "readings", store.ReadingCount(),
+	log.Info("cairn started", "version", version, "data_dir", cfg.DataDir, "readings", store.ReadingCount(), "max_disk_bytes", maxDisk,
 		"mqtt", mqttAddr, "http", ln.Addr().String())
 	err = g.Run()
 	if _, nerr := daemon.SdNotify(false, daemon.SdNotifyStopping); nerr != nil {
@@ -294,6 +311,16 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	ws := writer.Stats()
 	log.Info("cairn stopped", "commits", ws.Commits, "stored", ws.Stored)
 	return err
+}
+
+// buildTime is the build date stamped into the binary (main.date), below
+// which the clock is not trusted; zero when the binary is not stamped.
+func buildTime() time.Time {
+	t, err := time.Parse(time.RFC3339, date)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
 
 // newLogger builds the process logger. Under systemd (JOURNAL_STREAM set)

@@ -30,6 +30,7 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		cairnBinary.remove()
+		futureBinary.remove()
 		os.Exit(code)
 	}))
 }
@@ -465,11 +466,16 @@ func storedReadings(t *testing.T, dir string) (all []buffer.Reading, counted uin
 // a process; TestMain removes it.
 var cairnBinary binaryBuild
 
+// futureBinary is the cairn command stamped with a build date far ahead
+// of any clock: its retention by age is always paused.
+var futureBinary = binaryBuild{ldflags: "-X main.date=2099-01-01T00:00:00Z"}
+
 type binaryBuild struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
+	ldflags string // passed to go build -ldflags
+	once    sync.Once
+	dir     string
+	path    string
+	err     error
 }
 
 // get builds the binary on first use and returns its path.
@@ -486,7 +492,7 @@ func (b *binaryBuild) get(t *testing.T) string {
 			return
 		}
 		b.path = filepath.Join(b.dir, "cairn")
-		cmd := exec.Command(gobin, "build", "-o", b.path, ".")
+		cmd := exec.Command(gobin, "build", "-o", b.path, "-ldflags", b.ldflags, ".")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
 	"github.com/cairn-gateway/cairn/uplink"
 )
@@ -145,7 +146,28 @@ func printStatus(w io.Writer, st gateway.Status, r *rates) {
 	if s.Pruned > 0 || s.StatsPruned > 0 {
 		fmt.Fprintf(w, "        retention removed %d readings and %d aggregate records\n", s.Pruned, s.StatsPruned)
 	}
+	printRetention(w, st.Retention)
 	printUplink(w, st.Uplink, r)
+}
+
+// printRetention says what retention removed, against which cap, and why
+// it may be paused.
+func printRetention(w io.Writer, r *buffer.RetentionStatus) {
+	if r == nil {
+		return
+	}
+	capacity := "no disk cap"
+	if r.MaxDiskBytes > 0 {
+		capacity = fmt.Sprintf("%s of a %s cap", size(r.DiskBytes), size(r.MaxDiskBytes))
+	}
+	fmt.Fprintf(w, "retention: %s, %d readings removed, %d dropped unsent", capacity, r.RemovedReadings, r.DroppedUnsent)
+	if r.OldestReading != nil && r.NewestReading != nil {
+		fmt.Fprintf(w, ", readings from %s to %s", r.OldestReading.Format(time.RFC3339), r.NewestReading.Format(time.RFC3339))
+	}
+	fmt.Fprintln(w)
+	if r.PausedReason != "" {
+		fmt.Fprintf(w, "        %s\n", r.PausedReason)
+	}
 }
 
 // printUplink says whether the upstream keeps up, and if not, why.

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/uplink"
+)
+
+// retentionDoc is the part of /v1/status the retention tests read.
+type retentionDoc struct {
+	Ingest struct {
+		Stored uint64 `json:"stored"`
+		Failed uint64 `json:"failed"`
+	} `json:"ingest"`
+	Uplink    *uplink.Status          `json:"uplink"`
+	Retention *buffer.RetentionStatus `json:"retention"`
+}
+
+// TestRetention_ProcessDiskCapUpstreamDown runs a real cairn, stamped with
+// a build date in 2099, with a 16 MiB disk cap and an upstream that does
+// not answer, and floods it with readings of random values until the cap
+// makes it drop unsent ones. Every message must be stored and
+// acknowledged, the directory must come back under the cap, every stored
+// reading must be either pending or counted as dropped, and retention by
+// age must say that it is paused by the build date.
+func TestRetention_ProcessDiskCapUpstreamDown(t *testing.T) {
+	bin := futureBinary.get(t)
+	cfg := writeConfig(t, t.TempDir(), fmt.Sprintf(`
+data_dir: %%DATA%%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+http:
+  listen: "127.0.0.1:0"
+store:
+  memtable_mib: 1
+retention:
+  max_disk_bytes: 16MiB
+uplink:
+  url: http://127.0.0.1:%d/write
+  retry_wait_min: 1s
+  retry_wait_max: 2s
+`, freePort(t)))
+	p := startCairn(t, bin, cfg)
+	api := newAPIClient(p.http)
+	status := func() retentionDoc {
+		var st retentionDoc
+		if code := api.get(t, "/v1/status", &st); code != 200 || st.Retention == nil || st.Uplink == nil {
+			t.Fatalf("GET /v1/status: %d, %+v; want 200 with retention and uplink", code, st)
+		}
+		return st
+	}
+	const limit = 16 << 20
+	const fields = 50
+	c := mustConnect(t, p.mqtt, "retention-flood")
+	rng := rand.New(rand.NewPCG(3, 4))
+	start := time.Now().Add(-time.Hour).UnixMilli()
+	var window []paho.Token
+	var sent int
+	var peak int64
+	for {
+		if sent%500 == 0 {
+			st := status()
+			peak = max(peak, st.Retention.DiskBytes)
+			if st.Retention.DroppedUnsent > 0 && sent >= 20000 {
+				break
+			}
+			if sent > 400000 {
+				t.Fatalf("%d messages sent and nothing dropped: %+v", sent, *st.Retention)
+			}
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, `{"ts":%d`, start+int64(sent/10))
+		for f := range fields {
+			fmt.Fprintf(&b, `,"f%02d":%v`, f, rng.Float64())
+		}
+		b.WriteString("}")
+		window = append(window, c.Publish(fmt.Sprintf("sensors/dev-%d/telemetry", sent%10), 1, false, b.String()))
+		sent++
+		if len(window) == 200 {
+			waitToken(t, window[0])
+			window = window[1:]
+		}
+	}
+	for _, tok := range window {
+		waitToken(t, tok)
+	}
+	var st retentionDoc
+	waitUntil(t, 2*time.Minute, "retention to settle under the cap with every reading pending or dropped", func() (bool, string) {
+		st = status()
+		r, u := st.Retention, st.Uplink
+		peak = max(peak, r.DiskBytes)
+		done := st.Ingest.Stored == uint64(sent*fields) && r.DiskBytes <= limit && u.PendingReadings+r.DroppedUnsent == st.Ingest.Stored
+		return done, fmt.Sprintf("stored %d of %d, failed %d, disk %d, pending %d + dropped %d", st.Ingest.Stored, sent*fields, st.Ingest.Failed, r.DiskBytes, u.PendingReadings, r.DroppedUnsent)
+	})
+	r := st.Retention
+	t.Logf("%d readings stored, %d dropped unsent, %d removed, peak %d bytes", st.Ingest.Stored, r.DroppedUnsent, r.RemovedReadings, peak)
+	if st.Uplink.SentReadings != 0 {
+		t.Errorf("sent %d readings to an upstream that does not answer", st.Uplink.SentReadings)
+	}
+	if r.MaxDiskBytes != limit {
+		t.Errorf("max_disk_bytes: got %d, want %d", r.MaxDiskBytes, limit)
+	}
+	// See TestRetention_DiskCapDropsOldestUnsent in buffer: during a
+	// compaction the directory may hold the store twice, and the level 0
+	// tables that arrive meanwhile (Badger stalls writes at 8).
+	if peak > 2*limit+8<<20 {
+		t.Errorf("data directory peaked at %d bytes, over twice the cap and 8 memtables", peak)
+	}
+	if !strings.Contains(r.PausedReason, "before this build's date (2099-01-01T00:00:00Z)") {
+		t.Errorf("paused_reason: got %q, want the build date", r.PausedReason)
+	}
+	if r.OldestReading == nil || r.NewestReading == nil || r.NewestReading.UnixMilli() != start+int64((sent-1)/10) || r.LastRun == nil {
+		t.Errorf("retention status: %+v; want the oldest and newest reading and a last run", *r)
+	}
+	if !strings.Contains(p.out.String(), `level=WARN msg="disk cap: dropped readings that were never sent upstream"`) {
+		t.Errorf("no warning about dropped readings in the log:\n%s", p.out)
+	}
+	out, err := exec.Command(bin, "status", "-url", "http://"+p.http).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "of a 16.0 MiB cap") ||
+		!strings.Contains(string(out), fmt.Sprintf("%d dropped unsent", r.DroppedUnsent)) || !strings.Contains(string(out), "retention paused") {
+		t.Errorf("cairn status: %v\n%s", err, out)
+	}
+}
+
+// waitToken waits for a publish's PUBACK.
+func waitToken(t *testing.T, tok paho.Token) {
+	t.Helper()
+	if !tok.WaitTimeout(ackTimeout) {
+		t.Fatal("no PUBACK in time")
+	}
+	if err := tok.Error(); err != nil {
+		t.Fatal(err)
+	}
+}
