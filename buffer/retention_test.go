@@ -126,3 +126,145 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 		t.Log(logs.String())
 	}
 }
+
+// TestRetention_ClockPausesAgeRetention steps a Retention by hand with an
+// injected clock: before the build date or the newest reading nothing is
+// pruned and the status says why; with a sane clock the old days go.
+func TestRetention_ClockPausesAgeRetention(t *testing.T) {
+	floor := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 7 * 24 * time.Hour, ClockFloor: floor, SealCheck: time.Hour})
+	clock := floor
+	r := NewRetention(s, w, RetentionOptions{Now: func() time.Time { return clock }})
+	ctx := context.Background()
+	base := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	var rs []Reading
+	for h := range 20 * 24 { // one an hour for twenty days
+		rs = append(rs, Reading{Device: "d", Metric: "m", TS: base + int64(h)*3600e9, Value: float64(h)})
+	}
+	write(t, w, rs...)
+	newest := time.Unix(0, rs[len(rs)-1].TS)
+	for _, tc := range []struct {
+		now    time.Time
+		reason string
+	}{
+		{floor.Add(-24 * time.Hour), "is before this build's date (2026-06-01T00:00:00Z)"},
+		{newest.Add(-time.Second), "is before the newest reading stored (" + newest.UTC().Format(time.RFC3339) + ")"},
+	} {
+		if err := r.RunOnce(ctx, tc.now); err != nil {
+			t.Fatalf("at %s: %v", tc.now, err)
+		}
+		st, err := r.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(st.PausedReason, tc.reason) || st.RemovedReadings != 0 || s.ReadingCount() != uint64(len(rs)) {
+			t.Errorf("at %s: paused %q, removed %d, %d readings left; want paused (%q), nothing removed", tc.now, st.PausedReason, st.RemovedReadings, s.ReadingCount(), tc.reason)
+		}
+	}
+	clock = newest.Add(time.Hour)
+	if err := r.RunOnce(ctx, clock); err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The clock is at day 20, 00:00: the cut is at day 13, days 0 to 12
+	// go.
+	if st.PausedReason != "" || st.RemovedReadings != 13*24 || s.ReadingCount() != 7*24 {
+		t.Errorf("with a sane clock: paused %q, removed %d, %d left; want 312 removed, 168 left", st.PausedReason, st.RemovedReadings, s.ReadingCount())
+	}
+	if st.OldestReading == nil || st.OldestReading.UnixNano() != base+13*24*3600e9 || !st.NewestReading.Equal(newest) || st.LastRun == nil || !st.LastRun.Equal(clock) {
+		t.Errorf("status: %+v", st)
+	}
+}
+
+// TestPrune_StepsLetCommitsThrough prunes many thousands of buckets while
+// another goroutine keeps writing: the prune runs in steps, commits land
+// between them, and none fails.
+func TestPrune_StepsLetCommitsThrough(t *testing.T) {
+	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 24 * time.Hour, BucketSamples: 2, SealCheck: time.Hour})
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	var rs []Reading
+	for i := range 4 * pruneChunkKeys * 2 { // two readings a bucket: 4 steps of buckets
+		rs = append(rs, Reading{Device: "d", Metric: "m" + string(rune('a'+i%8)), TS: base + int64(i)*1e9, Value: float64(i)})
+	}
+	write(t, w, rs...)
+	if err := w.SealDue(ctx, time.Unix(0, base+3*day)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	commits := make(chan int, 1)
+	go func() {
+		n := 0
+		for ts := base + 10*day; ; ts += 1e9 {
+			select {
+			case <-stop:
+				commits <- n
+				return
+			default:
+			}
+			ch := make(chan Result, 1)
+			if err := w.Submit(ctx, []Reading{{Device: "live", Metric: "m", TS: ts, Value: 1}}, func(r Result) { ch <- r }); err != nil {
+				t.Error(err)
+			}
+			if res := <-ch; res.Err != nil {
+				t.Errorf("commit during the prune: %v", res.Err)
+			}
+			n++
+		}
+	}()
+	if err := w.Prune(ctx, time.Unix(0, base+11*day)); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	n := <-commits
+	if got := w.Stats().PrunedReadings; got != uint64(len(rs)) {
+		t.Errorf("pruned %d readings, want %d", got, len(rs))
+	}
+	if got := s.ReadingCount(); got != uint64(n) {
+		t.Errorf("reading count: got %d, want the %d live ones", got, n)
+	}
+	if n < 4 {
+		t.Errorf("%d commits while pruning in 4 or more steps; want one between each", n)
+	}
+}
+
+// TestStore_DropOutboxWhileABatchIsInFlight drops the oldest entries while
+// the uplink is sending them; when the upstream then takes the batch, its
+// readings are no longer counted as dropped, and the cursor never goes
+// back.
+func TestStore_DropOutboxWhileABatchIsInFlight(t *testing.T) {
+	s, w := testStoreWith(t, "", WriterOptions{Outbox: true})
+	for c := range 3 { // three commits, three entries of 10
+		var rs []Reading
+		for i := range 10 {
+			rs = append(rs, Reading{Device: "d", Metric: "m", TS: int64(c*10+i) * 1e9, Value: 1})
+		}
+		write(t, w, rs...)
+	}
+	if err := s.SetOutboxBatch(5); err != nil { // the uplink sends 0-4
+		t.Fatal(err)
+	}
+	d, err := s.DropOutbox(15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.From != 0 || d.To != 20 || d.OldestTS != 0 || d.NewestTS != 19e9 || s.DroppedUnsent() != 20 {
+		t.Fatalf("drop: got %+v, %d dropped; want 0 to 20 (two whole entries)", d, s.DroppedUnsent())
+	}
+	if err := s.AdvanceOutbox(5); err != nil { // the upstream took 0-4 after all
+		t.Fatal(err)
+	}
+	if o := s.Outbox(); o.Cursor != 20 || o.Pending() != 10 || s.DroppedUnsent() != 15 {
+		t.Errorf("after the batch: cursor %d, pending %d, dropped %d; want 20, 10, 15", o.Cursor, o.Pending(), s.DroppedUnsent())
+	}
+	checkOutbox(t, readOutbox(t, s), 20, func() []Reading {
+		var rs []Reading
+		for i := 20; i < 30; i++ {
+			rs = append(rs, Reading{Device: "d", Metric: "m", TS: int64(i) * 1e9, Value: 1})
+		}
+		return rs
+	}())
+}

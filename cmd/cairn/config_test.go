@@ -154,3 +154,26 @@ func TestLoadConfig_UplinkSecretFiles(t *testing.T) {
 		t.Errorf("world-readable token: got %v", err)
 	}
 }
+
+func TestParseConfig_MaxDiskBytes(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want ByteSize
+	}{
+		{"auto", AutoBytes},
+		{"0", 0},
+		{"536870912", 512 << 20},
+		{"500MiB", 500 << 20},
+		{"8GB", 8e9},
+		{"2GiB", 2 << 30},
+	} {
+		cfg, err := ParseConfig(strings.NewReader("retention:\n  max_disk_bytes: " + tc.yaml + "\n"))
+		if err != nil {
+			t.Errorf("%s: %v", tc.yaml, err)
+			continue
+		}
+		if got := cfg.Retention.MaxDiskBytes; got != tc.want {
+			t.Errorf("%s: got %d, want %d", tc.yaml, got, tc.want)
+		}
+	}
+}
