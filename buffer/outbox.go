@@ -405,7 +405,7 @@ func (s *Store) SetOutboxBatch(end uint64, note int64) error {
 	s.outbox.mu.Unlock()
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
-	if err := s.db.Update(func(txn *badger.Txn) error {
+	if err := s.update(func(txn *badger.Txn) error {
 		return txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(cur, cur, end, note))
 	}); err != nil {
 		return fmt.Errorf("outbox: %w", err)
@@ -457,7 +457,7 @@ func (s *Store) AdvanceOutbox(to uint64) error {
 	newLow := low
 	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
 	defer s.syncMu.Unlock()
-	err := s.db.Update(func(txn *badger.Txn) error {
+	err := s.update(func(txn *badger.Txn) error {
 		if err := txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(to, 0, 0, 0)); err != nil {
 			return err
 		}
@@ -522,7 +522,7 @@ func (s *Store) DropOutbox(n uint64) (OutboxDrop, error) {
 	newLow := low
 	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
 	defer s.syncMu.Unlock()
-	err := s.db.Update(func(txn *badger.Txn) error {
+	err := s.update(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
 		defer it.Close()
 		budget := newTxnBudget(s.db, 2*(metaEntrySize+32))

@@ -191,11 +191,16 @@ func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// compact compacts the store (Store.compact) and meanwhile, with a disk
+// compact flushes the memtables (on the Writer's goroutine: it blocks
+// writes), compacts the store (Store.compact) and meanwhile, with a disk
 // cap, measures the data directory every DiskCheck: at the full mark the
 // Writer stops taking batches, which also lets the compaction end (it
 // goes on while new tables keep arriving).
 func (r *Retention) compact(ctx context.Context, limit int64) error {
+	// Tombstones still in a memtable are out of compaction's reach.
+	if err := r.writer.do(ctx, r.store.flushMemtables); err != nil {
+		return err
+	}
 	done := make(chan error, 1)
 	go func() { done <- r.store.compact() }()
 	tick := time.NewTicker(min(r.opts.DiskCheck, 5*minDiskCheck))

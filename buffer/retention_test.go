@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -53,7 +54,7 @@ func runRetention(t *testing.T, r *Retention) (stop func()) {
 // directory must stay under the cap, every commit must succeed, and the
 // readings dropped unsent must be exactly those the outbox lost.
 func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
-	const limit = 32 << 20
+	const limit = 16 << 20
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	s, w := testStoreOpts(t, Options{MemTableSize: 1 << 20, Logger: log},
@@ -63,15 +64,27 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(7, 7))
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	// Long device names and random full-precision values: many bytes a
+	// reading (the outbox entries carry a table of the names), so that
+	// the cap is reached soon even under the race detector.
+	devices := make([]string, 1000)
+	for i := range devices {
+		devices[i] = fmt.Sprintf("bridge-%04d-%s", i, strings.Repeat("x", 40))
+	}
 	var stored uint64
 	var peak int64
 	ts := base
-	for stored < 2_000_000 {
+	for after := 0; after < 20; {
+		if s.DroppedUnsent() > 0 {
+			after++ // batches stored after the first drop
+		}
+		if stored > 5_000_000 {
+			t.Fatalf("%d readings stored and nothing dropped", stored)
+		}
 		rs := make([]Reading, 0, 2000)
 		for i := range 2000 {
-			// Random full-precision values: the worst case for size.
-			rs = append(rs, Reading{Device: "dev-" + string(rune('a'+i%20)), Metric: "t", TS: ts, Value: rng.Float64()})
-			if i%20 == 19 {
+			rs = append(rs, Reading{Device: devices[i%len(devices)], Metric: "t", TS: ts, Value: rng.Float64()})
+			if i%len(devices) == len(devices)-1 {
 				ts += 1e9
 			}
 		}

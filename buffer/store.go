@@ -518,6 +518,42 @@ func (s *Store) compact() error {
 	return nil
 }
 
+// metaFlush is the marker key flushMemtables writes and drops.
+const metaFlush = "flush"
+
+// flushMemtables has Badger write its memtables out as tables, so that
+// compaction sees the tombstones they hold: Badger has no call for that
+// but DropPrefix, which flushes first, so a marker key is written and
+// dropped. DropPrefix makes every other write fail while it runs
+// (ErrBlockedWrites): call it on the Writer's goroutine; the store's other
+// writes (the outbox's) retry (see update).
+func (s *Store) flushMemtables() error {
+	key := appendMetaKey(nil, metaFlush)
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(key, nil) }); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	if err := s.db.DropPrefix(key); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
+}
+
+// blockedRetry bounds how long update retries a write that a DropPrefix
+// blocks; one runs for well under a second per million keys.
+const blockedRetry = time.Minute
+
+// update is db.Update, tried again while a DropPrefix blocks writes.
+func (s *Store) update(fn func(txn *badger.Txn) error) error {
+	deadline := time.Now().Add(blockedRetry)
+	for {
+		err := s.db.Update(fn)
+		if !errors.Is(err, badger.ErrBlockedWrites) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // metaMaxDisk remembers the default disk cap computed at first start.
 const metaMaxDisk = "max_disk_bytes"
 

@@ -1,0 +1,147 @@
+package buffer
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Retention benchmarks; scripts/bench.sh retention runs them with the
+// issue's sizes (CAIRN_BENCH_RETENTION_SERIES, CAIRN_BENCH_RETENTION_DAYS;
+// 1,000 series and 30 days there, small by default).
+
+// loadDays writes series × days of 1 Hz readings (realistic temperatures)
+// straight into sealed buckets of 200, from start on, and indexes them.
+func loadDays(b *testing.B, s *Store, series, days int, start int64) {
+	samples := make([]Sample, 86400)
+	for sr := range series {
+		sn := newSensor(uint64(sr), 21, 3, 0.05, 2)
+		for d := range days {
+			for i := range samples {
+				ts := start + int64(d)*nanosPerDay + int64(i)*1e9
+				samples[i] = Sample{TS: ts, Value: sn.at(ts)}
+			}
+			loadBuckets(b, s, "dev"+strconv.Itoa(sr/2), []string{"temperature", "humidity"}[sr%2], samples, 200)
+		}
+	}
+	if err := s.load(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// runWriter runs a Writer of s until the benchmark ends.
+func runWriter(b *testing.B, s *Store, opts WriterOptions) *Writer {
+	w := NewWriter(s, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+		s.Close()
+	})
+	return w
+}
+
+// BenchmarkRetention_Prune stores days of series at 1 Hz, then applies a
+// raw max age of 7 days: the time to prune, the time to compact, and the
+// data directory before (compacted) and after.
+func BenchmarkRetention_Prune(b *testing.B) {
+	series := envInt("CAIRN_BENCH_RETENTION_SERIES", 20)
+	days := envInt("CAIRN_BENCH_RETENTION_DAYS", 10)
+	start := int64(1763769600) * 1e9
+	for b.Loop() {
+		b.StopTimer()
+		s, err := Open(Options{Dir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		loadDays(b, s, series, days, start)
+		w := runWriter(b, s, WriterOptions{RawMaxAge: 7 * 24 * time.Hour, SealCheck: time.Hour})
+		r := NewRetention(s, w, RetentionOptions{})
+		if err := r.compact(context.Background(), 0); err != nil {
+			b.Fatal(err)
+		}
+		before := dirBytes(b, s.Dir())
+		b.StartTimer()
+		t0 := time.Now()
+		if err := w.Prune(context.Background(), time.Unix(0, start+int64(days)*nanosPerDay)); err != nil {
+			b.Fatal(err)
+		}
+		prune := time.Since(t0)
+		if err := r.compact(context.Background(), 0); err != nil {
+			b.Fatal(err)
+		}
+		compact := time.Since(t0) - prune
+		after := dirBytes(b, s.Dir())
+		b.ReportMetric(prune.Seconds(), "prune-s")
+		b.ReportMetric(compact.Seconds(), "compact-s")
+		b.ReportMetric(float64(before), "bytes-before")
+		b.ReportMetric(float64(after), "bytes-after")
+		b.ReportMetric(float64(after)/float64(before), "after/before")
+		b.ReportMetric(float64(w.Stats().PrunedReadings), "readings-pruned")
+	}
+}
+
+// BenchmarkRetention_IngestWhilePruning ingests readings through the
+// Writer (commits of 1,000, 200 series) into a store holding days of old
+// data, alone and while a prune of all but the last 7 days runs (and the
+// compaction after it): readings/s of each, to compare.
+func BenchmarkRetention_IngestWhilePruning(b *testing.B) {
+	series := envInt("CAIRN_BENCH_RETENTION_SERIES", 20)
+	days := envInt("CAIRN_BENCH_RETENTION_DAYS", 10)
+	n := envInt("CAIRN_BENCH_RETENTION_INGEST", 200000)
+	start := int64(1763769600) * 1e9
+	now := start + int64(days)*nanosPerDay
+	for _, pruning := range []bool{false, true} {
+		name := "alone"
+		if pruning {
+			name = "pruning"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				s, err := Open(Options{Dir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				loadDays(b, s, series, days, start)
+				w := runWriter(b, s, WriterOptions{RawMaxAge: 7 * 24 * time.Hour, SealCheck: time.Hour})
+				pruned := make(chan time.Duration, 1)
+				b.StartTimer()
+				t0 := time.Now()
+				if pruning {
+					go func() {
+						if err := w.Prune(context.Background(), time.Unix(0, now+nanosPerDay/2)); err != nil {
+							b.Error(err)
+						}
+						if err := NewRetention(s, w, RetentionOptions{}).compact(context.Background(), 0); err != nil {
+							b.Error(err)
+						}
+						pruned <- time.Since(t0)
+					}()
+				}
+				ch := make(chan Result, 1)
+				for i := 0; i < n; i += 1000 {
+					rs := make([]Reading, 1000)
+					for j := range rs {
+						k := i + j
+						rs[j] = Reading{Device: "live" + strconv.Itoa(k%200), Metric: "t", TS: now + int64(k/200)*1e9, Value: float64(k % 977)}
+					}
+					if err := w.Submit(context.Background(), rs, func(r Result) { ch <- r }); err != nil {
+						b.Fatal(err)
+					}
+					if r := <-ch; r.Err != nil {
+						b.Fatal(r.Err)
+					}
+				}
+				elapsed := time.Since(t0)
+				b.ReportMetric(float64(n)/elapsed.Seconds(), "readings/s")
+				if pruning {
+					b.ReportMetric((<-pruned).Seconds(), "prune-s")
+				}
+			}
+		})
+	}
+}
