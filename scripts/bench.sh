@@ -5,7 +5,7 @@
 # (millisecond ts + 2 numeric fields = 2 readings) at QoS 1.
 #
 #   scripts/bench.sh [CASE...]     CASE: embedded_max external_drain embedded_paced
-#                                        uplink_drain uplink_backlog storage
+#                                        uplink_drain uplink_backlog storage retention
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -31,6 +31,17 @@
 #                   of one day of one series at 1 Hz; stats of a 30-day
 #                   range (group=all) and of a year by day, for one series
 #                   with a year at 1 Hz, and the records they read
+#   retention       the retention benchmarks (go test -bench ./buffer/):
+#                   RETENTION_SERIES (1000) series x 1 Hz x RETENTION_DAYS
+#                   (30) days as sealed buckets, then a raw max age of 7
+#                   days: prune_s and compact_s (the time to delete and to
+#                   give the space back), disk_bytes_before/after and their
+#                   ratio (about 7/30 expected); then the writer's ingest
+#                   (RETENTION_INGEST readings, 200 series, commits of
+#                   1,000) into such a store alone and while that prune and
+#                   compaction run: ingest_alone/ingest_pruning readings/s
+#                   and ingest_ratio (should stay above 0.8). With the
+#                   defaults it stores 2.6 G readings per run: hours.
 #
 # Figures: readings_per_sec, cpu_sec_per_100k_msgs (utime+stime of cairn from
 # just before the load until all readings are stored; for external_drain from
@@ -60,7 +71,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
-ALL_CASES=(embedded_max external_drain embedded_paced uplink_drain uplink_backlog storage)
+ALL_CASES=(embedded_max external_drain embedded_paced uplink_drain uplink_backlog storage retention)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
@@ -560,7 +571,37 @@ storage_bench() {
 		}'
 }
 
+# retention_bench runs the retention benchmarks RUNS times and prints
+# medians.
+retention_bench() {
+	local series=${RETENTION_SERIES:-1000} days=${RETENTION_DAYS:-30} ingest=${RETENTION_INGEST:-2000000} out
+	log "retention: $series series x 1 Hz x $days days, pruned to 7 days (takes long)"
+	out=$(CAIRN_BENCH_RETENTION_SERIES=$series CAIRN_BENCH_RETENTION_DAYS=$days CAIRN_BENCH_RETENTION_INGEST=$ingest \
+		go test -run '^$' -bench 'Retention_' -benchtime 1x -count "$RUNS" -timeout 0 ./buffer/) ||
+		die "retention benchmark failed: $out"
+	printf '%s\n' "$out" | awk -v series="$series" -v days="$days" '
+		function add(k, v) { n[k]++; val[k, n[k]] = v }
+		function median(k,   i, j, t, a) {
+			for (i = 1; i <= n[k]; i++) a[i] = val[k, i]
+			for (i = 1; i <= n[k]; i++) for (j = i + 1; j <= n[k]; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+			return a[int((n[k] + 1) / 2)]
+		}
+		function runs(k,   i, s) { for (i = 1; i <= n[k]; i++) s = s (i > 1 ? " " : "") val[k, i]; return s }
+		function metric(name,   i) { for (i = 4; i < NF; i++) if ($(i+1) == name) return $i; return "" }
+		/^BenchmarkRetention_Prune/ { add("prune_s", metric("prune-s")); add("compact_s", metric("compact-s")); add("disk_bytes_before", metric("bytes-before")); add("disk_bytes_after", metric("bytes-after")); add("after_before_ratio", metric("after/before")) }
+		/^BenchmarkRetention_IngestWhilePruning\/alone/ { alone[++na] = metric("readings/s"); add("ingest_alone_readings_per_sec", alone[na]) }
+		/^BenchmarkRetention_IngestWhilePruning\/pruning/ { p = metric("readings/s"); add("ingest_pruning_readings_per_sec", p); add("ingest_prune_s", metric("prune-s")); if (alone[na] > 0) add("ingest_ratio", p / alone[na]) }
+		END {
+			split("prune_s compact_s disk_bytes_before disk_bytes_after after_before_ratio ingest_alone_readings_per_sec ingest_pruning_readings_per_sec ingest_ratio ingest_prune_s", keys, " ")
+			for (i = 1; i in keys; i++) if (n[keys[i]]) printf "retention: %s median=%s runs=[%s] (%d series x %d days)\n", keys[i], median(keys[i]), runs(keys[i]), series, days
+		}'
+}
+
 start=$SECONDS
+if [[ " ${cases[*]} " == *" retention "* ]]; then
+	retention_bench
+	cases=("${cases[@]/retention/}")
+fi
 if [[ " ${cases[*]} " == *" storage "* ]]; then
 	storage_bench
 	cases=("${cases[@]/storage/}")
