@@ -75,7 +75,7 @@ func (w *Writer) pruneStep(now time.Time) (more bool, err error) {
 		return false, err
 	}
 	if w.opts.RawMaxAge > 0 {
-		more, err := w.pruneRawBefore(dayOf(now.Add(-w.opts.RawMaxAge).UnixNano()), pruneChunkKeys)
+		more, err := w.pruneRawBefore(now.Add(-w.opts.RawMaxAge).UnixNano(), pruneChunkKeys)
 		if err != nil || more {
 			return more, err
 		}
@@ -90,11 +90,14 @@ func (w *Writer) pruneStep(now time.Time) (more bool, err error) {
 	return w.pruneStatsBefore(cut, pruneChunkKeys)
 }
 
-// pruneRawBefore deletes the readings of the UTC days before cutDay,
-// their sealed buckets (a series-day is a key prefix) and any open points,
-// at most about limit keys of them, and takes them off the reading count
-// in the same transaction. It reports whether it stopped at the limit.
-func (w *Writer) pruneRawBefore(cutDay int32, limit int) (more bool, err error) {
+// pruneRawBefore deletes the readings older than cutoff, at most about
+// limit keys of them, and takes them off the reading count in the same
+// transaction: the sealed buckets of whole older days (a series-day is a
+// key prefix), the buckets of cutoff's day that end before it, the part
+// before it of the one bucket that spans it (rewritten under the key of
+// its new first reading), and open points. It reports whether it stopped
+// at the limit.
+func (w *Writer) pruneRawBefore(cutoff int64, limit int) (more bool, err error) {
 	snap := w.store.db.NewTransaction(false)
 	defer snap.Discard()
 	var dels []counted
@@ -103,6 +106,7 @@ func (w *Writer) pruneRawBefore(cutDay int32, limit int) (more bool, err error) 
 		day int32
 	}
 	var opened []openDay
+	cutDay := dayOf(cutoff)
 	for _, st := range w.store.series { // only this goroutine writes the map
 		if len(dels) >= limit {
 			more = true
@@ -117,24 +121,26 @@ func (w *Writer) pruneRawBefore(cutDay int32, limit int) (more bool, err error) 
 				it.Close()
 				return false, err
 			}
-			if dayOf(first.TS) >= cutDay {
+			if first.TS >= cutoff {
 				break
 			}
-			var h bucketHeader
-			if err := item.Value(func(v []byte) (err error) { h, err = parseBucketHeader(v); return err }); err != nil {
+			d, err := w.pruneBucket(item, st, cutoff)
+			if err != nil {
 				it.Close()
-				return false, fmt.Errorf("bucket %q: %w", item.Key(), err)
+				return false, err
 			}
-			dels = append(dels, counted{item.KeyCopy(nil), h.Count})
+			dels = append(dels, d)
 		}
 		it.Close()
-		// A day's open points go whole, in one transaction.
+		// A day's open points go in one transaction.
 		for day, open := range st.open {
-			if day >= cutDay || len(dels) >= limit {
+			if day > cutDay || len(dels) >= limit {
 				continue
 			}
 			for _, p := range open {
-				dels = append(dels, counted{appendPointKey(nil, Reading{Device: st.device, Metric: st.metric, TS: p.TS, Value: p.Value}), 1})
+				if p.TS < cutoff {
+					dels = append(dels, counted{key: appendPointKey(nil, Reading{Device: st.device, Metric: st.metric, TS: p.TS, Value: p.Value}), readings: 1})
+				}
 			}
 			opened = append(opened, openDay{st, day})
 		}
@@ -146,15 +152,59 @@ func (w *Writer) pruneRawBefore(cutDay int32, limit int) (more bool, err error) 
 		return false, err
 	}
 	for _, o := range opened {
-		delete(o.st.open, o.day)
+		kept := o.st.open[o.day][:0]
+		for _, p := range o.st.open[o.day] {
+			if p.TS >= cutoff {
+				kept = append(kept, p)
+			}
+		}
+		if len(kept) == 0 {
+			delete(o.st.open, o.day)
+		} else {
+			o.st.open[o.day] = kept
+		}
 	}
 	return more, nil
 }
 
-// counted is a key to delete and the readings it holds.
+// pruneBucket returns what deleting the readings of a bucket older than
+// cutoff takes: the bucket, or, when it spans cutoff, the bucket and the
+// rewrite of its newer readings.
+func (w *Writer) pruneBucket(item *badger.Item, st *seriesState, cutoff int64) (counted, error) {
+	var h bucketHeader
+	var kept []Sample
+	err := item.Value(func(v []byte) error {
+		var err error
+		if h, err = parseBucketHeader(v); err != nil || h.Last < cutoff {
+			return err
+		}
+		samples, err := decodeBucket(nil, v)
+		for _, smp := range samples {
+			if smp.TS >= cutoff {
+				kept = append(kept, smp)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return counted{}, fmt.Errorf("bucket %q: %w", item.Key(), err)
+	}
+	d := counted{key: item.KeyCopy(nil), readings: h.Count - len(kept)}
+	if len(kept) > 0 {
+		if d.value, err = appendBucket(nil, kept); err != nil {
+			return counted{}, err
+		}
+		d.newKey = appendBucketKey(nil, st.device, st.metric, kept[0])
+	}
+	return d, nil
+}
+
+// counted is a key to delete and the readings it holds, and, for a
+// bucket cut in two, the key and value of the part that stays.
 type counted struct {
-	key      []byte
-	readings int
+	key           []byte
+	readings      int
+	newKey, value []byte
 }
 
 // deleteCounted deletes keys holding readings, in as few transactions as
@@ -166,10 +216,16 @@ func (w *Writer) deleteCounted(dels []counted) error {
 		txn := s.db.NewTransaction(true)
 		budget := newTxnBudget(s.db, metaEntrySize)
 		n, gone := 0, uint64(0)
-		for ; n < len(dels) && budget.take(dels[n].key, nil); n++ {
+		for ; n < len(dels) && budget.take(dels[n].key, nil) && (dels[n].newKey == nil || budget.take(dels[n].newKey, dels[n].value)); n++ {
 			if err := txn.Delete(dels[n].key); err != nil {
 				txn.Discard()
 				return err
+			}
+			if dels[n].newKey != nil {
+				if err := txn.Set(dels[n].newKey, dels[n].value); err != nil {
+					txn.Discard()
+					return err
+				}
 			}
 			gone += uint64(dels[n].readings)
 		}
@@ -329,7 +385,7 @@ func (w *Writer) DropOldestRaw(ctx context.Context) (n uint64, newest bool, err 
 	before := w.prunedReadings.Load()
 	for {
 		var more bool
-		err := w.do(ctx, func() (err error) { more, err = w.pruneRawBefore(day+1, pruneChunkKeys); return err })
+		err := w.do(ctx, func() (err error) { more, err = w.pruneRawBefore(int64(day+1)*nanosPerDay, pruneChunkKeys); return err })
 		if err != nil || !more {
 			return w.prunedReadings.Load() - before, newest, err
 		}

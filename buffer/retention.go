@@ -35,7 +35,9 @@ type RetentionOptions struct {
 	// against the disk cap (default 10s), or less long when it grows fast
 	// (see nextCheck). A paused retention by age is tried again as often.
 	DiskCheck time.Duration
-	// PruneEvery is how often retention by age runs (default 1h).
+	// PruneEvery is the longest time between two runs of retention by
+	// age (default 1h); it runs sooner when the oldest raw reading
+	// expires (but not twice within a minute).
 	PruneEvery time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -44,7 +46,8 @@ type RetentionOptions struct {
 }
 
 // Retention applies a Writer's retention policies: by age (Writer.Prune)
-// every PruneEvery, and the disk cap (WriterOptions.MaxDiskBytes) every
+// when the oldest raw reading expires and at least every PruneEvery, and
+// the disk cap (WriterOptions.MaxDiskBytes) every
 // DiskCheck. The deletes run on the Writer's goroutine in steps between
 // group commits; the compaction that gives the space back runs on the
 // Retention's. Don't forget to Run it.
@@ -57,6 +60,7 @@ type Retention struct {
 	mu        sync.Mutex // guards the fields below
 	lastRun   time.Time
 	lastPrune time.Time // when retention by age last ran, paused or not
+	nextPrune time.Time // when it runs next (schedulePrune)
 	paused    string    // why retention by age is paused; empty when it is not
 	maxDisk   int64     // the disk cap, as of the last check
 	full      bool      // the Writer was told to take no batches
@@ -94,7 +98,7 @@ func (r *Retention) Run(ctx context.Context) error {
 		}
 		now := r.opts.Now()
 		r.mu.Lock()
-		due := r.lastPrune.IsZero() || now.Sub(r.lastPrune) >= r.opts.PruneEvery || r.paused != ""
+		due := r.lastPrune.IsZero() || !now.Before(r.nextPrune) || r.paused != ""
 		r.mu.Unlock()
 		var err error
 		if due {
@@ -107,8 +111,47 @@ func (r *Retention) Run(ctx context.Context) error {
 		case err != nil:
 			r.log.Error("retention failed; trying again at the next check", "err", err)
 		}
-		timer.Reset(r.nextCheck())
+		wait := r.nextCheck()
+		r.mu.Lock()
+		wait = max(0, min(wait, r.nextPrune.Sub(r.opts.Now())))
+		r.mu.Unlock()
+		timer.Reset(wait)
 	}
+}
+
+// minPruneGap is the least time between two prunes by age that the
+// expiry of the oldest reading sets off.
+const minPruneGap = time.Minute
+
+// schedulePrune sets when retention by age runs next after a run at now:
+// when the oldest reading stored expires, at least minPruneGap from now,
+// and at most PruneEvery from now (the aggregates' retention is checked
+// then).
+func (r *Retention) schedulePrune(ctx context.Context, now time.Time) error {
+	next := now.Add(r.opts.PruneEvery)
+	var maxAge time.Duration
+	if err := r.writer.do(ctx, func() error { maxAge = r.writer.opts.RawMaxAge; return nil }); err != nil {
+		return err
+	}
+	if maxAge > 0 {
+		oldest, _, ok, err := r.store.ReadingSpan()
+		if err != nil {
+			return err
+		}
+		if ok {
+			expires := time.Unix(0, oldest).Add(maxAge)
+			if soon := now.Add(minPruneGap); expires.Before(soon) {
+				expires = soon
+			}
+			if expires.Before(next) {
+				next = expires
+			}
+		}
+	}
+	r.mu.Lock()
+	r.nextPrune = next
+	r.mu.Unlock()
+	return nil
 }
 
 // minDiskCheck bounds how soon the disk is measured again.
@@ -178,6 +221,9 @@ func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 	}
 	if err != nil {
 		return fmt.Errorf("retention by age: %w", err)
+	}
+	if err := r.schedulePrune(ctx, now); err != nil {
+		return err
 	}
 	if removed > 0 {
 		r.log.Info("retention removed old readings", "readings", removed)

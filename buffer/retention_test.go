@@ -190,6 +190,17 @@ func TestRetention_ClockPausesAgeRetention(t *testing.T) {
 	if st.OldestReading == nil || st.OldestReading.UnixNano() != base+13*24*3600e9 || !st.NewestReading.Equal(newest) || st.LastRun == nil || !st.LastRun.Equal(clock) {
 		t.Errorf("status: %+v", st)
 	}
+	// The oldest reading (day 13, 00:00) expires now: the next run is as
+	// soon as allowed, not in an hour, and takes exactly that one.
+	if got, want := r.nextPrune, clock.Add(minPruneGap); !got.Equal(want) {
+		t.Errorf("next prune: got %s, want %s", got, want)
+	}
+	if err := r.PruneAge(ctx, r.nextPrune); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Stats().PrunedReadings; got != 13*24+1 {
+		t.Errorf("after the expiry of the oldest reading: %d removed, want %d", got, 13*24+1)
+	}
 }
 
 // TestPrune_StepsLetCommitsThrough prunes many thousands of buckets while

@@ -293,7 +293,7 @@ func TestStats_RollUpSurvivesReopen(t *testing.T) {
 	}
 }
 
-func TestPrune_RawWholeDaysGoAggregatesStay(t *testing.T) {
+func TestPrune_RawOlderThanMaxAgeGoAggregatesStay(t *testing.T) {
 	s, w := testStoreWith(t, "", WriterOptions{BucketSamples: 10, SealCheck: 24 * time.Hour, RawMaxAge: 3 * 24 * time.Hour})
 	ctx := context.Background()
 	base := int64(1763769600) * 1e9 // a UTC midnight
@@ -312,7 +312,10 @@ func TestPrune_RawWholeDaysGoAggregatesStay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Unix(0, base+10*day+day/2) // the cut is at day 7, 12:00: days 0-6 go
+	// The cut is at day 7, 12:10: days 0-6 go whole, and of day 7 the
+	// buckets before it, and the part before it of the one that spans it
+	// (buckets of 10 hourly readings: 00:00-09:00, 10:00-19:00, ...).
+	now := time.Unix(0, base+10*day+day/2+10*60e9)
 	if err := w.Prune(ctx, now); err != nil {
 		t.Fatal(err)
 	}
@@ -320,14 +323,14 @@ func TestPrune_RawWholeDaysGoAggregatesStay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3*24+1 || got[0].TS != base+7*day {
-		t.Fatalf("after pruning: %d readings from %d, want 73 from day 7", len(got), got[0].TS)
+	if len(got) != 3*24-13+1 || got[0].TS != base+7*day+13*3600e9 {
+		t.Fatalf("after pruning: %d readings from %d, want 60 from day 7, 13:00", len(got), got[0].TS)
 	}
 	if n := s.ReadingCount(); n != uint64(len(got)) {
 		t.Errorf("ReadingCount: got %d, want %d", n, len(got))
 	}
-	if n := w.Stats().PrunedReadings; n != 7*24+1 {
-		t.Errorf("pruned readings: got %d, want %d", n, 7*24+1)
+	if n := w.Stats().PrunedReadings; n != 7*24+13+1 {
+		t.Errorf("pruned readings: got %d, want %d", n, 7*24+13+1)
 	}
 	// History survives in the aggregates.
 	after, _, err := s.StatsCover("d", "m", base, base+10*day)
