@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -65,29 +66,97 @@ func (w *Writer) Prune(ctx context.Context, now time.Time) error {
 	}
 }
 
-// pruneStep deletes up to pruneChunkKeys keys that retention by age
-// removes at now, and reports whether more may remain.
+// pruneStep deletes up to pruneChunkKeys keys that retention removes at
+// now, and reports whether more may remain. The policies that do not go
+// by the clock (RawMaxReadingsPerSeries, RawWindowFromLatest) apply even
+// while the clock pauses the others.
 func (w *Writer) pruneStep(now time.Time) (more bool, err error) {
-	if w.opts.RawMaxAge <= 0 && len(w.opts.StatsMaxAge) == 0 {
+	o := w.opts
+	if o.RawMaxAge <= 0 && len(o.StatsMaxAge) == 0 && o.RawMaxReadingsPerSeries <= 0 && o.RawWindowFromLatest <= 0 {
 		return false, nil
 	}
-	if err := w.checkClock(now); err != nil {
-		return false, err
+	clockErr := w.checkClock(now)
+	ageCut := int64(math.MinInt64)
+	if o.RawMaxAge > 0 && clockErr == nil {
+		ageCut = now.Add(-o.RawMaxAge).UnixNano()
 	}
-	if w.opts.RawMaxAge > 0 {
-		more, err := w.pruneRawBefore(now.Add(-w.opts.RawMaxAge).UnixNano(), pruneChunkKeys)
+	if ageCut != math.MinInt64 || o.RawMaxReadingsPerSeries > 0 || o.RawWindowFromLatest > 0 {
+		more, err := w.pruneRaw(func(snap *badger.Txn, st *seriesState) (int64, error) {
+			cut := ageCut
+			if o.RawWindowFromLatest > 0 && st.last != math.MinInt64 {
+				cut = max(cut, st.last-int64(o.RawWindowFromLatest))
+			}
+			if o.RawMaxReadingsPerSeries > 0 {
+				c, err := w.keepNewest(snap, st, o.RawMaxReadingsPerSeries)
+				if err != nil {
+					return 0, err
+				}
+				cut = max(cut, c)
+			}
+			return cut, nil
+		}, pruneChunkKeys)
 		if err != nil || more {
 			return more, err
 		}
 	}
+	if clockErr != nil {
+		return false, clockErr
+	}
 	var cut [3]int64
 	for i, l := range levels() {
 		cut[i] = math.MinInt64
-		if age := w.opts.StatsMaxAge[l]; age > 0 {
+		if age := o.StatsMaxAge[l]; age > 0 {
 			cut[i] = now.Add(-age).UnixNano()
 		}
 	}
 	return w.pruneStatsBefore(cut, pruneChunkKeys)
+}
+
+// keepNewest returns the timestamp of the n-th newest reading of a series
+// (math.MinInt64 when it has n or fewer): deleting what is older keeps n
+// readings, or a few more that share that timestamp.
+func (w *Writer) keepNewest(snap *badger.Txn, st *seriesState, n int) (int64, error) {
+	var open []int64
+	for _, pts := range st.open {
+		for _, p := range pts {
+			open = append(open, p.TS)
+		}
+	}
+	slices.Sort(open)
+	slices.Reverse(open)
+	// Buckets newest first; open points merged in by time.
+	prefix := appendBucketPrefix(nil, st.device, st.metric)
+	it := snap.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+	defer it.Close()
+	left := n
+	for it.Seek(append(prefix[:len(prefix):len(prefix)], 0xff)); it.Valid(); it.Next() {
+		var samples []Sample
+		if err := it.Item().Value(func(v []byte) (err error) { samples, err = decodeBucket(nil, v); return err }); err != nil {
+			return 0, fmt.Errorf("bucket %q: %w", it.Item().Key(), err)
+		}
+		last := samples[len(samples)-1].TS
+		for len(open) > 0 && open[0] > last {
+			if left--; left == 0 {
+				return open[0], nil
+			}
+			open = open[1:]
+		}
+		for i := len(samples) - 1; i >= 0; i-- {
+			for len(open) > 0 && open[0] > samples[i].TS {
+				if left--; left == 0 {
+					return open[0], nil
+				}
+				open = open[1:]
+			}
+			if left--; left == 0 {
+				return samples[i].TS, nil
+			}
+		}
+	}
+	if left <= len(open) {
+		return open[left-1], nil
+	}
+	return math.MinInt64, nil
 }
 
 // pruneRawBefore deletes the readings older than cutoff, at most about
@@ -98,20 +167,34 @@ func (w *Writer) pruneStep(now time.Time) (more bool, err error) {
 // its new first reading), and open points. It reports whether it stopped
 // at the limit.
 func (w *Writer) pruneRawBefore(cutoff int64, limit int) (more bool, err error) {
+	return w.pruneRaw(func(*badger.Txn, *seriesState) (int64, error) { return cutoff, nil }, limit)
+}
+
+// pruneRaw is pruneRawBefore with a cutoff per series (math.MinInt64:
+// none).
+func (w *Writer) pruneRaw(cutoffOf func(snap *badger.Txn, st *seriesState) (int64, error), limit int) (more bool, err error) {
 	snap := w.store.db.NewTransaction(false)
 	defer snap.Discard()
 	var dels []counted
 	type openDay struct {
-		st  *seriesState
-		day int32
+		st     *seriesState
+		day    int32
+		cutoff int64
 	}
 	var opened []openDay
-	cutDay := dayOf(cutoff)
 	for _, st := range w.store.series { // only this goroutine writes the map
 		if len(dels) >= limit {
 			more = true
 			break
 		}
+		cutoff, err := cutoffOf(snap, st)
+		if err != nil {
+			return false, err
+		}
+		if cutoff == math.MinInt64 {
+			continue
+		}
+		cutDay := dayOf(cutoff)
 		prefix := appendBucketPrefix(nil, st.device, st.metric)
 		it := snap.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		for it.Rewind(); it.Valid() && len(dels) < limit; it.Next() {
@@ -142,7 +225,7 @@ func (w *Writer) pruneRawBefore(cutoff int64, limit int) (more bool, err error) 
 					dels = append(dels, counted{key: appendPointKey(nil, Reading{Device: st.device, Metric: st.metric, TS: p.TS, Value: p.Value}), readings: 1})
 				}
 			}
-			opened = append(opened, openDay{st, day})
+			opened = append(opened, openDay{st, day, cutoff})
 		}
 	}
 	if len(dels) >= limit {
@@ -154,7 +237,7 @@ func (w *Writer) pruneRawBefore(cutoff int64, limit int) (more bool, err error) 
 	for _, o := range opened {
 		kept := o.st.open[o.day][:0]
 		for _, p := range o.st.open[o.day] {
-			if p.TS >= cutoff {
+			if p.TS >= o.cutoff {
 				kept = append(kept, p)
 			}
 		}

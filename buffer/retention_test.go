@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -291,4 +292,51 @@ func TestStore_DropOutboxWhileABatchIsInFlight(t *testing.T) {
 		}
 		return rs
 	}())
+}
+
+// TestPrune_PerSeriesCountAndWindow keeps the newest N readings of each
+// series, and the readings within a window of each series' newest one,
+// even while the clock pauses retention by age (here: a clock before the
+// readings, as on a board whose clock was never set).
+func TestPrune_PerSeriesCountAndWindow(t *testing.T) {
+	_, w := testStoreWith(t, "", WriterOptions{BucketSamples: 10, SealCheck: time.Hour,
+		RawMaxAge: 24 * time.Hour, RawMaxReadingsPerSeries: 100, RawWindowFromLatest: 24 * time.Hour})
+	s := w.store
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	var rs []Reading
+	for i := range 500 { // counted: one a minute
+		rs = append(rs, Reading{Device: "counted", Metric: "m", TS: base + int64(i)*60e9, Value: float64(i)})
+	}
+	for i := range 5 * 24 { // windowed: one an hour for five days
+		rs = append(rs, Reading{Device: "windowed", Metric: "m", TS: base + int64(i)*3600e9, Value: float64(i)})
+	}
+	write(t, w, rs...)
+	if err := w.SealDue(ctx, time.Unix(0, base+6*day)); err != nil {
+		t.Fatal(err)
+	}
+	write(t, w, Reading{Device: "counted", Metric: "m", TS: base + 500*60e9, Value: 1}) // an open point
+	err := w.Prune(ctx, time.Unix(0, base-day))
+	if !errors.Is(err, ErrClockBehind) {
+		t.Fatalf("prune with the clock behind: got %v, want ErrClockBehind", err)
+	}
+	for _, tc := range []struct {
+		device string
+		n      int
+		first  int64
+	}{
+		{"counted", 100, base + 401*60e9},
+		{"windowed", 25, base + (5*24-25)*3600e9},
+	} {
+		got, err := s.Readings(all(tc.device))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tc.n || got[0].TS != tc.first {
+			t.Errorf("%s: %d readings, oldest %d; want %d from %d", tc.device, len(got), got[0].TS, tc.n, tc.first)
+		}
+	}
+	if n := s.ReadingCount(); n != 125 {
+		t.Errorf("reading count: got %d, want 125", n)
+	}
 }

@@ -53,6 +53,15 @@ type WriterOptions struct {
 	// are kept, by wall clock, indexed by level (0: for ever). Applied by
 	// Prune.
 	StatsMaxAge map[aggregate.Level]time.Duration
+	// RawMaxReadingsPerSeries keeps only the newest readings of each
+	// series, this many (0: no limit). Applied by Prune, whatever the
+	// clock says.
+	RawMaxReadingsPerSeries int
+	// RawWindowFromLatest keeps only the readings within this long of
+	// the newest reading of their series (0: no limit), for devices whose
+	// clock is wrong but consistent. Applied by Prune, whatever the clock
+	// says.
+	RawWindowFromLatest time.Duration
 	// ClockFloor pauses retention by age while the clock is before it
 	// (the binary's build date; zero: no floor).
 	ClockFloor time.Time

@@ -95,6 +95,12 @@ type RetentionConfig struct {
 	MinuteStatsMaxAge Duration `yaml:"minute_stats_max_age"`
 	HourStatsMaxAge   Duration `yaml:"hour_stats_max_age"`
 	DayStatsMaxAge    Duration `yaml:"day_stats_max_age"`
+	// RawMaxReadingsPerSeries keeps the newest readings of each series,
+	// this many (0: no limit).
+	RawMaxReadingsPerSeries int `yaml:"raw_max_readings_per_series"`
+	// RawWindowFromLatest keeps the readings within this long of their
+	// series' newest one (0: no limit).
+	RawWindowFromLatest Duration `yaml:"raw_window_from_latest"`
 	// MaxDiskBytes caps the data directory (0: no cap; auto: 80% of the
 	// free space at first start, remembered in the store).
 	MaxDiskBytes ByteSize `yaml:"max_disk_bytes"`
@@ -543,10 +549,13 @@ func (c *Config) Validate() error {
 	for _, a := range []struct {
 		key string
 		d   Duration
-	}{{"raw_max_age", r.RawMaxAge}, {"minute_stats_max_age", r.MinuteStatsMaxAge}, {"hour_stats_max_age", r.HourStatsMaxAge}, {"day_stats_max_age", r.DayStatsMaxAge}} {
+	}{{"raw_max_age", r.RawMaxAge}, {"raw_window_from_latest", r.RawWindowFromLatest}, {"minute_stats_max_age", r.MinuteStatsMaxAge}, {"hour_stats_max_age", r.HourStatsMaxAge}, {"day_stats_max_age", r.DayStatsMaxAge}} {
 		if a.d < 0 || (a.d > 0 && time.Duration(a.d) < time.Hour) {
 			bad("retention."+a.key, "must be 0 (for ever) or at least 1h (got %s)", a.d)
 		}
+	}
+	if r.RawMaxReadingsPerSeries < 0 {
+		bad("retention.raw_max_readings_per_series", "must be 0 (no limit) or more (got %d)", r.RawMaxReadingsPerSeries)
 	}
 	if r.MaxDiskBytes < AutoBytes || (r.MaxDiskBytes > 0 && r.MaxDiskBytes < minDiskBytes) {
 		bad("retention.max_disk_bytes", "must be auto, 0 (no cap) or at least %s (got %s)", ByteSize(minDiskBytes), r.MaxDiskBytes)

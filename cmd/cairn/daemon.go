@@ -95,8 +95,10 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			aggregate.Hour:   time.Duration(cfg.Retention.HourStatsMaxAge),
 			aggregate.Day:    time.Duration(cfg.Retention.DayStatsMaxAge),
 		},
-		MaxDiskBytes: maxDisk,
-		ClockFloor:   buildTime(),
+		RawMaxReadingsPerSeries: cfg.Retention.RawMaxReadingsPerSeries,
+		RawWindowFromLatest:     time.Duration(cfg.Retention.RawWindowFromLatest),
+		MaxDiskBytes:            maxDisk,
+		ClockFloor:              buildTime(),
 	})
 	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{Logger: log.With("component", "retention")})
 	ingester := gateway.NewIngester(writer, gateway.IngesterOptions{
