@@ -269,7 +269,7 @@ func TestStore_DropOutboxWhileABatchIsInFlight(t *testing.T) {
 		}
 		write(t, w, rs...)
 	}
-	if err := s.SetOutboxBatch(5); err != nil { // the uplink sends 0-4
+	if err := s.SetOutboxBatch(5, 0); err != nil { // the uplink sends 0-4
 		t.Fatal(err)
 	}
 	d, err := s.DropOutbox(15)

@@ -287,7 +287,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 
 	// Reload: SIGHUP applies a changed topic list, retention and uplink.
 	{
-		r := &reloader{src: reload, cfg: cfg, ingester: ingester, sub: sub, writer: writer, uplink: up, log: log.With("component", "reload")}
+		r := &reloader{src: reload, cfg: cfg, ingester: ingester, sub: sub, writer: writer, store: store, uplink: up, log: log.With("component", "reload")}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return r.run(ctx) }, func(error) { cancel() })
 	}

@@ -49,6 +49,7 @@ type reloader struct {
 	ingester *gateway.Ingester
 	sub      *gateway.Subscriber // nil with the embedded broker
 	writer   *buffer.Writer
+	store    *buffer.Store  // for retention.max_disk_bytes auto
 	uplink   *uplink.Uplink // nil when the gateway works offline
 	log      *slog.Logger
 }
@@ -107,13 +108,24 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 			aggregate.Hour:   time.Duration(rt.HourStatsMaxAge),
 			aggregate.Day:    time.Duration(rt.DayStatsMaxAge),
 		})
+		if err == nil {
+			maxDisk := int64(rt.MaxDiskBytes)
+			if rt.MaxDiskBytes == AutoBytes {
+				maxDisk, err = r.store.DefaultMaxDiskBytes()
+			}
+			if err == nil {
+				err = r.writer.SetRawLimits(ctx, rt.RawMaxReadingsPerSeries, time.Duration(rt.RawWindowFromLatest), maxDisk)
+			}
+		}
 		if err != nil {
 			r.log.Error("reload: retention not applied", "err", err)
 		} else {
 			next.Retention = rt
 			applied = append(applied, "retention")
 			r.log.Info("reload: retention applied", "raw_max_age", rt.RawMaxAge, "minute_stats_max_age", rt.MinuteStatsMaxAge,
-				"hour_stats_max_age", rt.HourStatsMaxAge, "day_stats_max_age", rt.DayStatsMaxAge)
+				"hour_stats_max_age", rt.HourStatsMaxAge, "day_stats_max_age", rt.DayStatsMaxAge,
+				"raw_max_readings_per_series", rt.RawMaxReadingsPerSeries, "raw_window_from_latest", rt.RawWindowFromLatest,
+				"max_disk_bytes", rt.MaxDiskBytes)
 		}
 	}
 	// The uplink is reconfigured when its settings or the content of its
