@@ -35,14 +35,14 @@ var ErrClockBehind = errors.New("retention paused")
 // be trusted. Used by the Run goroutine only.
 func (w *Writer) checkClock(now time.Time) error {
 	if f := w.opts.ClockFloor; !f.IsZero() && now.Before(f) {
-		return fmt.Errorf("%w: the clock (%s) is before this build's date (%s)", ErrClockBehind, now.UTC().Format(time.RFC3339), f.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: the clock is before this build's date (%s); it reads %s", ErrClockBehind, f.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	newest := int64(math.MinInt64)
 	for _, st := range w.store.series { // only this goroutine writes the map
 		newest = max(newest, st.last)
 	}
 	if now.UnixNano() < newest {
-		return fmt.Errorf("%w: the clock (%s) is before the newest reading stored (%s)", ErrClockBehind, now.UTC().Format(time.RFC3339), time.Unix(0, newest).UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: the clock is before the newest reading stored (%s); it reads %s", ErrClockBehind, time.Unix(0, newest).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,8 +33,9 @@ const maxDiskSteps = 32
 // RetentionOptions configure a Retention. Zero values are defaults.
 type RetentionOptions struct {
 	// DiskCheck is how often the data directory's size is measured
-	// against the disk cap (default 10s), or less long when it grows fast
-	// (see nextCheck). A paused retention by age is tried again as often.
+	// against the disk cap (default 1s: a walk of a few dozen files), or
+	// more often when it grows fast (see nextCheck). The clock is checked
+	// as often, for RetentionStatus.PausedReason.
 	DiskCheck time.Duration
 	// PruneEvery is the longest time between two runs of retention by
 	// age (default 1h); it runs sooner when the oldest raw reading
@@ -70,7 +72,7 @@ type Retention struct {
 // NewRetention creates the Retention of w, the Writer of s.
 func NewRetention(s *Store, w *Writer, opts RetentionOptions) *Retention {
 	if opts.DiskCheck <= 0 {
-		opts.DiskCheck = 10 * time.Second
+		opts.DiskCheck = time.Second
 	}
 	if opts.PruneEvery <= 0 {
 		opts.PruneEvery = time.Hour
@@ -88,6 +90,11 @@ func NewRetention(s *Store, w *Writer, opts RetentionOptions) *Retention {
 // Run applies retention until ctx ends or the Writer stops, and returns
 // nil. Failures are logged and tried again at the next check.
 func (r *Retention) Run(ctx context.Context) error {
+	// The first prune by age waits a minute, as a prune after it does:
+	// a gateway that restarts in a loop does not prune at every start.
+	r.mu.Lock()
+	r.nextPrune = r.opts.Now().Add(minPruneGap)
+	r.mu.Unlock()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -98,11 +105,13 @@ func (r *Retention) Run(ctx context.Context) error {
 		}
 		now := r.opts.Now()
 		r.mu.Lock()
-		due := r.lastPrune.IsZero() || !now.Before(r.nextPrune) || r.paused != ""
+		due := !now.Before(r.nextPrune)
 		r.mu.Unlock()
 		var err error
 		if due {
 			err = r.PruneAge(ctx, now)
+		} else {
+			err = r.checkClock(ctx, now)
 		}
 		err = errors.Join(err, r.EnforceDiskCap(ctx))
 		switch {
@@ -203,21 +212,12 @@ func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 	removed = r.writer.prunedReadings.Load() - removed
 	r.mu.Lock()
 	r.lastPrune, r.lastRun = now, r.opts.Now()
-	was := r.paused
-	r.paused = ""
-	if errors.Is(err, ErrClockBehind) {
-		r.paused = err.Error()
-	}
-	reason := r.paused
 	r.mu.Unlock()
-	switch {
-	case reason != "" && reason != was:
-		r.log.Warn("retention by age paused", "reason", reason)
+	if r.setPaused(err) {
+		r.mu.Lock()
+		r.nextPrune = now.Add(minPruneGap) // to resume soon after the clock is set
+		r.mu.Unlock()
 		return nil
-	case reason != "":
-		return nil
-	case was != "":
-		r.log.Info("retention by age resumed: the clock is past the newest reading and the build date")
 	}
 	if err != nil {
 		return fmt.Errorf("retention by age: %w", err)
@@ -234,6 +234,39 @@ func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 		r.mu.Unlock()
 		return r.compact(ctx, limit)
 	}
+	return nil
+}
+
+// setPaused records why retention by age is paused, from what Prune or
+// the clock check returned, logs when that changes, and reports whether
+// it is paused.
+func (r *Retention) setPaused(err error) bool {
+	reason := ""
+	if errors.Is(err, ErrClockBehind) {
+		reason = err.Error()
+	}
+	// The reason ends with what the clock reads; the rest says why.
+	why := func(s string) string { w, _, _ := strings.Cut(s, "; it reads"); return w }
+	r.mu.Lock()
+	was := r.paused
+	r.paused = reason
+	r.mu.Unlock()
+	switch {
+	case reason != "" && why(reason) != why(was):
+		r.log.Warn("retention by age paused", "reason", reason)
+	case reason == "" && was != "":
+		r.log.Info("retention by age resumed: the clock is past the newest reading and the build date")
+	}
+	return reason != ""
+}
+
+// checkClock updates why retention by age is paused, without pruning.
+func (r *Retention) checkClock(ctx context.Context, now time.Time) error {
+	var err error
+	if derr := r.writer.do(ctx, func() error { err = r.writer.checkClock(now); return nil }); derr != nil {
+		return derr
+	}
+	r.setPaused(err)
 	return nil
 }
 

@@ -340,3 +340,30 @@ func TestPrune_PerSeriesCountAndWindow(t *testing.T) {
 		t.Errorf("reading count: got %d, want 125", n)
 	}
 }
+
+// TestPrune_UnsentSurvivesAgePruning prunes every raw reading by age
+// while nothing was sent: the outbox still holds each one, in order, for
+// the uplink to send when the upstream comes back.
+func TestPrune_UnsentSurvivesAgePruning(t *testing.T) {
+	s, w := testStoreWith(t, "", WriterOptions{Outbox: true, RawMaxAge: 24 * time.Hour, BucketSamples: 10, SealCheck: time.Hour})
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	var rs []Reading
+	for h := range 10 * 24 {
+		rs = append(rs, Reading{Device: "d", Metric: "m", TS: base + int64(h)*3600e9, Value: float64(h)})
+	}
+	write(t, w, rs...)
+	if err := w.SealDue(ctx, time.Unix(0, base+11*day)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Prune(ctx, time.Unix(0, base+20*day)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.ReadingCount(); n != 0 {
+		t.Errorf("raw readings after pruning: got %d, want 0", n)
+	}
+	checkOutbox(t, readOutbox(t, s), 0, rs)
+	if s.DroppedUnsent() != 0 {
+		t.Errorf("dropped unsent: got %d, want 0", s.DroppedUnsent())
+	}
+}
