@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -365,5 +368,44 @@ func TestPrune_UnsentSurvivesAgePruning(t *testing.T) {
 	checkOutbox(t, readOutbox(t, s), 0, rs)
 	if s.DroppedUnsent() != 0 {
 		t.Errorf("dropped unsent: got %d, want 0", s.DroppedUnsent())
+	}
+}
+
+// TestStore_DefaultMaxDiskBytesIsRemembered computes the default cap from
+// the free space once, and keeps it across calls and reopenings while the
+// free space changes.
+func TestStore_DefaultMaxDiskBytesIsRemembered(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.DefaultMaxDiskBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := float64(fs.Bavail) * float64(fs.Bsize)
+	want := min(int64(free*defaultDiskShare), maxDefaultDisk)
+	if d := got - want; d < -want/50 || d > want/50 { // other files come and go meanwhile
+		t.Errorf("default cap: got %d, want about %d (80%% of %.0f free, at most 32 GiB)", got, want, free)
+	}
+	// The free space shrinks; the cap stays.
+	if err := os.WriteFile(filepath.Join(dir, "ballast"), make([]byte, 8<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if again, err := s.DefaultMaxDiskBytes(); err != nil || again != got {
+		t.Errorf("after reopening: got %d, %v; want %d", again, err, got)
 	}
 }

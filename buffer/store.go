@@ -557,6 +557,10 @@ func (s *Store) update(fn func(txn *badger.Txn) error) error {
 // metaMaxDisk remembers the default disk cap computed at first start.
 const metaMaxDisk = "max_disk_bytes"
 
+// MinDiskBytes is the smallest disk cap that makes sense: Badger's files
+// take several memtables' worth before they hold any reading.
+const MinDiskBytes = 16 << 20
+
 // Bounds of the default disk cap.
 const (
 	defaultDiskShare = 0.8      // of the space free at first start
@@ -586,7 +590,9 @@ func (s *Store) DefaultMaxDiskBytes() (int64, error) {
 	}
 	free := float64(fs.Bavail) * float64(fs.Bsize)
 	limit := min(int64((free+float64(st.DiskBytes))*defaultDiskShare), maxDefaultDisk)
-	limit = max(limit, 1)
+	if limit < MinDiskBytes {
+		return 0, fmt.Errorf("%s has %.0f bytes free: too little for a default cap; set one", s.dir, free)
+	}
 	if err := s.db.Update(func(txn *badger.Txn) error {
 		return txn.Set(appendMetaKey(nil, metaMaxDisk), appendUint64(nil, uint64(limit)))
 	}); err != nil {

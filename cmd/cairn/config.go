@@ -237,10 +237,6 @@ func (d Duration) String() string {
 
 // Defaults.
 const (
-	// minDiskBytes is the smallest disk cap: Badger's files take several
-	// memtables' worth before they hold any reading.
-	minDiskBytes = 16 << 20
-
 	defaultEmbeddedListen = "127.0.0.1:1883"
 	defaultPattern        = "sensors/{device}/telemetry"
 )
@@ -557,8 +553,8 @@ func (c *Config) Validate() error {
 	if r.RawMaxReadingsPerSeries < 0 {
 		bad("retention.raw_max_readings_per_series", "must be 0 (no limit) or more (got %d)", r.RawMaxReadingsPerSeries)
 	}
-	if r.MaxDiskBytes < AutoBytes || (r.MaxDiskBytes > 0 && r.MaxDiskBytes < minDiskBytes) {
-		bad("retention.max_disk_bytes", "must be auto, 0 (no cap) or at least %s (got %s)", ByteSize(minDiskBytes), r.MaxDiskBytes)
+	if r.MaxDiskBytes < AutoBytes || (r.MaxDiskBytes > 0 && r.MaxDiskBytes < buffer.MinDiskBytes) {
+		bad("retention.max_disk_bytes", "must be auto, 0 (no cap) or at least %s (got %s)", ByteSize(buffer.MinDiskBytes), r.MaxDiskBytes)
 	}
 	c.validateUplink(bad)
 	if c.MemoryLimitMiB < 0 {

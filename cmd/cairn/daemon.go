@@ -80,7 +80,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	maxDisk := int64(cfg.Retention.MaxDiskBytes)
 	if cfg.Retention.MaxDiskBytes == AutoBytes {
 		if maxDisk, err = store.DefaultMaxDiskBytes(); err != nil {
-			return fmt.Errorf("retention.max_disk_bytes auto: %w", err)
+			return &configError{fmt.Errorf("retention.max_disk_bytes auto: %w", err)}
 		}
 	}
 	writer := buffer.NewWriter(store, buffer.WriterOptions{
