@@ -130,16 +130,30 @@ func (w *Writer) keepNewest(snap *badger.Txn, st *seriesState, n int) (int64, er
 	defer it.Close()
 	left := n
 	for it.Seek(append(prefix[:len(prefix):len(prefix)], 0xff)); it.Valid(); it.Next() {
-		var samples []Sample
-		if err := it.Item().Value(func(v []byte) (err error) { samples, err = decodeBucket(nil, v); return err }); err != nil {
+		var h bucketHeader
+		if err := it.Item().Value(func(v []byte) (err error) { h, err = parseBucketHeader(v); return err }); err != nil {
 			return 0, fmt.Errorf("bucket %q: %w", it.Item().Key(), err)
 		}
-		last := samples[len(samples)-1].TS
-		for len(open) > 0 && open[0] > last {
+		for len(open) > 0 && open[0] > h.Last {
 			if left--; left == 0 {
 				return open[0], nil
 			}
 			open = open[1:]
+		}
+		// A bucket that does not hold the n-th newest reading is counted
+		// by its header, with the open points within its span.
+		within := 0
+		for within < len(open) && open[within] >= h.First {
+			within++
+		}
+		if left > h.Count+within {
+			left -= h.Count + within
+			open = open[within:]
+			continue
+		}
+		var samples []Sample
+		if err := it.Item().Value(func(v []byte) (err error) { samples, err = decodeBucket(nil, v); return err }); err != nil {
+			return 0, fmt.Errorf("bucket %q: %w", it.Item().Key(), err)
 		}
 		for i := len(samples) - 1; i >= 0; i-- {
 			for len(open) > 0 && open[0] > samples[i].TS {
