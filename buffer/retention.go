@@ -61,7 +61,6 @@ type Retention struct {
 
 	mu        sync.Mutex // guards the fields below
 	lastRun   time.Time
-	lastPrune time.Time // when retention by age last ran, paused or not
 	nextPrune time.Time // when it runs next (schedulePrune)
 	paused    string    // why retention by age is paused; empty when it is not
 	maxDisk   int64     // the disk cap, as of the last check
@@ -211,7 +210,7 @@ func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 	err := r.writer.Prune(ctx, now)
 	removed = r.writer.prunedReadings.Load() - removed
 	r.mu.Lock()
-	r.lastPrune, r.lastRun = now, r.opts.Now()
+	r.lastRun = r.opts.Now()
 	r.mu.Unlock()
 	if r.setPaused(err) {
 		r.mu.Lock()
