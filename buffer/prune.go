@@ -28,7 +28,11 @@ const pruneChunkKeys = 4096
 // ErrClockBehind is returned by Prune while the clock is before the
 // newest reading stored, or before WriterOptions.ClockFloor (the binary's
 // build date): a board without a real-time clock boots with a wrong date
-// until NTP sets it, and pruning by that date would be wrong.
+// until NTP sets it, and pruning by that date would be wrong. It is also
+// returned while the clock is more than RawMaxAge ahead of the newest
+// reading: every raw reading would go, which a clock set far forward
+// would do as surely as a long silence of every sensor; the last
+// readings are kept until new ones come.
 var ErrClockBehind = errors.New("retention paused")
 
 // checkClock returns an ErrClockBehind error, saying why, when now cannot
@@ -43,6 +47,10 @@ func (w *Writer) checkClock(now time.Time) error {
 	}
 	if now.UnixNano() < newest {
 		return fmt.Errorf("%w: the clock is before the newest reading stored (%s); it reads %s", ErrClockBehind, time.Unix(0, newest).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	if age := w.opts.RawMaxAge; age > 0 && newest != math.MinInt64 && now.Sub(time.Unix(0, newest)) > age {
+		return fmt.Errorf("%w: the clock is more than raw_max_age (%s) ahead of the newest reading stored (%s): set far forward, or no reading came for that long; it reads %s",
+			ErrClockBehind, age, time.Unix(0, newest).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

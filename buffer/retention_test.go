@@ -145,8 +145,9 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 }
 
 // TestRetention_ClockPausesAgeRetention steps a Retention by hand with an
-// injected clock: before the build date or the newest reading nothing is
-// pruned and the status says why; with a sane clock the old days go.
+// injected clock: before the build date or the newest reading, or ten
+// years ahead, nothing is pruned and the status says why; with a sane
+// clock the old days go.
 func TestRetention_ClockPausesAgeRetention(t *testing.T) {
 	floor := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 7 * 24 * time.Hour, ClockFloor: floor, SealCheck: time.Hour})
@@ -166,6 +167,7 @@ func TestRetention_ClockPausesAgeRetention(t *testing.T) {
 	}{
 		{floor.Add(-24 * time.Hour), "is before this build's date (2026-06-01T00:00:00Z)"},
 		{newest.Add(-time.Second), "is before the newest reading stored (" + newest.UTC().Format(time.RFC3339) + ")"},
+		{newest.Add(10 * 365 * 24 * time.Hour), "is more than raw_max_age (168h0m0s) ahead of the newest reading stored (" + newest.UTC().Format(time.RFC3339) + ")"},
 	} {
 		if err := r.RunOnce(ctx, tc.now); err != nil {
 			t.Fatalf("at %s: %v", tc.now, err)
@@ -222,10 +224,12 @@ func TestPrune_StepsLetCommitsThrough(t *testing.T) {
 	if err := w.SealDue(ctx, time.Unix(0, base+3*day)); err != nil {
 		t.Fatal(err)
 	}
+	// A recent reading: the clock is not far ahead of the newest one.
+	write(t, w, Reading{Device: "live", Metric: "m", TS: base + 10*day - 1e9, Value: 1})
 	stop := make(chan struct{})
 	commits := make(chan int, 1)
 	go func() {
-		n := 0
+		n := 1
 		for ts := base + 10*day; ; ts += 1e9 {
 			select {
 			case <-stop:
@@ -243,7 +247,7 @@ func TestPrune_StepsLetCommitsThrough(t *testing.T) {
 			n++
 		}
 	}()
-	if err := w.Prune(ctx, time.Unix(0, base+11*day)); err != nil {
+	if err := w.Prune(ctx, time.Unix(0, base+10*day+day/2)); err != nil {
 		t.Fatal(err)
 	}
 	close(stop)
@@ -344,9 +348,9 @@ func TestPrune_PerSeriesCountAndWindow(t *testing.T) {
 	}
 }
 
-// TestPrune_UnsentSurvivesAgePruning prunes every raw reading by age
-// while nothing was sent: the outbox still holds each one, in order, for
-// the uplink to send when the upstream comes back.
+// TestPrune_UnsentSurvivesAgePruning prunes nearly every raw reading by
+// age while nothing was sent: the outbox still holds each one, in order,
+// for the uplink to send when the upstream comes back.
 func TestPrune_UnsentSurvivesAgePruning(t *testing.T) {
 	s, w := testStoreWith(t, "", WriterOptions{Outbox: true, RawMaxAge: 24 * time.Hour, BucketSamples: 10, SealCheck: time.Hour})
 	ctx := context.Background()
@@ -359,11 +363,12 @@ func TestPrune_UnsentSurvivesAgePruning(t *testing.T) {
 	if err := w.SealDue(ctx, time.Unix(0, base+11*day)); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Prune(ctx, time.Unix(0, base+20*day)); err != nil {
+	// The cut is at day 9, 12:00: all but the last 12 go.
+	if err := w.Prune(ctx, time.Unix(0, base+10*day+day/2)); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.ReadingCount(); n != 0 {
-		t.Errorf("raw readings after pruning: got %d, want 0", n)
+	if n := s.ReadingCount(); n != 12 {
+		t.Errorf("raw readings after pruning: got %d, want 12", n)
 	}
 	checkOutbox(t, readOutbox(t, s), 0, rs)
 	if s.DroppedUnsent() != 0 {
