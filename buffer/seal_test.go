@@ -251,19 +251,7 @@ func TestSeal_FullBucketsSealAtOnce(t *testing.T) {
 
 func countPoints(t *testing.T, s *Store) int {
 	t.Helper()
-	n := 0
-	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindPoint)}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			n++
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return countKeys(t, s, kindPoint)
 }
 
 func TestSeal_ReopenSealsWhatWasOpen(t *testing.T) {

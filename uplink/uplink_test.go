@@ -253,6 +253,28 @@ func sameLines(t *testing.T, got, want []string) {
 	}
 }
 
+// sendAll stores n readings, runs an uplink (with testOptions, changed by
+// change) against an upstream following script, and waits until
+// everything left the outbox.
+func sendAll(t *testing.T, n int, script []string, change func(*Options)) (*store, *upstream, *Uplink) {
+	t.Helper()
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	up := newUpstream(t, script...)
+	s.add(t, 0, n)
+	opts := testOptions(up.srv.URL, dir)
+	if change != nil {
+		change(&opts)
+	}
+	u, err := New(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	return s, up, u
+}
+
 func testOptions(url, dir string) Options {
 	return Options{
 		URL:           url,
@@ -328,16 +350,8 @@ func TestUplink_DeliversEveryBatchOnceInOrderThroughFailures(t *testing.T) {
 }
 
 func TestUplink_ParksMalformedBatchAndGoesOn(t *testing.T) {
-	dir := t.TempDir()
-	s := openStore(t, dir)
-	up := newUpstream(t, "ok", "400", "ok")
-	s.add(t, 0, 300)
-	u, err := New(s, testOptions(up.srv.URL, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUplink(t, u)
-	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	s, up, u := sendAll(t, 300, []string{"ok", "400", "ok"}, nil)
+	dir := filepath.Dir(u.parkDir)
 	keys, lines := up.received()
 	if fmt.Sprint(keys) != "[gw1-0 gw1-200]" {
 		t.Errorf("accepted batches %v, want gw1-0 and gw1-200", keys)
@@ -481,18 +495,7 @@ func TestUplink_SkipsReadingsOlderThanMaxAge(t *testing.T) {
 }
 
 func TestUplink_BasicAuth(t *testing.T) {
-	dir := t.TempDir()
-	s := openStore(t, dir)
-	up := newUpstream(t)
-	s.add(t, 0, 2)
-	opts := testOptions(up.srv.URL, dir)
-	opts.Username, opts.Password = "gw", "pa:ss"
-	u, err := New(s, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUplink(t, u)
-	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	_, up, _ := sendAll(t, 2, nil, func(o *Options) { o.Username, o.Password = "gw", "pa:ss" })
 	up.mu.Lock()
 	defer up.mu.Unlock()
 	req := http.Request{Header: up.headers[0]}
@@ -634,16 +637,7 @@ func TestUplink_RedirectIsNotFollowed(t *testing.T) {
 	// Go would follow a 301 with a GET that carries no batch; a 2xx to
 	// it would pass for the batch taken. The batch goes again instead,
 	// and the status says where the URL points.
-	dir := t.TempDir()
-	s := openStore(t, dir)
-	up := newUpstream(t, "301", "429-0", "ok")
-	s.add(t, 0, 10)
-	u, err := New(s, testOptions(up.srv.URL, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUplink(t, u)
-	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	_, up, u := sendAll(t, 10, []string{"301", "429-0", "ok"}, nil)
 	keys, _ := up.received()
 	if fmt.Sprint(keys) != "[gw1-0]" {
 		t.Errorf("batches %v, want gw1-0", keys)
