@@ -655,3 +655,57 @@ func TestUplink_RedirectIsNotFollowed(t *testing.T) {
 		t.Errorf("status: %+v", st)
 	}
 }
+
+func TestUplink_UnsentSurvivesAgePruningAndIsSentLater(t *testing.T) {
+	// The upstream is down while retention by age removes the raw
+	// readings; once it answers, every reading still goes up: the outbox
+	// keeps its own copy of what is unsent.
+	dir := t.TempDir()
+	st, err := buffer.Open(buffer.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	w := buffer.NewWriter(st, buffer.WriterOptions{Outbox: true, RawMaxAge: 24 * time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	s := &store{Store: st, w: w}
+	s.add(t, 0, 400) // readings of 2026-09-21
+	up := newUpstream(t, "503", "503", "503", "503", "503", "503")
+	u, err := New(st, testOptions(up.srv.URL, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	waitFor(t, "the upstream to fail", func() bool { return u.Status().Retries > 0 })
+
+	// Ten days later a new reading comes, and retention at that time
+	// removes the 400 older than raw_max_age.
+	now := time.Unix(0, testEpoch).Add(10 * 24 * time.Hour)
+	recent := buffer.Reading{Device: "d9", Metric: "t", TS: now.Add(-time.Hour).UnixNano(), Value: 1}
+	res := make(chan buffer.Result, 1)
+	if err := w.Submit(ctx, []buffer.Reading{recent}, func(r buffer.Result) { res <- r }); err != nil {
+		t.Fatal(err)
+	}
+	<-res
+	if err := w.Prune(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.ReadingCount(); n != 1 {
+		t.Fatalf("raw readings after pruning: %d, want 1", n)
+	}
+	waitFor(t, "the outbox to drain once the upstream answers", func() bool { return st.Outbox().Pending() == 0 })
+	_, lines := up.received()
+	want := append(wantLines("gw1", 0, 400), fmt.Sprintf("readings,device=d9,gateway=gw1 t=1 %d", recent.TS))
+	sameLines(t, lines, want)
+	if got := st.DroppedUnsent(); got != 0 {
+		t.Errorf("dropped unsent: %d, want 0", got)
+	}
+}
