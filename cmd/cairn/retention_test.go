@@ -147,3 +147,61 @@ func waitToken(t *testing.T, tok paho.Token) {
 		t.Fatal(err)
 	}
 }
+
+// TestRetention_ProcessAgeAndCount runs a real cairn with raw_max_age 1h
+// and raw_max_readings_per_series 50: readings from two hours ago go, and
+// of a recent series only the newest 50 stay. Retention by age first runs
+// a minute after start, so this test takes that long.
+func TestRetention_ProcessAgeAndCount(t *testing.T) {
+	cfg := writeConfig(t, t.TempDir(), `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+http:
+  listen: "127.0.0.1:0"
+retention:
+  raw_max_age: 1h
+  raw_max_readings_per_series: 50
+`)
+	p := startCairn(t, cairnBinary.get(t), cfg)
+	api := newAPIClient(p.http)
+	pub := mustConnect(t, p.mqtt, "retention-publisher")
+	defer pub.Disconnect(0)
+	now := time.Now()
+	old := now.Add(-2 * time.Hour).UnixMilli()
+	for i := range 100 {
+		if err := publish1(pub, "sensors/old/telemetry", fmt.Sprintf(`{"ts":%d,"t":%d,"h":%d}`, old+int64(i)*1000, i, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recent := now.Add(-10 * time.Minute).UnixMilli()
+	for i := range 200 {
+		if err := publish1(pub, "sensors/new/telemetry", fmt.Sprintf(`{"ts":%d,"t":%d,"h":%d}`, recent+int64(i)*1000, i, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var doc retentionDoc
+	waitUntil(t, 3*time.Minute, "retention to run", func() (bool, string) {
+		if code := api.get(t, "/v1/status", &doc); code != 200 {
+			return false, fmt.Sprint(code)
+		}
+		r := doc.Retention
+		return r != nil && r.LastRun != nil && r.RemovedReadings >= 500, fmt.Sprintf("%+v", r)
+	})
+	if r := doc.Retention; r.RemovedReadings != 500 || r.PausedReason != "" || r.DroppedUnsent != 0 {
+		t.Errorf("retention status: %+v; want 500 removed (200 by age, 300 by count), not paused", *r)
+	}
+	var rs readingsDoc
+	if code := api.get(t, "/v1/devices/old/readings?limit=100", &rs); code == 200 && len(rs.Readings) != 0 {
+		t.Errorf("device old: %d readings left, want none (older than raw_max_age)", len(rs.Readings))
+	}
+	for _, metric := range []string{"t", "h"} {
+		if code := api.get(t, "/v1/devices/new/readings?limit=1000&order=asc&metric="+metric, &rs); code != 200 {
+			t.Fatalf("readings of new/%s: %d", metric, code)
+		}
+		if len(rs.Readings) != 50 || rs.Readings[0].Value != 150 || rs.Readings[49].Value != 199 {
+			t.Errorf("new/%s: %d readings from %v, want the newest 50 (150 to 199)", metric, len(rs.Readings), rs.Readings[:min(1, len(rs.Readings))])
+		}
+	}
+}
