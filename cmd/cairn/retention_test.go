@@ -153,6 +153,7 @@ func waitToken(t *testing.T, tok paho.Token) {
 // of a recent series only the newest 50 stay. Retention by age first runs
 // a minute after start, so this test takes that long.
 func TestRetention_ProcessAgeAndCount(t *testing.T) {
+	t.Parallel() // it mostly waits: beside the other one that does
 	cfg := writeConfig(t, t.TempDir(), `
 data_dir: %DATA%
 mqtt:
@@ -203,5 +204,52 @@ retention:
 		if len(rs.Readings) != 50 || rs.Readings[0].Value != 150 || rs.Readings[49].Value != 199 {
 			t.Errorf("new/%s: %d readings from %v, want the newest 50 (150 to 199)", metric, len(rs.Readings), rs.Readings[:min(1, len(rs.Readings))])
 		}
+	}
+}
+
+// TestRetention_ProcessWindowFromLatest runs a real cairn with
+// raw_window_from_latest 1h and no age limit: a device whose clock is
+// years behind keeps its last hour of readings, by its own clock.
+func TestRetention_ProcessWindowFromLatest(t *testing.T) {
+	t.Parallel() // it mostly waits: beside the other one that does
+	cfg := writeConfig(t, t.TempDir(), `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+http:
+  listen: "127.0.0.1:0"
+retention:
+  raw_max_age: 0
+  raw_window_from_latest: 1h
+`)
+	p := startCairn(t, cairnBinary.get(t), cfg)
+	api := newAPIClient(p.http)
+	pub := mustConnect(t, p.mqtt, "window-publisher")
+	defer pub.Disconnect(0)
+	skewed := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	for i := range 180 { // one a minute for three hours
+		if err := publish1(pub, "sensors/skewed/telemetry", fmt.Sprintf(`{"ts":%d,"t":%d}`, skewed+int64(i)*60000, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var doc retentionDoc
+	waitUntil(t, 3*time.Minute, "retention to run", func() (bool, string) {
+		if code := api.get(t, "/v1/status", &doc); code != 200 {
+			return false, fmt.Sprint(code)
+		}
+		r := doc.Retention
+		return r != nil && r.LastRun != nil && r.RemovedReadings > 0, fmt.Sprintf("%+v", r)
+	})
+	var rs readingsDoc
+	if code := api.get(t, "/v1/devices/skewed/readings?limit=1000&order=asc", &rs); code != 200 {
+		t.Fatalf("readings: %d", code)
+	}
+	// Within an hour of the newest (minute 179): minutes 119 to 179.
+	if len(rs.Readings) != 61 || rs.Readings[0].Value != 119 || rs.Readings[60].Value != 179 {
+		t.Errorf("skewed: %d readings from %v, want minutes 119 to 179", len(rs.Readings), rs.Readings[:min(1, len(rs.Readings))])
+	}
+	if r := doc.Retention; r.RemovedReadings != 119 {
+		t.Errorf("retention status: %+v, want 119 removed", *r)
 	}
 }
