@@ -4,13 +4,17 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -27,7 +31,7 @@ const (
 // shape is the load and the store settings of a run of cycles.
 type shape struct {
 	sensors, window int
-	store           string // YAML lines of cairn's store: section, if any
+	store           string // YAML lines appended to cairn's config (store:, uplink:), if any
 }
 
 // defaultShape is the shape of the main test and the control run.
@@ -106,6 +110,41 @@ func TestPowerCut_SmallMemtable(t *testing.T) {
 		}
 	})
 	t.Logf("small-memtable total: cycles %d, readings acknowledged %d, missing 0, doubled 0", cycles, acked)
+}
+
+// TestPowerCut_WithUplink runs small-memtable cycles while the uplink
+// sends everything to an upstream that takes it at once: the uplink's own
+// writes (the batch in flight, the cursor, deleting sent entries) go on
+// beside the group commits, and must never come between a commit and the
+// sync that makes it durable.
+func TestPowerCut_WithUplink(t *testing.T) {
+	requirePowerCut(t)
+	var batches atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err == nil {
+			batches.Add(1)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer up.Close()
+	const cycles = 6
+	sh := shape{sensors: 16, window: 512, store: "store:\n  memtable_mib: 1\n  bucket_samples: 32\n" +
+		"uplink:\n  url: " + up.URL + "/write\n  batch_readings: 200\n  interval: 10ms\n"}
+	acked := 0
+	runCycles(t, "uplink", sh, cycles, false, -1, func(cycle int, r cycleResult) {
+		acked += r.load.acked * perMessage
+		ch := r.check
+		t.Logf("uplink cycle %d/%d: %s; store: %d readings, %d missing, %d doubled; batches taken so far %d",
+			cycle+1, cycles, r.summary(), ch.stored, len(ch.missing), len(ch.doubled), batches.Load())
+		if problems := ch.problems(true); problems != "" {
+			t.Fatalf("uplink cycle %d/%d: the store after the power cut is wrong:\n%s\ncairn's log after the cut:\n%s",
+				cycle+1, cycles, problems, r.restartLog)
+		}
+	})
+	if batches.Load() == 0 {
+		t.Fatal("the upstream took no batch: the uplink did not run beside the commits")
+	}
+	t.Logf("uplink total: cycles %d, readings acknowledged %d, missing 0, doubled 0, batches taken %d", cycles, acked, batches.Load())
 }
 
 // controlMessages bounds the messages each sensor sends per control cycle,
