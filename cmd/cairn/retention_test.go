@@ -148,12 +148,10 @@ func waitToken(t *testing.T, tok paho.Token) {
 	}
 }
 
-// TestRetention_ProcessAgeAndCount runs a real cairn with raw_max_age 1h
-// and raw_max_readings_per_series 50: readings from two hours ago go, and
-// of a recent series only the newest 50 stay. Retention by age first runs
-// a minute after start, so this test takes that long.
-func TestRetention_ProcessAgeAndCount(t *testing.T) {
-	t.Parallel() // it mostly waits: beside the other one that does
+// startRetention starts a real cairn with the embedded broker and the
+// given lines of its retention: section, and connects a publisher.
+func startRetention(t *testing.T, retention string) (*apiClient, paho.Client) {
+	t.Helper()
 	cfg := writeConfig(t, t.TempDir(), `
 data_dir: %DATA%
 mqtt:
@@ -162,13 +160,35 @@ mqtt:
 http:
   listen: "127.0.0.1:0"
 retention:
-  raw_max_age: 1h
-  raw_max_readings_per_series: 50
-`)
+`+retention)
 	p := startCairn(t, cairnBinary.get(t), cfg)
-	api := newAPIClient(p.http)
 	pub := mustConnect(t, p.mqtt, "retention-publisher")
-	defer pub.Disconnect(0)
+	t.Cleanup(func() { pub.Disconnect(0) })
+	return newAPIClient(p.http), pub
+}
+
+// waitRetention waits until retention has run and removed at least
+// removed readings, and returns the status then.
+func waitRetention(t *testing.T, api *apiClient, removed uint64) retentionDoc {
+	t.Helper()
+	var doc retentionDoc
+	waitUntil(t, 3*time.Minute, "retention to run", func() (bool, string) {
+		if code := api.get(t, "/v1/status", &doc); code != 200 {
+			return false, fmt.Sprint(code)
+		}
+		r := doc.Retention
+		return r != nil && r.LastRun != nil && r.RemovedReadings >= removed, fmt.Sprintf("%+v", r)
+	})
+	return doc
+}
+
+// TestRetention_ProcessAgeAndCount runs a real cairn with raw_max_age 1h
+// and raw_max_readings_per_series 50: readings from two hours ago go, and
+// of a recent series only the newest 50 stay. Retention by age first runs
+// a minute after start, so this test takes that long.
+func TestRetention_ProcessAgeAndCount(t *testing.T) {
+	t.Parallel() // it mostly waits: beside the other one that does
+	api, pub := startRetention(t, "  raw_max_age: 1h\n  raw_max_readings_per_series: 50\n")
 	now := time.Now()
 	old := now.Add(-2 * time.Hour).UnixMilli()
 	for i := range 100 {
@@ -182,14 +202,7 @@ retention:
 			t.Fatal(err)
 		}
 	}
-	var doc retentionDoc
-	waitUntil(t, 3*time.Minute, "retention to run", func() (bool, string) {
-		if code := api.get(t, "/v1/status", &doc); code != 200 {
-			return false, fmt.Sprint(code)
-		}
-		r := doc.Retention
-		return r != nil && r.LastRun != nil && r.RemovedReadings >= 500, fmt.Sprintf("%+v", r)
-	})
+	doc := waitRetention(t, api, 500)
 	if r := doc.Retention; r.RemovedReadings != 500 || r.PausedReason != "" || r.DroppedUnsent != 0 {
 		t.Errorf("retention status: %+v; want 500 removed (200 by age, 300 by count), not paused", *r)
 	}
@@ -212,35 +225,14 @@ retention:
 // years behind keeps its last hour of readings, by its own clock.
 func TestRetention_ProcessWindowFromLatest(t *testing.T) {
 	t.Parallel() // it mostly waits: beside the other one that does
-	cfg := writeConfig(t, t.TempDir(), `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-http:
-  listen: "127.0.0.1:0"
-retention:
-  raw_max_age: 0
-  raw_window_from_latest: 1h
-`)
-	p := startCairn(t, cairnBinary.get(t), cfg)
-	api := newAPIClient(p.http)
-	pub := mustConnect(t, p.mqtt, "window-publisher")
-	defer pub.Disconnect(0)
+	api, pub := startRetention(t, "  raw_max_age: 0\n  raw_window_from_latest: 1h\n")
 	skewed := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	for i := range 180 { // one a minute for three hours
 		if err := publish1(pub, "sensors/skewed/telemetry", fmt.Sprintf(`{"ts":%d,"t":%d}`, skewed+int64(i)*60000, i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var doc retentionDoc
-	waitUntil(t, 3*time.Minute, "retention to run", func() (bool, string) {
-		if code := api.get(t, "/v1/status", &doc); code != 200 {
-			return false, fmt.Sprint(code)
-		}
-		r := doc.Retention
-		return r != nil && r.LastRun != nil && r.RemovedReadings > 0, fmt.Sprintf("%+v", r)
-	})
+	doc := waitRetention(t, api, 1)
 	var rs readingsDoc
 	if code := api.get(t, "/v1/devices/skewed/readings?limit=1000&order=asc", &rs); code != 200 {
 		t.Fatalf("readings: %d", code)
