@@ -61,18 +61,47 @@ func (w *Writer) checkClock(now time.Time) error {
 // commits go on between them. It returns an ErrClockBehind error, and
 // deletes nothing, while now is before the newest reading or the clock
 // floor.
+//
+// While readings come in, Prune rests after each step for pruneRest times
+// as long as the step took, so that ingest keeps most of the Writer: a
+// prune of weeks of data takes longer, and a commit waits for one step at
+// most. With no readings coming in it goes at full speed.
 func (w *Writer) Prune(ctx context.Context, now time.Time) error {
+	commits := w.commits.Load()
 	for {
 		var more bool
+		var took time.Duration
 		err := w.do(ctx, func() (err error) {
+			t0 := time.Now()
 			more, err = w.pruneStep(now)
+			took = time.Since(t0)
+			w.pruneBusy.Add(int64(took))
 			return err
 		})
 		if err != nil || !more {
 			return err
 		}
+		if w.commits.Load() == commits && len(w.queue) == 0 {
+			continue
+		}
+		t := time.NewTimer(min(pruneRest*took, maxPruneRest))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		commits = w.commits.Load()
 	}
 }
+
+// pruneRest is how many times as long as a step Prune rests after it
+// while readings come in (ingest keeps 10/11 of the Writer's time), and
+// maxPruneRest the longest rest.
+const (
+	pruneRest    = 10
+	maxPruneRest = time.Second
+)
 
 // pruneStep deletes up to pruneChunkKeys keys that retention removes at
 // now, and reports whether more may remain. The policies that do not go

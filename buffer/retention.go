@@ -66,6 +66,11 @@ type Retention struct {
 	maxDisk   int64     // the disk cap, as of the last check
 	full      bool      // the Writer was told to take no batches
 	sizes     [2]sizeAt // the last two measurements of the directory, oldest first
+
+	// uncompacted counts the readings pruned by age since the store was
+	// last compacted (Run's goroutine only).
+	uncompacted uint64
+	compactions int // Run's goroutine only
 }
 
 // NewRetention creates the Retention of w, the Writer of s.
@@ -203,8 +208,9 @@ func (r *Retention) RunOnce(ctx context.Context, now time.Time) error {
 
 // PruneAge applies retention by age at now (Writer.Prune). A clock that
 // cannot be trusted pauses it: that is recorded for Status, logged once,
-// and not an error. After a prune that removed a tenth of the readings
-// or more, the store is compacted.
+// and not an error. Once the prunes since the last compaction have
+// removed a tenth of the readings or more, the store is compacted: small
+// hourly prunes add up to one compaction, not one each.
 func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 	before, removed := r.store.ReadingCount(), r.writer.prunedReadings.Load()
 	err := r.writer.Prune(ctx, now)
@@ -227,7 +233,8 @@ func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 	if removed > 0 {
 		r.log.Info("retention removed old readings", "readings", removed)
 	}
-	if removed > 0 && removed*10 >= before {
+	r.uncompacted += removed
+	if r.uncompacted > 0 && r.uncompacted*10 >= before {
 		r.mu.Lock()
 		limit := r.maxDisk
 		r.mu.Unlock()
@@ -279,6 +286,8 @@ func (r *Retention) compact(ctx context.Context, limit int64) error {
 	if err := r.writer.do(ctx, r.store.flushMemtables); err != nil {
 		return err
 	}
+	r.uncompacted = 0
+	r.compactions++
 	done := make(chan error, 1)
 	go func() { done <- r.store.compact() }()
 	tick := time.NewTicker(min(r.opts.DiskCheck, 5*minDiskCheck))

@@ -247,11 +247,18 @@ func TestPrune_StepsLetCommitsThrough(t *testing.T) {
 			n++
 		}
 	}()
+	t0 := time.Now()
 	if err := w.Prune(ctx, time.Unix(0, base+10*day+day/2)); err != nil {
 		t.Fatal(err)
 	}
+	wall := time.Since(t0)
 	close(stop)
 	n := <-commits
+	// While readings come in, the prune rests after each step: its steps
+	// take about 1/(pruneRest+1) of the time it runs, the rest is ingest's.
+	if busy := time.Duration(w.pruneBusy.Load()); busy*4 > wall {
+		t.Errorf("prune steps took %s of the %s the prune ran while readings came in; want a quarter at most", busy, wall)
+	}
 	if got := w.Stats().PrunedReadings; got != uint64(len(rs)) {
 		t.Errorf("pruned %d readings, want %d", got, len(rs))
 	}
@@ -412,5 +419,35 @@ func TestStore_DefaultMaxDiskBytesIsRemembered(t *testing.T) {
 	defer s.Close()
 	if again, err := s.DefaultMaxDiskBytes(); err != nil || again != got {
 		t.Errorf("after reopening: got %d, %v; want %d", again, err, got)
+	}
+}
+
+// TestRetention_SmallPrunesAddUpToACompaction prunes a little at a time,
+// as the hourly runs do: none compacts alone, but once what they removed
+// since the last compaction reaches a tenth of the readings, the store is
+// compacted, and the count starts again.
+func TestRetention_SmallPrunesAddUpToACompaction(t *testing.T) {
+	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 199 * time.Hour, SealCheck: time.Hour})
+	r := NewRetention(s, w, RetentionOptions{})
+	ctx := context.Background()
+	base := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	var rs []Reading
+	for h := range 200 { // one an hour for 200 hours
+		rs = append(rs, Reading{Device: "d", Metric: "m", TS: base + int64(h)*3600e9, Value: float64(h)})
+	}
+	write(t, w, rs...)
+	// Each prune, four hours later than the one before, removes four
+	// readings: 2% of them. The fifth brings the removed ones to a tenth.
+	want := []int{0, 0, 0, 0, 1, 1, 1, 1, 1, 2}
+	for i, c := range want {
+		if err := r.PruneAge(ctx, time.Unix(0, base+int64(199+4*(i+1))*3600e9)); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Stats().PrunedReadings; got != uint64(4*(i+1)) {
+			t.Fatalf("after prune %d: %d readings removed, want %d", i+1, got, 4*(i+1))
+		}
+		if r.compactions != c {
+			t.Fatalf("after prune %d (%d readings removed, %d stored): %d compactions, want %d", i+1, w.Stats().PrunedReadings, s.ReadingCount(), r.compactions, c)
+		}
 	}
 }

@@ -111,6 +111,7 @@ type Writer struct {
 
 	commits, stored, duplicates, failures, syncNanos atomic.Uint64
 	sealed, sealErrors, pruned, prunedReadings       atomic.Uint64
+	pruneBusy                                        atomic.Int64 // nanoseconds of prune steps
 
 	// Used by the Run goroutine only.
 	lastStart time.Time // when the last commit began
