@@ -296,3 +296,44 @@ func TestWriter_CommitLargerThanOneTransaction(t *testing.T) {
 		t.Errorf("ReadingCount after reopen: got %d, want %d", n, len(rs))
 	}
 }
+
+// TestWriter_LingerGathersASteadyStream sends a reading every millisecond
+// for 300 ms, with commits at most every 4 ms. Without Linger a commit
+// starts every 4 ms; with a Linger of 5 ms the stream never pauses that
+// long, so each commit waits its limit, five intervals: far fewer
+// commits, but still one at least every 20 ms, and every reading stored.
+func TestWriter_LingerGathersASteadyStream(t *testing.T) {
+	commits := map[time.Duration]uint64{}
+	for _, linger := range []time.Duration{0, 5 * time.Millisecond} {
+		s, w := testStoreWith(t, "", WriterOptions{Interval: 4 * time.Millisecond, Linger: linger})
+		ctx := context.Background()
+		results := make(chan Result, 1000)
+		before := w.Stats().Commits
+		start := time.Now()
+		n := 0
+		for ; time.Since(start) < 300*time.Millisecond; n++ {
+			r := Reading{Device: "d", Metric: "m", TS: int64(n+1) * 1e9, Value: float64(n)}
+			if err := w.Submit(ctx, []Reading{r}, func(res Result) { results <- res }); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for range n {
+			if res := <-results; res.Err != nil || res.Stored != 1 {
+				t.Fatalf("linger %s: %+v", linger, res)
+			}
+		}
+		elapsed := time.Since(start)
+		commits[linger] = w.Stats().Commits - before
+		if got := s.ReadingCount(); got != uint64(n) {
+			t.Errorf("linger %s: %d readings stored, want %d", linger, got, n)
+		}
+		if limit := lingerIntervals * 4 * time.Millisecond; linger > 0 && time.Duration(commits[linger]+1)*limit < elapsed/2 {
+			t.Errorf("linger %s: %d commits in %s; a commit waits %s at most", linger, commits[linger], elapsed, limit)
+		}
+	}
+	if commits[5*time.Millisecond]*2 > commits[0] {
+		t.Errorf("commits of a steady stream: %d with a linger, %d without; want half or fewer", commits[5*time.Millisecond], commits[0])
+	}
+	t.Logf("commits in 300 ms: %d without linger, %d with", commits[0], commits[5*time.Millisecond])
+}

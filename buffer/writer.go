@@ -33,6 +33,13 @@ type WriterOptions struct {
 	// light, steady stream costs a few commits a second, not one per
 	// message; under load a commit takes longer than this anyway.
 	Interval time.Duration
+	// Linger is how long a commit, once Interval has passed, still waits
+	// for the next batch while batches keep coming less than Linger apart,
+	// up to lingerIntervals × Interval from the start of the last commit
+	// (default 0: it does not wait). A burst (a bridge with many messages
+	// in flight) is committed as soon as it pauses; a steady stream is
+	// gathered into fewer, larger commits, each costing a sync.
+	Linger time.Duration
 	// QueueSize is how many submitted batches may wait (default 4,096).
 	// Submit blocks when the queue is full.
 	QueueSize int
@@ -243,12 +250,19 @@ func (w *Writer) stop() {
 	}
 }
 
-// collect adds queued requests to w.batch until it holds MaxReadings, the
-// queue is empty and Interval has passed since the last commit began, or
-// ctx ends.
+// collect adds queued requests to w.batch until it holds MaxReadings,
+// or the queue is empty and Interval has passed since the last commit
+// began and, with Linger, no request came for Linger (or
+// lingerIntervals × Interval have passed), or ctx ends.
 func (w *Writer) collect(ctx context.Context) {
 	n := len(w.batch[0].readings)
-	var timer <-chan time.Time
+	last := time.Now() // when the newest request came
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for n < w.opts.MaxReadings {
 		select {
 		case req := <-w.queue:
@@ -257,26 +271,41 @@ func (w *Writer) collect(ctx context.Context) {
 			continue
 		default:
 		}
-		wait := time.Until(w.lastStart.Add(w.opts.Interval))
-		if wait <= 0 {
-			return
+		now := time.Now()
+		until := w.lastStart.Add(w.opts.Interval)
+		if !now.Before(until) {
+			if w.opts.Linger <= 0 || now.Sub(last) >= w.opts.Linger {
+				return
+			}
+			limit := w.lastStart.Add(lingerIntervals * w.opts.Interval)
+			if !now.Before(limit) {
+				return
+			}
+			until = last.Add(w.opts.Linger)
+			if limit.Before(until) {
+				until = limit
+			}
 		}
 		if timer == nil {
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			timer = t.C
+			timer = time.NewTimer(until.Sub(now))
+		} else {
+			timer.Reset(until.Sub(now))
 		}
 		select {
 		case req := <-w.queue:
 			w.batch = append(w.batch, req)
 			n += len(req.readings)
-		case <-timer:
-			return
+			last = time.Now()
+		case <-timer.C:
 		case <-ctx.Done():
 			return
 		}
 	}
 }
+
+// lingerIntervals bounds how long Linger may hold a commit: this many
+// Intervals from the start of the last one.
+const lingerIntervals = 5
 
 // commit writes w.batch in one transaction, syncs, and reports results.
 func (w *Writer) commit() {

@@ -83,6 +83,7 @@ type TopicConfig struct {
 type StoreConfig struct {
 	CommitMaxReadings int           `yaml:"commit_max_readings"`
 	CommitInterval    time.Duration `yaml:"commit_interval"`
+	CommitLinger      time.Duration `yaml:"commit_linger"`
 	BucketSamples     int           `yaml:"bucket_samples"`
 	SealIdle          time.Duration `yaml:"seal_idle"`
 	MemTableMiB       int           `yaml:"memtable_mib"`
@@ -276,6 +277,7 @@ func DefaultConfig() *Config {
 		Store: StoreConfig{
 			CommitMaxReadings: 10000,
 			CommitInterval:    2 * time.Millisecond,
+			CommitLinger:      500 * time.Microsecond,
 			BucketSamples:     200,
 			SealIdle:          time.Hour,
 			MemTableMiB:       8,
@@ -522,6 +524,9 @@ func (c *Config) Validate() error {
 	}
 	if s.CommitInterval < 0 || s.CommitInterval > time.Second {
 		bad("store.commit_interval", "must be from 0s to 1s (got %s)", s.CommitInterval)
+	}
+	if s.CommitLinger < 0 || s.CommitLinger > time.Second {
+		bad("store.commit_linger", "must be from 0s to 1s (got %s)", s.CommitLinger)
 	}
 	if s.BucketSamples < 2 || s.BucketSamples > buffer.MaxBucketSamples {
 		bad("store.bucket_samples", "must be from 2 to %d (got %d)", buffer.MaxBucketSamples, s.BucketSamples)

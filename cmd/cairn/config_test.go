@@ -40,6 +40,9 @@ func TestParseConfig_Empty(t *testing.T) {
 	if cfg.Store.CommitInterval != 2*time.Millisecond {
 		t.Errorf("commit_interval: got %v", cfg.Store.CommitInterval)
 	}
+	if cfg.Store.CommitLinger != 500*time.Microsecond {
+		t.Errorf("commit_linger: got %v", cfg.Store.CommitLinger)
+	}
 }
 
 func TestParseConfig_External(t *testing.T) {
@@ -62,6 +65,7 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"bad_duration.bad.yaml":             "store.commit_interval: cannot use !!str `soon` into time.Duration (line 2)",
 		"wrong_type.bad.yaml":               "store.commit_max_readings: cannot use !!str `lots` into int (line 2)",
 		"commit_zero.bad.yaml":              "store.commit_max_readings: must be from 1 to 100000 (got 0)",
+		"linger_too_long.bad.yaml":          "store.commit_linger: must be from 0s to 1s (got 2s)",
 		"both_brokers.bad.yaml":             "mqtt: set either mqtt.embedded",
 		"bad_url.bad.yaml":                  `mqtt.url: want tcp://host:port (got "mosquitto:1883")`,
 		"open_listener_no_users.bad.yaml":   "mqtt.embedded.listen: 0.0.0.0:1883 is not loopback, where anonymous clients are refused, and no one could log in: set mqtt.embedded.password_file",

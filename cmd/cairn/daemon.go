@@ -86,6 +86,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	writer := buffer.NewWriter(store, buffer.WriterOptions{
 		MaxReadings:   cfg.Store.CommitMaxReadings,
 		Interval:      cfg.Store.CommitInterval,
+		Linger:        cfg.Store.CommitLinger,
 		BucketSamples: cfg.Store.BucketSamples,
 		SealIdle:      cfg.Store.SealIdle,
 		Outbox:        cfg.uplink != nil,
