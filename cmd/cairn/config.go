@@ -277,7 +277,7 @@ func DefaultConfig() *Config {
 		Store: StoreConfig{
 			CommitMaxReadings: 10000,
 			CommitInterval:    2 * time.Millisecond,
-			CommitLinger:      500 * time.Microsecond,
+			CommitLinger:      200 * time.Microsecond,
 			BucketSamples:     200,
 			SealIdle:          time.Hour,
 			MemTableMiB:       8,

@@ -40,7 +40,7 @@ func TestParseConfig_Empty(t *testing.T) {
 	if cfg.Store.CommitInterval != 2*time.Millisecond {
 		t.Errorf("commit_interval: got %v", cfg.Store.CommitInterval)
 	}
-	if cfg.Store.CommitLinger != 500*time.Microsecond {
+	if cfg.Store.CommitLinger != 200*time.Microsecond {
 		t.Errorf("commit_linger: got %v", cfg.Store.CommitLinger)
 	}
 }
