@@ -268,6 +268,9 @@ func (w *Writer) collect(ctx context.Context) {
 		case req := <-w.queue:
 			w.batch = append(w.batch, req)
 			n += len(req.readings)
+			if w.opts.Linger > 0 {
+				last = time.Now()
+			}
 			continue
 		default:
 		}
