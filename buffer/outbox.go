@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
@@ -161,6 +162,40 @@ func (e *outboxEncoder) value() []byte {
 
 var errBadOutbox = errors.New("bad outbox entry")
 
+// CorruptOutboxError is returned by ReadOutbox when the entry holding the
+// first reading asked for cannot be decoded (a bad block on the card, say).
+// The readings From to To-1 cannot be sent; they are still in the store.
+// The caller moves the cursor past them (AdvanceOutbox(To)) and says so.
+type CorruptOutboxError struct {
+	From, To uint64
+	Entry    uint64 // the sequence number the entry starts at
+	Value    []byte // the entry as stored
+	Err      error
+}
+
+func (e *CorruptOutboxError) Error() string {
+	return fmt.Sprintf("outbox entry %d cannot be read (readings %d to %d are not sent): %v", e.Entry, e.From, e.To-1, e.Err)
+}
+
+func (e *CorruptOutboxError) Unwrap() error { return e.Err }
+
+// corruptEntryEnd returns where the entry at seq, which cannot be decoded,
+// ends: where the next entry starts, or, for the last one, at the end of
+// the outbox (at least one reading on). It reads a snapshot of its own: a
+// read-write transaction allows one iterator at a time.
+func (s *Store) corruptEntryEnd(seq, end uint64) uint64 {
+	next := max(end, seq+1)
+	s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
+		defer it.Close()
+		if it.Seek(appendOutboxKey(nil, seq+1)); it.Valid() {
+			next = binary.BigEndian.Uint64(it.Item().Key()[1:])
+		}
+		return nil
+	})
+	return next
+}
+
 // outboxBody decompresses an entry into buf (which it returns, grown if
 // need be) and returns the body after the count, and the count.
 func outboxBody(v, buf []byte) (decoded, body []byte, count uint64, err error) {
@@ -306,7 +341,11 @@ func (s *Store) loadOutbox(txn *badger.Txn) error {
 	return item.Value(func(v []byte) error {
 		n, err := outboxCount(v)
 		if err != nil {
-			return fmt.Errorf("outbox entry %d: %w", first, err)
+			// Its count is lost: take the most readings an entry can hold
+			// (each takes 10 bytes or more of at most maxValue), so that
+			// new entries start after it. The uplink skips it.
+			n = uint64(s.maxValue/10 + 1)
+			s.log.Error("the newest outbox entry cannot be read; the uplink will skip it", "entry", first, "err", err)
 		}
 		o.state.End = max(o.state.End, first+n)
 		return nil
@@ -373,19 +412,36 @@ func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxR
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}, PrefetchValues: false})
 		defer it.Close()
 		var dec outboxDecoder
+		had := len(dst)
 		for it.Seek(start); it.Valid() && len(dst) < want; it.Next() {
 			item := it.Item()
 			seq := binary.BigEndian.Uint64(item.Key()[1:])
+			n := len(dst)
+			var bad error
 			err := item.Value(func(v []byte) error {
-				return dec.decode(seq, v, func(r OutboxReading) bool {
+				bad = dec.decode(seq, v, func(r OutboxReading) bool {
 					if r.Seq >= from {
 						dst = append(dst, r)
 					}
 					return len(dst) < want
 				})
+				if bad != nil && n == had {
+					bad = &CorruptOutboxError{From: from, Entry: seq, Value: slices.Clone(v), Err: bad}
+				}
+				return nil
 			})
 			if err != nil {
 				return fmt.Errorf("outbox entry %d: %w", seq, err)
+			}
+			if bad != nil {
+				// What the entry gave before it failed is not trusted; the
+				// readings before it go now, the entry is reported next.
+				dst = dst[:n]
+				if ce, ok := bad.(*CorruptOutboxError); ok {
+					ce.To = s.corruptEntryEnd(seq, s.Outbox().End)
+					return ce
+				}
+				return nil
 			}
 		}
 		return nil
@@ -471,7 +527,13 @@ func (s *Store) AdvanceOutbox(to uint64) error {
 			item := it.Item()
 			seq := binary.BigEndian.Uint64(item.Key()[1:])
 			var n uint64
-			if err := item.Value(func(v []byte) (err error) { n, err = outboxCount(v); return err }); err != nil {
+			if err := item.Value(func(v []byte) error {
+				var err error
+				if n, err = outboxCount(v); err != nil {
+					n = s.corruptEntryEnd(seq, end) - seq // skipped by the uplink
+				}
+				return nil
+			}); err != nil {
 				return fmt.Errorf("outbox entry %d: %w", seq, err)
 			}
 			if seq+n > to || !budget.take(item.Key(), nil) {
@@ -536,13 +598,17 @@ func (s *Store) DropOutbox(n uint64) (OutboxDrop, error) {
 				break
 			}
 			err := item.Value(func(v []byte) error {
-				return dec.decode(seq, v, func(r OutboxReading) bool {
+				err := dec.decode(seq, v, func(r OutboxReading) bool {
 					if r.Seq >= cur {
 						d.OldestTS, d.NewestTS = min(d.OldestTS, r.TS), max(d.NewestTS, r.TS)
 						d.To = r.Seq + 1
 					}
 					return true
 				})
+				if err != nil { // dropped all the same, counted by its range
+					d.To = max(d.To, s.corruptEntryEnd(seq, end))
+				}
+				return nil
 			})
 			if err != nil {
 				return fmt.Errorf("outbox entry %d: %w", seq, err)

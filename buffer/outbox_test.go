@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -186,4 +187,86 @@ func countKeys(t *testing.T, s *Store, kind keyKind) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestOutbox_CorruptEntryIsReportedAndSkipped spoils the middle one of
+// three entries and the last one: reading stops before a bad entry and
+// then reports its range; advancing and dropping go past it; a store whose
+// newest entry is bad still opens, and new entries start after it.
+func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
+	dir := t.TempDir()
+	start := func() (*Store, *Writer, func()) {
+		s, err := Open(Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := NewWriter(s, WriterOptions{Outbox: true})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- w.Run(ctx) }()
+		return s, w, func() {
+			cancel()
+			if err := errors.Join(<-done, s.Close()); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	s, w, stop := start()
+	defer func() { stop() }()
+	for c := range 3 { // three commits, three entries of 10
+		var rs []Reading
+		for i := range 10 {
+			rs = append(rs, Reading{Device: "d", Metric: "m", TS: int64(c*10+i+1) * 1e9, Value: float64(c*10 + i)})
+		}
+		write(t, w, rs...)
+	}
+	spoil := func(seq uint64) {
+		t.Helper()
+		if err := s.db.Update(func(txn *badger.Txn) error {
+			return txn.Set(appendOutboxKey(nil, seq), []byte{outboxV1, 0xff, 0xff, 0xff})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spoil(10)
+
+	got, err := s.ReadOutbox(0, 25, nil)
+	if err != nil || len(got) != 10 || got[9].Seq != 9 {
+		t.Fatalf("read before the bad entry: %d readings, err %v; want the 10 of the first", len(got), err)
+	}
+	_, err = s.ReadOutbox(12, 25, nil)
+	ce, ok := errors.AsType[*CorruptOutboxError](err)
+	if !ok || ce.Entry != 10 || ce.From != 12 || ce.To != 20 || len(ce.Value) != 4 {
+		t.Fatalf("read from inside the bad entry: %v (%+v)", err, ce)
+	}
+	if err := s.AdvanceOutbox(ce.To); err != nil {
+		t.Fatalf("advance past the bad entry: %v", err)
+	}
+	if got := readOutbox(t, s); len(got) != 10 || got[0].Seq != 20 {
+		t.Fatalf("after it: %d readings from %d, want the last entry's 10 from 20", len(got), got[0].Seq)
+	}
+	if n := countKeys(t, s, kindOutbox); n != 1 {
+		t.Errorf("%d outbox entries left, want 1", n)
+	}
+
+	// The newest entry spoilt: dropping still works, counted by its range.
+	spoil(20)
+	d, err := s.DropOutbox(1)
+	if err != nil || d.From != 20 || d.To != 30 || s.DroppedUnsent() != 10 {
+		t.Fatalf("drop of the bad newest entry: %+v, err %v, dropped %d", d, err, s.DroppedUnsent())
+	}
+
+	// A store whose newest entry is bad opens, and new entries come after.
+	write(t, w, Reading{Device: "d", Metric: "m", TS: 100e9, Value: 1})
+	spoil(30)
+	entries := countKeys(t, s, kindOutbox)
+	stop()
+	s, w, stop = start()
+	if got := s.Outbox().End; got <= 31 {
+		t.Fatalf("after a restart the outbox ends at %d, inside the bad entry", got)
+	}
+	write(t, w, Reading{Device: "d", Metric: "m", TS: 102e9, Value: 3})
+	if n := countKeys(t, s, kindOutbox); n != entries+1 {
+		t.Errorf("a new entry overwrote one: %d entries, want %d", n, entries+1)
+	}
 }

@@ -247,7 +247,7 @@ func countParked(dir string) (uint64, error) {
 	}
 	var n uint64
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".response") {
+		if strings.HasSuffix(e.Name(), ".response") || strings.HasSuffix(e.Name(), ".error") {
 			n++
 		}
 	}
@@ -382,6 +382,9 @@ func (u *Uplink) send(ctx context.Context, end uint64) error {
 	start := o.Cursor
 	var err error
 	u.readings, err = u.out.ReadOutbox(start, int(end-start), u.readings[:0])
+	if ce, ok := errors.AsType[*buffer.CorruptOutboxError](err); ok {
+		return u.skipCorrupt(ce)
+	}
 	if err != nil {
 		return fmt.Errorf("uplink: read outbox: %w", err)
 	}
@@ -389,6 +392,11 @@ func (u *Uplink) send(ctx context.Context, end uint64) error {
 		// Dropped meanwhile (retention's disk cap, which counts them):
 		// nothing to send.
 		return u.out.AdvanceOutbox(end)
+	}
+	if last := u.readings[len(u.readings)-1].Seq + 1; last < end {
+		// Stopped before an entry that cannot be read: this batch ends
+		// there, the next one parks that entry.
+		end = last
 	}
 	cutoff := o.BatchNote
 	if o.BatchEnd != end {
@@ -524,6 +532,42 @@ func (u *Uplink) post(ctx context.Context, id string, body []byte, n int) error 
 	return nil
 }
 
+// skipCorrupt parks an outbox entry that cannot be read, with the reason,
+// counts its readings as parked, and moves the cursor past it: one bad
+// entry must not stop everything behind it. Its readings are still in the
+// store.
+func (u *Uplink) skipCorrupt(ce *buffer.CorruptOutboxError) error {
+	id := "outbox-" + strconv.FormatUint(ce.Entry, 10)
+	if u.opts.Gateway != "" {
+		id = u.opts.Gateway + "-" + id
+	}
+	if u.opts.ParkDir != "" {
+		name := filepath.Join(u.opts.ParkDir, safeName(id))
+		if err := os.MkdirAll(u.opts.ParkDir, 0o750); err != nil {
+			return fmt.Errorf("uplink: park outbox entry %d: %w", ce.Entry, err)
+		}
+		if err := writeSynced(name+".entry", ce.Value); err != nil {
+			return fmt.Errorf("uplink: park outbox entry %d: %w", ce.Entry, err)
+		}
+		if err := writeSynced(name+".error", []byte(ce.Error()+"\n")); err != nil {
+			return fmt.Errorf("uplink: park outbox entry %d: %w", ce.Entry, err)
+		}
+		if err := syncDir(u.opts.ParkDir); err != nil {
+			return fmt.Errorf("uplink: park outbox entry %d: %w", ce.Entry, err)
+		}
+	}
+	n := ce.To - ce.From
+	now := time.Now()
+	u.log.Error("an outbox entry cannot be read; parked it and going on (its readings stay in the store)",
+		"entry", ce.Entry, "readings", n, "first_seq", ce.From, "dir", u.opts.ParkDir, "err", ce.Err)
+	u.mu.Lock()
+	u.st.ParkedBatches++
+	u.st.ParkedReadings += n
+	u.st.LastError, u.st.LastErrorAt = ce.Error(), &now
+	u.mu.Unlock()
+	return u.out.AdvanceOutbox(ce.To)
+}
+
 // park writes a refused batch and the upstream's answer to ParkDir.
 func (u *Uplink) park(id string, body []byte, resp *http.Response, reply []byte) error {
 	if u.opts.ParkDir == "" {
@@ -549,7 +593,12 @@ func (u *Uplink) park(id string, body []byte, resp *http.Response, reply []byte)
 		return err
 	}
 	// The batch leaves the outbox next: its file must outlast a power cut.
-	d, err := os.Open(u.opts.ParkDir)
+	return syncDir(u.opts.ParkDir)
+}
+
+// syncDir syncs a directory, so that the files just created in it last.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}

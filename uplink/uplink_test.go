@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/goleak"
 
 	"github.com/cairn-gateway/cairn/buffer"
@@ -36,10 +39,20 @@ func TestMain(m *testing.M) {
 // the test.
 type store struct {
 	*buffer.Store
-	w *buffer.Writer
+	w    *buffer.Writer
+	stop func() error // stops the writer and closes the store
 }
 
+// openStore starts a store in dir that closes when the test ends.
 func openStore(t *testing.T, dir string) *store {
+	t.Helper()
+	s := startStore(t, dir)
+	t.Cleanup(func() { s.close(t) })
+	return s
+}
+
+// startStore starts a store in dir; close it with close.
+func startStore(t *testing.T, dir string) *store {
 	t.Helper()
 	s, err := buffer.Open(buffer.Options{Dir: dir, MemTableSize: 4 << 20})
 	if err != nil {
@@ -49,16 +62,16 @@ func openStore(t *testing.T, dir string) *store {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
+	return &store{Store: s, w: w, stop: func() error {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("writer: %v", err)
-		}
-		if err := s.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	return &store{Store: s, w: w}
+		return errors.Join(<-done, s.Close())
+	}}
+}
+
+func (s *store) close(t *testing.T) {
+	if err := s.stop(); err != nil {
+		t.Errorf("close store: %v", err)
+	}
 }
 
 // add stores n readings of two metrics per device and timestamp, as
@@ -707,5 +720,67 @@ func TestUplink_UnsentSurvivesAgePruningAndIsSentLater(t *testing.T) {
 	sameLines(t, lines, want)
 	if got := st.DroppedUnsent(); got != 0 {
 		t.Errorf("dropped unsent: %d, want 0", got)
+	}
+}
+
+// TestUplink_SkipsAnOutboxEntryThatCannotBeRead stores three commits of
+// 100 readings (three outbox entries), spoils the middle entry on disk, and
+// sends: the first and last hundred arrive, the spoilt entry is parked
+// with the reason and counted, and the outbox drains.
+func TestUplink_SkipsAnOutboxEntryThatCannotBeRead(t *testing.T) {
+	dir := t.TempDir()
+	func() {
+		s := startStore(t, dir)
+		defer s.close(t)
+		for c := range 3 {
+			s.add(t, c*100, 100)
+		}
+	}()
+	// The entry of readings 100 to 199, key 'o' + its first sequence
+	// number (docs/storage.md), overwritten with bytes that do not decode.
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := binary.BigEndian.AppendUint64([]byte{'o'}, 100)
+	if err := db.Update(func(txn *badger.Txn) error {
+		if _, err := txn.Get(key); err != nil {
+			return fmt.Errorf("the entry of reading 100: %w", err)
+		}
+		return txn.Set(key, []byte{1, 0xff, 0xff, 0xff})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openStore(t, dir)
+	up := newUpstream(t)
+	u, err := New(s, testOptions(up.srv.URL, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	keys, lines := up.received()
+	if fmt.Sprint(keys) != "[gw1-0 gw1-200]" {
+		t.Errorf("accepted batches %v, want gw1-0 and gw1-200", keys)
+	}
+	sameLines(t, lines, append(wantLines("gw1", 0, 100), wantLines("gw1", 200, 100)...))
+	st := u.Status()
+	if st.ParkedBatches != 1 || st.ParkedReadings != 100 || !strings.Contains(st.LastError, "outbox entry 100 cannot be read (readings 100 to 199 are not sent)") {
+		t.Errorf("status: %+v", st)
+	}
+	parked := filepath.Join(dir, "parked", "gw1-outbox-100")
+	if v, err := os.ReadFile(parked + ".entry"); err != nil || !bytes.Equal(v, []byte{1, 0xff, 0xff, 0xff}) {
+		t.Errorf("parked entry: %x, %v", v, err)
+	}
+	if msg, err := os.ReadFile(parked + ".error"); err != nil || !strings.Contains(string(msg), "bad outbox entry") {
+		t.Errorf("parked reason: %q, %v", msg, err)
+	}
+	// The readings themselves are still in the store.
+	if n := s.ReadingCount(); n != 300 {
+		t.Errorf("%d readings stored, want 300", n)
 	}
 }
