@@ -47,6 +47,9 @@ const pointKeyFixed = 8 + 8
 const (
 	metaSchema   = "schema"   // uint64 BE: keyspace version
 	metaReadings = "readings" // uint64 BE: distinct readings stored
+	// metaUncompacted counts the readings deleted since the store was last
+	// compacted (uint64 BE).
+	metaUncompacted = "uncompacted"
 )
 
 // schemaVersion is the version of the keyspace written by this code.

@@ -87,8 +87,14 @@ type outbox struct {
 	end   uint64        // the end of what is committed: the Writer numbers from it
 	low   uint64        // no entry starts below low: where deletion resumes
 	wake  chan struct{} // signalled after a sync that added readings
-	// batchStart is where the batch recorded by SetOutboxBatch starts.
+	// batchStart is where the batch recorded by SetOutboxBatch starts; the
+	// cursor once no batch is recorded.
 	batchStart uint64
+	// badNewest is 1 + the sequence number of the newest entry when Open
+	// could not read it (0: none), with why and its size.
+	badNewest    uint64
+	badNewestErr error
+	badNewestLen int
 	// dropped counts the readings DropOutbox removed unsent, for the life
 	// of the data directory (meta "dropped_unsent").
 	dropped uint64
@@ -324,7 +330,7 @@ func (s *Store) loadOutbox(txn *badger.Txn) error {
 	if o.dropped, err = getUint64(txn, metaDropped); err != nil {
 		return err
 	}
-	o.state.End, o.low = o.state.Cursor, o.state.Cursor
+	o.state.End, o.low, o.batchStart = o.state.Cursor, o.state.Cursor, o.state.Cursor
 	defer func() { o.end = o.state.End }()
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
 	defer it.Close()
@@ -341,15 +347,35 @@ func (s *Store) loadOutbox(txn *badger.Txn) error {
 	return item.Value(func(v []byte) error {
 		n, err := outboxCount(v)
 		if err != nil {
-			// Its count is lost: take the most readings an entry can hold
-			// (each takes 10 bytes or more of at most maxValue), so that
-			// new entries start after it. The uplink skips it.
-			n = uint64(s.maxValue/10 + 1)
-			s.log.Error("the newest outbox entry cannot be read; the uplink will skip it", "entry", first, "err", err)
+			// Where it ends is lost with it, and so where the next entry
+			// starts: Open deletes it (dropBadNewest), and the outbox ends
+			// where it began.
+			o.badNewest, o.badNewestErr, o.badNewestLen = first+1, err, len(v)
+			n = 0
 		}
 		o.state.End = max(o.state.End, first+n)
 		return nil
 	})
+}
+
+// dropBadNewest deletes the newest outbox entry when loadOutbox could not
+// read it, and says so: its readings (how many is unknown) stay in the
+// store but cannot be sent.
+func (s *Store) dropBadNewest() error {
+	o := &s.outbox
+	if o.badNewest == 0 {
+		return nil
+	}
+	seq := o.badNewest - 1
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(appendOutboxKey(nil, seq)) }); err != nil {
+		return fmt.Errorf("delete the unreadable outbox entry %d: %w", seq, err)
+	}
+	s.log.Error("the newest outbox entry cannot be read: deleted it; its readings stay in the store but are not sent upstream",
+		"entry", seq, "bytes", o.badNewestLen, "err", o.badNewestErr)
+	o.badNewest = 0
+	// A batch recorded across it ends where it began.
+	o.state.BatchEnd = min(o.state.BatchEnd, o.state.End)
+	return nil
 }
 
 // Outbox returns where the outbox stands.
@@ -551,6 +577,7 @@ func (s *Store) AdvanceOutbox(to uint64) error {
 	}
 	s.outbox.mu.Lock()
 	s.outbox.state.Cursor, s.outbox.state.BatchEnd, s.outbox.state.BatchNote, s.outbox.low = to, 0, 0, newLow
+	s.outbox.batchStart = to
 	s.outbox.dropped = dropped
 	s.outbox.mu.Unlock()
 	return nil

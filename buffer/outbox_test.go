@@ -192,7 +192,7 @@ func countKeys(t *testing.T, s *Store, kind keyKind) int {
 // TestOutbox_CorruptEntryIsReportedAndSkipped spoils the middle one of
 // three entries and the last one: reading stops before a bad entry and
 // then reports its range; advancing and dropping go past it; a store whose
-// newest entry is bad still opens, and new entries start after it.
+// newest entry is bad still opens, without it.
 func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
 	dir := t.TempDir()
 	start := func() (*Store, *Writer, func()) {
@@ -256,17 +256,18 @@ func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
 		t.Fatalf("drop of the bad newest entry: %+v, err %v, dropped %d", d, err, s.DroppedUnsent())
 	}
 
-	// A store whose newest entry is bad opens, and new entries come after.
+	// A store whose newest entry is bad opens: the entry is deleted (where
+	// it ends is lost with it), and the outbox goes on from where it began.
 	write(t, w, Reading{Device: "d", Metric: "m", TS: 100e9, Value: 1})
 	spoil(30)
-	entries := countKeys(t, s, kindOutbox)
 	stop()
 	s, w, stop = start()
-	if got := s.Outbox().End; got <= 31 {
-		t.Fatalf("after a restart the outbox ends at %d, inside the bad entry", got)
+	if o := s.Outbox(); o.End != 30 || o.Cursor != 30 {
+		t.Fatalf("after a restart with the newest entry bad: %+v, want the outbox at 30", o)
+	}
+	if n := countKeys(t, s, kindOutbox); n != 0 {
+		t.Errorf("%d outbox entries left, want the bad one deleted", n)
 	}
 	write(t, w, Reading{Device: "d", Metric: "m", TS: 102e9, Value: 3})
-	if n := countKeys(t, s, kindOutbox); n != entries+1 {
-		t.Errorf("a new entry overwrote one: %d entries, want %d", n, entries+1)
-	}
+	checkOutbox(t, readOutbox(t, s), 30, []Reading{{Device: "d", Metric: "m", TS: 102e9, Value: 3}})
 }

@@ -69,19 +69,23 @@ func (w *Writer) checkClock(now time.Time) error {
 func (w *Writer) Prune(ctx context.Context, now time.Time) error {
 	commits := w.commits.Load()
 	for {
-		var more bool
+		var more, full bool
 		var took time.Duration
 		err := w.do(ctx, func() (err error) {
 			t0 := time.Now()
 			more, err = w.pruneStep(now)
 			took = time.Since(t0)
 			w.pruneBusy.Add(int64(took))
+			full = w.full
 			return err
 		})
 		if err != nil || !more {
 			return err
 		}
-		if w.commits.Load() == commits && len(w.queue) == 0 {
+		// Readings come in if commits were made since the last rest, or
+		// wait in the queue, unless the Writer takes none (the disk is
+		// full): then the prune is what makes room, and goes at once.
+		if full || w.commits.Load() == commits && len(w.queue) == 0 {
 			continue
 		}
 		t := time.NewTimer(min(pruneRest*took, maxPruneRest))
@@ -348,7 +352,10 @@ func (w *Writer) deleteCounted(dels []counted) error {
 	s := w.store
 	for len(dels) > 0 {
 		txn := s.db.NewTransaction(true)
-		budget := newTxnBudget(s.db, metaEntrySize)
+		// Room for the reading count and the count of deletes since the
+		// last compaction.
+		budget := newTxnBudget(s.db, 2*metaEntrySize+16)
+		budget.count++
 		n, gone := 0, uint64(0)
 		for ; n < len(dels) && budget.take(dels[n].key, nil) && (dels[n].newKey == nil || budget.take(dels[n].newKey, dels[n].value)); n++ {
 			if err := txn.Delete(dels[n].key); err != nil {
@@ -365,8 +372,13 @@ func (w *Writer) deleteCounted(dels []counted) error {
 		}
 		s.mu.RLock()
 		total := s.readings - min(gone, s.readings)
+		uncompacted := s.uncompacted + gone
 		s.mu.RUnlock()
 		if err := txn.Set(appendMetaKey(nil, metaReadings), appendUint64(nil, total)); err != nil {
+			txn.Discard()
+			return err
+		}
+		if err := txn.Set(appendMetaKey(nil, metaUncompacted), appendUint64(nil, uncompacted)); err != nil {
 			txn.Discard()
 			return err
 		}
@@ -375,7 +387,7 @@ func (w *Writer) deleteCounted(dels []counted) error {
 			return err
 		}
 		s.mu.Lock()
-		s.readings = total
+		s.readings, s.uncompacted = total, uncompacted
 		s.mu.Unlock()
 		w.prunedReadings.Add(gone)
 		dels = dels[n:]

@@ -67,9 +67,6 @@ type Retention struct {
 	full      bool      // the Writer was told to take no batches
 	sizes     [2]sizeAt // the last two measurements of the directory, oldest first
 
-	// uncompacted counts the readings pruned by age since the store was
-	// last compacted (Run's goroutine only).
-	uncompacted uint64
 	compactions int // Run's goroutine only
 }
 
@@ -210,7 +207,8 @@ func (r *Retention) RunOnce(ctx context.Context, now time.Time) error {
 // cannot be trusted pauses it: that is recorded for Status, logged once,
 // and not an error. Once the prunes since the last compaction have
 // removed a tenth of the readings or more, the store is compacted: small
-// hourly prunes add up to one compaction, not one each.
+// hourly prunes add up to one compaction, not one each, across restarts
+// too (Store.Uncompacted is kept in the store).
 func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 	before, removed := r.store.ReadingCount(), r.writer.prunedReadings.Load()
 	err := r.writer.Prune(ctx, now)
@@ -233,8 +231,7 @@ func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 	if removed > 0 {
 		r.log.Info("retention removed old readings", "readings", removed)
 	}
-	r.uncompacted += removed
-	if r.uncompacted > 0 && r.uncompacted*10 >= before {
+	if u := r.store.Uncompacted(); removed > 0 && u*10 >= before {
 		r.mu.Lock()
 		limit := r.maxDisk
 		r.mu.Unlock()
@@ -286,7 +283,6 @@ func (r *Retention) compact(ctx context.Context, limit int64) error {
 	if err := r.writer.do(ctx, r.store.flushMemtables); err != nil {
 		return err
 	}
-	r.uncompacted = 0
 	r.compactions++
 	done := make(chan error, 1)
 	go func() { done <- r.store.compact() }()

@@ -67,11 +67,12 @@ type Store struct {
 	// would go to the value log.
 	maxValue int
 
-	mu sync.RWMutex // guards series, seriesState.last and readings
+	mu sync.RWMutex // guards series, seriesState.last, readings and uncompacted
 	// series maps a series id (device 0x00 metric) to its state. It is
 	// loaded at Open; after that only the Writer adds to it.
-	series   map[string]*seriesState
-	readings uint64 // distinct readings stored
+	series      map[string]*seriesState
+	readings    uint64 // distinct readings stored
+	uncompacted uint64 // readings deleted since the last compaction (meta)
 
 	outbox outbox // what the uplink has still to send (outbox.go)
 	// syncMu is held from a write's commit through the sync that must
@@ -181,6 +182,9 @@ func Open(opts Options) (*Store, error) {
 	if err := s.repair(); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
 	}
+	if err := s.dropBadNewest(); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
+	}
 	return s, nil
 }
 
@@ -232,6 +236,9 @@ func (s *Store) load() error {
 			return fmt.Errorf("data directory has keyspace version %d, this cairn reads version %d", v, schemaVersion)
 		}
 		if s.readings, err = getUint64(txn, metaReadings); err != nil {
+			return err
+		}
+		if s.uncompacted, err = getUint64(txn, metaUncompacted); err != nil {
 			return err
 		}
 		if err := s.loadOutbox(txn); err != nil {
@@ -518,6 +525,14 @@ func (s *Store) compact() error {
 	return nil
 }
 
+// Uncompacted returns how many readings were deleted since the store was
+// last compacted (Retention compacts once they are a tenth of the store).
+func (s *Store) Uncompacted() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.uncompacted
+}
+
 // metaFlush is the marker key flushMemtables writes and drops.
 const metaFlush = "flush"
 
@@ -529,9 +544,18 @@ const metaFlush = "flush"
 // writes (the outbox's) retry (see update).
 func (s *Store) flushMemtables() error {
 	key := appendMetaKey(nil, metaFlush)
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(key, nil) }); err != nil {
+	// The compaction that follows takes in every delete made so far.
+	if err := s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(appendMetaKey(nil, metaUncompacted), appendUint64(nil, 0)); err != nil {
+			return err
+		}
+		return txn.Set(key, nil)
+	}); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
+	s.mu.Lock()
+	s.uncompacted = 0
+	s.mu.Unlock()
 	if err := s.db.DropPrefix(key); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}

@@ -36,9 +36,10 @@ type WriterOptions struct {
 	// Linger is how long a commit, once Interval has passed, still waits
 	// for the next batch while batches keep coming less than Linger apart,
 	// up to lingerIntervals × Interval from the start of the last commit
-	// (default 0: it does not wait). A burst (a bridge with many messages
-	// in flight) is committed as soon as it pauses; a steady stream is
-	// gathered into fewer, larger commits, each costing a sync.
+	// (default 0: it does not wait; nor with an Interval of 0). A burst (a
+	// bridge with many messages in flight) is committed once it pauses for
+	// Linger; a steady stream is gathered into fewer, larger commits, each
+	// costing a sync.
 	Linger time.Duration
 	// QueueSize is how many submitted batches may wait (default 4,096).
 	// Submit blocks when the queue is full.

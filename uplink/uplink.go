@@ -556,6 +556,9 @@ func (u *Uplink) skipCorrupt(ce *buffer.CorruptOutboxError) error {
 			return fmt.Errorf("uplink: park outbox entry %d: %w", ce.Entry, err)
 		}
 	}
+	if err := u.out.AdvanceOutbox(ce.To); err != nil {
+		return err
+	}
 	n := ce.To - ce.From
 	now := time.Now()
 	u.log.Error("an outbox entry cannot be read; parked it and going on (its readings stay in the store)",
@@ -565,7 +568,7 @@ func (u *Uplink) skipCorrupt(ce *buffer.CorruptOutboxError) error {
 	u.st.ParkedReadings += n
 	u.st.LastError, u.st.LastErrorAt = ce.Error(), &now
 	u.mu.Unlock()
-	return u.out.AdvanceOutbox(ce.To)
+	return nil
 }
 
 // park writes a refused batch and the upstream's answer to ParkDir.
