@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -68,12 +69,13 @@ func (w *Writer) checkClock(now time.Time) error {
 // most. With no readings coming in it goes at full speed.
 func (w *Writer) Prune(ctx context.Context, now time.Time) error {
 	commits := w.commits.Load()
+	var cur pruneCursor
 	for {
 		var more, full bool
 		var took time.Duration
 		err := w.do(ctx, func() (err error) {
 			t0 := time.Now()
-			more, err = w.pruneStep(now)
+			more, err = w.pruneStep(now, &cur)
 			took = time.Since(t0)
 			w.pruneBusy.Add(int64(took))
 			full = w.full
@@ -111,7 +113,7 @@ const (
 // now, and reports whether more may remain. The policies that do not go
 // by the clock (RawMaxReadingsPerSeries, RawWindowFromLatest) apply even
 // while the clock pauses the others.
-func (w *Writer) pruneStep(now time.Time) (more bool, err error) {
+func (w *Writer) pruneStep(now time.Time, cur *pruneCursor) (more bool, err error) {
 	o := w.opts
 	if o.RawMaxAge <= 0 && len(o.StatsMaxAge) == 0 && o.RawMaxReadingsPerSeries <= 0 && o.RawWindowFromLatest <= 0 {
 		return false, nil
@@ -122,7 +124,7 @@ func (w *Writer) pruneStep(now time.Time) (more bool, err error) {
 		ageCut = now.Add(-o.RawMaxAge).UnixNano()
 	}
 	if ageCut != math.MinInt64 || o.RawMaxReadingsPerSeries > 0 || o.RawWindowFromLatest > 0 {
-		more, err := w.pruneRaw(func(snap *badger.Txn, st *seriesState) (int64, error) {
+		more, err := w.pruneRaw(cur, func(snap *badger.Txn, st *seriesState) (int64, error) {
 			cut := ageCut
 			if o.RawWindowFromLatest > 0 && st.last != math.MinInt64 {
 				cut = max(cut, st.last-int64(o.RawWindowFromLatest))
@@ -221,13 +223,36 @@ func (w *Writer) keepNewest(snap *badger.Txn, st *seriesState, n int) (int64, er
 // before it of the one bucket that spans it (rewritten under the key of
 // its new first reading), and open points. It reports whether it stopped
 // at the limit.
-func (w *Writer) pruneRawBefore(cutoff int64, limit int) (more bool, err error) {
-	return w.pruneRaw(func(*badger.Txn, *seriesState) (int64, error) { return cutoff, nil }, limit)
+func (w *Writer) pruneRawBefore(cur *pruneCursor, cutoff int64, limit int) (more bool, err error) {
+	return w.pruneRaw(cur, func(*badger.Txn, *seriesState) (int64, error) { return cutoff, nil }, limit)
+}
+
+// pruneCursor is where the next step of a pass over every series goes on:
+// the series in a fixed order, the one it is at, and the key to seek in
+// it. Without it every step would begin again at the first series and
+// step over the tombstones of all that the steps before deleted; in a
+// store of gigabytes that made a prune of weeks take minutes.
+type pruneCursor struct {
+	order []*seriesState // the series when the pass began, by id
+	next  int            // the series the next step starts at
+	seek  []byte         // where in it; nil: at its first bucket
+}
+
+// begin fixes the order of the pass at its first step. Series created
+// later are newer than anything the pass deletes.
+func (c *pruneCursor) begin(series map[string]*seriesState) {
+	if c.order != nil {
+		return
+	}
+	c.order = make([]*seriesState, 0, len(series))
+	for _, id := range slices.Sorted(maps.Keys(series)) {
+		c.order = append(c.order, series[id])
+	}
 }
 
 // pruneRaw is pruneRawBefore with a cutoff per series (math.MinInt64:
-// none).
-func (w *Writer) pruneRaw(cutoffOf func(snap *badger.Txn, st *seriesState) (int64, error), limit int) (more bool, err error) {
+// none), going on from cur.
+func (w *Writer) pruneRaw(cur *pruneCursor, cutoffOf func(snap *badger.Txn, st *seriesState) (int64, error), limit int) (more bool, err error) {
 	snap := w.store.db.NewTransaction(false)
 	defer snap.Discard()
 	var dels []counted
@@ -237,11 +262,13 @@ func (w *Writer) pruneRaw(cutoffOf func(snap *badger.Txn, st *seriesState) (int6
 		cutoff int64
 	}
 	var opened []openDay
-	for _, st := range w.store.series { // only this goroutine writes the map
+	cur.begin(w.store.series) // only this goroutine writes the map
+	for ; cur.next < len(cur.order); cur.next, cur.seek = cur.next+1, nil {
 		if len(dels) >= limit {
 			more = true
 			break
 		}
+		st := cur.order[cur.next]
 		cutoff, err := cutoffOf(snap, st)
 		if err != nil {
 			return false, err
@@ -252,7 +279,12 @@ func (w *Writer) pruneRaw(cutoffOf func(snap *badger.Txn, st *seriesState) (int6
 		cutDay := dayOf(cutoff)
 		prefix := appendBucketPrefix(nil, st.device, st.metric)
 		it := snap.NewIterator(badger.IteratorOptions{Prefix: prefix})
-		for it.Rewind(); it.Valid() && len(dels) < limit; it.Next() {
+		if cur.seek != nil {
+			it.Seek(cur.seek)
+		} else {
+			it.Rewind()
+		}
+		for ; it.Valid(); it.Next() {
 			item := it.Item()
 			first, err := parseBucketTail(item.Key())
 			if err != nil {
@@ -260,6 +292,11 @@ func (w *Writer) pruneRaw(cutoffOf func(snap *badger.Txn, st *seriesState) (int6
 				return false, err
 			}
 			if first.TS >= cutoff {
+				break
+			}
+			if len(dels) >= limit {
+				cur.seek = item.KeyCopy(nil) // the next step goes on here
+				more = true
 				break
 			}
 			d, err := w.pruneBucket(item, st, cutoff)
@@ -270,9 +307,13 @@ func (w *Writer) pruneRaw(cutoffOf func(snap *badger.Txn, st *seriesState) (int6
 			dels = append(dels, d)
 		}
 		it.Close()
-		// A day's open points go in one transaction.
+		if more {
+			break
+		}
+		// A day's open points go in one transaction, with the series'
+		// last buckets.
 		for day, open := range st.open {
-			if day > cutDay || len(dels) >= limit {
+			if day > cutDay {
 				continue
 			}
 			for _, p := range open {
@@ -282,9 +323,6 @@ func (w *Writer) pruneRaw(cutoffOf func(snap *badger.Txn, st *seriesState) (int6
 			}
 			opened = append(opened, openDay{st, day, cutoff})
 		}
-	}
-	if len(dels) >= limit {
-		more = true
 	}
 	if err := w.deleteCounted(dels); err != nil {
 		return false, err
@@ -529,9 +567,13 @@ func (w *Writer) DropOldestRaw(ctx context.Context) (n uint64, newest bool, err 
 		return 0, true, err
 	}
 	before := w.prunedReadings.Load()
+	var cur pruneCursor
 	for {
 		var more bool
-		err := w.do(ctx, func() (err error) { more, err = w.pruneRawBefore(int64(day+1)*nanosPerDay, pruneChunkKeys); return err })
+		err := w.do(ctx, func() (err error) {
+			more, err = w.pruneRawBefore(&cur, int64(day+1)*nanosPerDay, pruneChunkKeys)
+			return err
+		})
 		if err != nil || !more {
 			return w.prunedReadings.Load() - before, newest, err
 		}

@@ -137,7 +137,10 @@ func BenchmarkRetention_IngestWhilePruning(b *testing.B) {
 					rs := make([]Reading, 1000)
 					for j := range rs {
 						k := i + j
-						rs[j] = Reading{Device: "live" + strconv.Itoa(k%200), Metric: "t", TS: now + int64(k/200)*1e9, Value: float64(k % 977)}
+						// A millisecond apart: even 100 M readings stay
+						// within the minutes after now, before the clock
+						// that the prune goes by.
+						rs[j] = Reading{Device: "live" + strconv.Itoa(k%200), Metric: "t", TS: now + int64(k/200)*1e6, Value: float64(k % 977)}
 					}
 					if err := w.Submit(context.Background(), rs, func(r Result) { ch <- r }); err != nil {
 						b.Fatal(err)

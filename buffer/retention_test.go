@@ -466,3 +466,45 @@ func TestRetention_SmallPrunesAddUpToACompaction(t *testing.T) {
 		t.Errorf("deleted since the last compaction: %d in the store, %d in memory; want 4", stored, s.Uncompacted())
 	}
 }
+
+// TestPrune_GoesOnWhereTheLastStepStopped prunes a series with two and a
+// half steps' worth of old buckets beside one with a few: each step goes
+// on at the key where the one before stopped, inside a series too, and
+// the pass removes exactly the old readings.
+func TestPrune_GoesOnWhereTheLastStepStopped(t *testing.T) {
+	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 24 * time.Hour, BucketSamples: 2, SealCheck: time.Hour})
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	old := 5*pruneChunkKeys + 1 // readings: two a bucket
+	var rs []Reading
+	for i := range old {
+		rs = append(rs, Reading{Device: "big", Metric: "m", TS: base + int64(i)*1e9, Value: float64(i)})
+	}
+	for i := range 7 {
+		rs = append(rs, Reading{Device: "small", Metric: "m", TS: base + int64(i)*1e9, Value: float64(i)})
+	}
+	write(t, w, rs...)
+	if err := w.SealDue(ctx, time.Unix(0, base+3*day)); err != nil {
+		t.Fatal(err)
+	}
+	recent := []Reading{
+		{Device: "big", Metric: "m", TS: base + 10*day, Value: 1},
+		{Device: "small", Metric: "m", TS: base + 10*day, Value: 2},
+	}
+	write(t, w, recent...)
+	if err := w.Prune(ctx, time.Unix(0, base+10*day+time.Hour.Nanoseconds())); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := w.Stats().PrunedReadings, uint64(old+7); got != want {
+		t.Errorf("pruned %d readings, want %d", got, want)
+	}
+	for _, r := range recent {
+		got, err := s.Readings(all(r.Device))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].TS != r.TS {
+			t.Errorf("%s after the prune: %v, want only its recent reading", r.Device, got)
+		}
+	}
+}
