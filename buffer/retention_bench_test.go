@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -161,5 +162,65 @@ func BenchmarkRetention_IngestWhilePruning(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkRetention_DiskCapOvershoot fills a store with the default
+// memtable to several times a disk cap (CAIRN_BENCH_DISK_CAP_MIB, 256 by
+// default) with the upstream down, as TestRetention_DiskCapDropsOldestUnsent
+// does at 16 MiB, and reports how far the data directory went over the cap
+// at its peak (peak/cap, measured at every commit of 2,000 readings) and
+// where it ended (end/cap).
+func BenchmarkRetention_DiskCapOvershoot(b *testing.B) {
+	limit := int64(envInt("CAIRN_BENCH_DISK_CAP_MIB", 256)) << 20
+	for b.Loop() {
+		s, err := Open(Options{Dir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := runWriter(b, s, WriterOptions{Outbox: true, MaxDiskBytes: limit, MaxReadings: 2000, SealCheck: time.Hour})
+		r := NewRetention(s, w, RetentionOptions{DiskCheck: 100 * time.Millisecond})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		rng := rand.New(rand.NewPCG(7, 7))
+		ts := int64(1763769600) * 1e9
+		var peak int64
+		results := make(chan Result, 1)
+		for drops := 0; drops < 5; {
+			before := s.DroppedUnsent()
+			rs := make([]Reading, 0, 2000)
+			for i := range 2000 {
+				rs = append(rs, Reading{Device: "bridge-" + strconv.Itoa(i%1000), Metric: "t", TS: ts, Value: rng.Float64()})
+				if i%1000 == 999 {
+					ts += 1e9
+				}
+			}
+			if err := w.Submit(context.Background(), rs, func(r Result) { results <- r }); err != nil {
+				b.Fatal(err)
+			}
+			if res := <-results; res.Err != nil {
+				b.Fatal(res.Err)
+			}
+			st, err := s.Stats()
+			if err != nil {
+				b.Fatal(err)
+			}
+			peak = max(peak, st.DiskBytes)
+			if s.DroppedUnsent() > before {
+				drops++
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		st, err := s.Stats()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(peak)/float64(limit), "peak/cap")
+		b.ReportMetric(float64(st.DiskBytes)/float64(limit), "end/cap")
+		b.ReportMetric(float64(limit>>20), "cap-MiB")
 	}
 }

@@ -126,9 +126,8 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 	// rewrites all of it. The directory then holds the store before the
 	// deletes (under the cap) and after them, and the level 0 tables that
 	// arrive meanwhile (Badger stalls writes at 8): at most twice the cap
-	// and 8 memtables (measured: 1.41 to 1.57 times the cap). In a store
-	// of gigabytes a compaction rewrites a few tables at a time; that is
-	// not measured yet.
+	// and 8 memtables (measured: 1.41 to 1.57 times the cap). Larger
+	// stores go less far over: BenchmarkRetention_DiskCapOvershoot.
 	if peak > 2*limit+8<<20 {
 		t.Errorf("data directory peaked at %d bytes, over twice the cap of %d and 8 memtables", peak, limit)
 	}
@@ -406,7 +405,7 @@ func TestStore_DefaultMaxDiskBytesIsRemembered(t *testing.T) {
 	free := float64(fs.Bavail) * float64(fs.Bsize)
 	want := min(int64(free*defaultDiskShare), maxDefaultDisk)
 	if d := got - want; d < -want/50 || d > want/50 { // other files come and go meanwhile
-		t.Errorf("default cap: got %d, want about %d (80%% of %.0f free, at most 32 GiB)", got, want, free)
+		t.Errorf("default cap: got %d, want about %d (70%% of %.0f free, at most 32 GiB)", got, want, free)
 	}
 	// The free space shrinks; the cap stays.
 	if err := os.WriteFile(filepath.Join(dir, "ballast"), make([]byte, 8<<20), 0o600); err != nil {

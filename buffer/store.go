@@ -587,12 +587,12 @@ const MinDiskBytes = 16 << 20
 
 // Bounds of the default disk cap.
 const (
-	defaultDiskShare = 0.8      // of the space free at first start
+	defaultDiskShare = 0.7      // of the space free at first start
 	maxDefaultDisk   = 32 << 30 // at most
 )
 
 // DefaultMaxDiskBytes returns the disk cap that retention.max_disk_bytes
-// "auto" means: 80% of the space that was free on the data directory's
+// "auto" means: 70% of the space that was free on the data directory's
 // file system (plus what the store took already) when it was first asked,
 // at most 32 GiB. The first answer is kept in the store, so that the cap
 // does not shrink as the store fills the disk.

@@ -42,8 +42,13 @@
 #                   compaction run: ingest_alone readings/s, and
 #                   ingest_pruning readings/s over the time the prune and
 #                   compaction took; ingest_ratio of the two (should stay
-#                   above 0.8). With the
-#                   defaults it stores 2.6 G readings per run: hours.
+#                   above 0.8). Then a store with the default memtable
+#                   filled with the upstream down to several times a
+#                   disk cap of RETENTION_DISK_CAP_MIB (256): the data
+#                   directory's peak and final size over the cap
+#                   (disk_cap_peak_ratio, disk_cap_end_ratio). With the
+#                   defaults it stores 2.6 G readings per run: about 20
+#                   minutes a run here.
 #
 # Figures: readings_per_sec, cpu_sec_per_100k_msgs (utime+stime of cairn from
 # just before the load until all readings are stored; for external_drain from
@@ -577,8 +582,10 @@ storage_bench() {
 # medians.
 retention_bench() {
 	local series=${RETENTION_SERIES:-1000} days=${RETENTION_DAYS:-30} ingest=${RETENTION_INGEST:-2000000} out
-	log "retention: $series series x 1 Hz x $days days, pruned to 7 days (takes long)"
+	local cap=${RETENTION_DISK_CAP_MIB:-256}
+	log "retention: $series series x 1 Hz x $days days, pruned to 7 days (takes long); disk cap of $cap MiB"
 	out=$(CAIRN_BENCH_RETENTION_SERIES=$series CAIRN_BENCH_RETENTION_DAYS=$days CAIRN_BENCH_RETENTION_INGEST=$ingest \
+		CAIRN_BENCH_DISK_CAP_MIB=$cap \
 		go test -run '^$' -bench 'Retention_' -benchtime 1x -count "$RUNS" -timeout 0 ./buffer/) ||
 		die "retention benchmark failed: $out"
 	printf '%s\n' "$out" | awk -v series="$series" -v days="$days" '
@@ -592,9 +599,10 @@ retention_bench() {
 		function metric(name,   i) { for (i = 4; i < NF; i++) if ($(i+1) == name) return $i; return "" }
 		/^BenchmarkRetention_Prune/ { add("prune_s", metric("prune-s")); add("compact_s", metric("compact-s")); add("disk_bytes_before", metric("bytes-before")); add("disk_bytes_after", metric("bytes-after")); add("after_before_ratio", metric("after/before")) }
 		/^BenchmarkRetention_IngestWhilePruning\/alone/ { alone[++na] = metric("readings/s"); add("ingest_alone_readings_per_sec", alone[na]) }
+		/^BenchmarkRetention_DiskCapOvershoot/ { add("disk_cap_peak_ratio", metric("peak/cap")); add("disk_cap_end_ratio", metric("end/cap")) }
 		/^BenchmarkRetention_IngestWhilePruning\/pruning/ { p = metric("readings/s-during-prune"); add("ingest_pruning_readings_per_sec", p); add("ingest_prune_s", metric("prune-s")); if (alone[na] > 0) add("ingest_ratio", p / alone[na]) }
 		END {
-			split("prune_s compact_s disk_bytes_before disk_bytes_after after_before_ratio ingest_alone_readings_per_sec ingest_pruning_readings_per_sec ingest_ratio ingest_prune_s", keys, " ")
+			split("prune_s compact_s disk_bytes_before disk_bytes_after after_before_ratio ingest_alone_readings_per_sec ingest_pruning_readings_per_sec ingest_ratio ingest_prune_s disk_cap_peak_ratio disk_cap_end_ratio", keys, " ")
 			for (i = 1; i in keys; i++) if (n[keys[i]]) printf "retention: %s median=%s runs=[%s] (%d series x %d days)\n", keys[i], median(keys[i]), runs(keys[i]), series, days
 		}'
 }

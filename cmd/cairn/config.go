@@ -102,7 +102,7 @@ type RetentionConfig struct {
 	// RawWindowFromLatest keeps the readings within this long of their
 	// series' newest one (0: no limit).
 	RawWindowFromLatest Duration `yaml:"raw_window_from_latest"`
-	// MaxDiskBytes caps the data directory (0: no cap; auto: 80% of the
+	// MaxDiskBytes caps the data directory (0: no cap; auto: 70% of the
 	// free space at first start, remembered in the store).
 	MaxDiskBytes ByteSize `yaml:"max_disk_bytes"`
 }
