@@ -279,13 +279,19 @@ func sendAll(t *testing.T, n int, script []string, change func(*Options)) (*stor
 	if change != nil {
 		change(&opts)
 	}
+	return s, up, startAndDrain(t, s, opts)
+}
+
+// startAndDrain runs an uplink of s with opts until the outbox is empty.
+func startAndDrain(t *testing.T, s *store, opts Options) *Uplink {
+	t.Helper()
 	u, err := New(s, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	runUplink(t, u)
 	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
-	return s, up, u
+	return u
 }
 
 func testOptions(url, dir string) Options {
@@ -308,12 +314,7 @@ func TestUplink_DeliversEveryBatchOnceInOrderThroughFailures(t *testing.T) {
 	s := openStore(t, dir)
 	up := newUpstream(t, "500", "ok", "429", "ok", "slow", "reset", "ok", "503", "500", "500")
 	s.add(t, 0, 1000)
-	u, err := New(s, testOptions(up.srv.URL, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUplink(t, u)
-	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	u := startAndDrain(t, s, testOptions(up.srv.URL, dir))
 
 	keys, lines := up.received()
 	var wantKeys []string
@@ -757,12 +758,7 @@ func TestUplink_SkipsAnOutboxEntryThatCannotBeRead(t *testing.T) {
 
 	s := openStore(t, dir)
 	up := newUpstream(t)
-	u, err := New(s, testOptions(up.srv.URL, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUplink(t, u)
-	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	u := startAndDrain(t, s, testOptions(up.srv.URL, dir))
 	keys, lines := up.received()
 	if fmt.Sprint(keys) != "[gw1-0 gw1-200]" {
 		t.Errorf("accepted batches %v, want gw1-0 and gw1-200", keys)
