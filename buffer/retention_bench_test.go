@@ -45,6 +45,18 @@ func runWriter(b *testing.B, s *Store, opts WriterOptions) *Writer {
 	return w
 }
 
+// loadedStore opens a store in a new directory holding series × days of
+// readings from start on (loadDays), with a running Writer that keeps raw
+// readings 7 days.
+func loadedStore(b *testing.B, series, days int, start int64) (*Store, *Writer) {
+	s, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	loadDays(b, s, series, days, start)
+	return s, runWriter(b, s, WriterOptions{RawMaxAge: 7 * 24 * time.Hour, SealCheck: time.Hour})
+}
+
 // BenchmarkRetention_Prune stores days of series at 1 Hz, then applies a
 // raw max age of 7 days: the time to prune, the time to compact, and the
 // data directory before (compacted) and after.
@@ -54,12 +66,7 @@ func BenchmarkRetention_Prune(b *testing.B) {
 	start := int64(1763769600) * 1e9
 	for b.Loop() {
 		b.StopTimer()
-		s, err := Open(Options{Dir: b.TempDir()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		loadDays(b, s, series, days, start)
-		w := runWriter(b, s, WriterOptions{RawMaxAge: 7 * 24 * time.Hour, SealCheck: time.Hour})
+		s, w := loadedStore(b, series, days, start)
 		r := NewRetention(s, w, RetentionOptions{})
 		if err := r.compact(context.Background(), 0); err != nil {
 			b.Fatal(err)
@@ -104,12 +111,7 @@ func BenchmarkRetention_IngestWhilePruning(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
-				s, err := Open(Options{Dir: b.TempDir()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				loadDays(b, s, series, days, start)
-				w := runWriter(b, s, WriterOptions{RawMaxAge: 7 * 24 * time.Hour, SealCheck: time.Hour})
+				s, w := loadedStore(b, series, days, start)
 				pruned := make(chan time.Duration, 1)
 				b.StartTimer()
 				t0 := time.Now()

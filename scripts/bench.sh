@@ -548,6 +548,20 @@ header+=" rev=$rev fs=$(stat -f -c %T "$tmp") loadavg=$(cut -d' ' -f1 /proc/load
 [ -z "$MOSQ_EXTRA" ] || header+=" mosquitto_extra=\"${MOSQ_EXTRA//$'\n'/; }\""
 echo "$header"
 
+# AWK_MEDIANS are the awk functions that gather go test -bench figures
+# (add), and give their median and every run: add(KEY, VALUE), median(KEY),
+# runs(KEY), and metric(UNIT), the value before UNIT on a benchmark line.
+AWK_MEDIANS='
+		function add(k, v) { n[k]++; val[k, n[k]] = v }
+		function median(k,   i, j, t, a) {
+			for (i = 1; i <= n[k]; i++) a[i] = val[k, i]
+			for (i = 1; i <= n[k]; i++) for (j = i + 1; j <= n[k]; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+			return a[int((n[k] + 1) / 2)]
+		}
+		function runs(k,   i, s) { for (i = 1; i <= n[k]; i++) s = s (i > 1 ? " " : "") val[k, i]; return s }
+		function metric(name,   i) { for (i = 4; i < NF; i++) if ($(i+1) == name) return $i; return "" }
+'
+
 # storage_bench runs the store benchmarks RUNS times and prints medians.
 storage_bench() {
 	local series=${STORAGE_SERIES:-1000} hours=${STORAGE_HOURS:-24} out
@@ -557,15 +571,7 @@ storage_bench() {
 	log "storage: query latencies"
 	out+=$'\n'$(go test -run '^$' -bench 'Query_|Stats_Year' -benchtime 2000x -count "$RUNS" -timeout 0 ./buffer/) ||
 		die "query benchmark failed: $out"
-	printf '%s\n' "$out" | awk -v series="$series" -v hours="$hours" '
-		function add(k, v) { n[k]++; val[k, n[k]] = v }
-		function median(k,   i, j, t, a) {
-			for (i = 1; i <= n[k]; i++) a[i] = val[k, i]
-			for (i = 1; i <= n[k]; i++) for (j = i + 1; j <= n[k]; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-			return a[int((n[k] + 1) / 2)]
-		}
-		function runs(k,   i, s) { for (i = 1; i <= n[k]; i++) s = s (i > 1 ? " " : "") val[k, i]; return s }
-		function metric(name,   i) { for (i = 4; i < NF; i++) if ($(i+1) == name) return $i; return "" }
+	printf '%s\n' "$out" | awk -v series="$series" -v hours="$hours" "$AWK_MEDIANS"'
 		/^BenchmarkStore_DiskPerReading\/sealed/ { add("sealed_bytes_per_reading", metric("bytes/reading")); add("sealed_readings_bytes_per_reading", metric("readings-bytes/reading")); add("sealed_stats_bytes_per_reading", metric("stats-bytes/reading")); add("sealed_ingest_readings_per_sec", metric("readings/s")) }
 		/^BenchmarkStore_DiskPerReading\/points/ { add("points_bytes_per_reading", metric("bytes/reading")); add("points_readings_bytes_per_reading", metric("readings-bytes/reading")); add("points_ingest_readings_per_sec", metric("readings/s")) }
 		/^BenchmarkQuery_Latest50/ { add("latest50_p99_us", $5) }
@@ -588,15 +594,7 @@ retention_bench() {
 		CAIRN_BENCH_DISK_CAP_MIB=$cap \
 		go test -run '^$' -bench 'Retention_' -benchtime 1x -count "$RUNS" -timeout 0 ./buffer/) ||
 		die "retention benchmark failed: $out"
-	printf '%s\n' "$out" | awk -v series="$series" -v days="$days" '
-		function add(k, v) { n[k]++; val[k, n[k]] = v }
-		function median(k,   i, j, t, a) {
-			for (i = 1; i <= n[k]; i++) a[i] = val[k, i]
-			for (i = 1; i <= n[k]; i++) for (j = i + 1; j <= n[k]; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-			return a[int((n[k] + 1) / 2)]
-		}
-		function runs(k,   i, s) { for (i = 1; i <= n[k]; i++) s = s (i > 1 ? " " : "") val[k, i]; return s }
-		function metric(name,   i) { for (i = 4; i < NF; i++) if ($(i+1) == name) return $i; return "" }
+	printf '%s\n' "$out" | awk -v series="$series" -v days="$days" "$AWK_MEDIANS"'
 		/^BenchmarkRetention_Prune/ { add("prune_s", metric("prune-s")); add("compact_s", metric("compact-s")); add("disk_bytes_before", metric("bytes-before")); add("disk_bytes_after", metric("bytes-after")); add("after_before_ratio", metric("after/before")) }
 		/^BenchmarkRetention_IngestWhilePruning\/alone/ { alone[++na] = metric("readings/s"); add("ingest_alone_readings_per_sec", alone[na]) }
 		/^BenchmarkRetention_DiskCapOvershoot/ { add("disk_cap_peak_ratio", metric("peak/cap")); add("disk_cap_end_ratio", metric("end/cap")) }
