@@ -67,7 +67,7 @@ type Retention struct {
 	full      bool      // the Writer was told to take no batches
 	sizes     [2]sizeAt // the last two measurements of the directory, oldest first
 
-	compactions int // Run's goroutine only
+	compactions int // one goroutine at a time: Run's, or a prune's disk watcher while Run waits (pruneKeepingDiskCap)
 }
 
 // NewRetention creates the Retention of w, the Writer of s.
@@ -211,7 +211,7 @@ func (r *Retention) RunOnce(ctx context.Context, now time.Time) error {
 // too (Store.Uncompacted is kept in the store).
 func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 	before, removed := r.store.ReadingCount(), r.writer.prunedReadings.Load()
-	err := r.writer.Prune(ctx, now)
+	err := r.pruneKeepingDiskCap(ctx, now)
 	removed = r.writer.prunedReadings.Load() - removed
 	r.mu.Lock()
 	r.lastRun = r.opts.Now()
@@ -240,6 +240,36 @@ func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 	return nil
 }
 
+// pruneKeepingDiskCap runs the Writer's prune at now and, while it runs,
+// keeps the disk cap as Run does between prunes: a prune of weeks rests
+// while readings come in and can take many minutes, and ingest must not
+// take the data directory past the cap meanwhile. The disk cap's steps
+// go on the Writer's goroutine between the prune's.
+func (r *Retention) pruneKeepingDiskCap(ctx context.Context, now time.Time) error {
+	watchCtx, stop := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		t := time.NewTimer(r.nextCheck())
+		defer t.Stop()
+		for {
+			select {
+			case <-watchCtx.Done():
+				return
+			case <-t.C:
+			}
+			if err := r.EnforceDiskCap(watchCtx); err != nil && watchCtx.Err() == nil {
+				r.log.Error("disk cap check during a prune failed; trying again at the next check", "err", err)
+			}
+			t.Reset(r.nextCheck())
+		}
+	}()
+	err := r.writer.Prune(ctx, now)
+	stop()
+	<-watched
+	return err
+}
+
 // setPaused records why retention by age is paused, from what Prune or
 // the clock check returned, logs when that changes, and reports whether
 // it is paused.
@@ -258,7 +288,7 @@ func (r *Retention) setPaused(err error) bool {
 	case reason != "" && why(reason) != why(was):
 		r.log.Warn("retention by age paused", "reason", reason)
 	case reason == "" && was != "":
-		r.log.Info("retention by age resumed: the clock is past the newest reading and the build date")
+		r.log.Info("retention by age resumed: the clock agrees with the newest reading and the build date")
 	}
 	return reason != ""
 }

@@ -2,7 +2,10 @@ package buffer
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -224,5 +227,41 @@ func BenchmarkRetention_DiskCapOvershoot(b *testing.B) {
 		b.ReportMetric(float64(peak)/float64(limit), "peak/cap")
 		b.ReportMetric(float64(st.DiskBytes)/float64(limit), "end/cap")
 		b.ReportMetric(float64(limit>>20), "cap-MiB")
+	}
+}
+
+// BenchmarkLoadSealedDays stores series × days of readings at 1 Hz that
+// end at the last UTC midnight (loadDays: sealed buckets written straight
+// to the store, not through the Writer) and compacts the store:
+// readings/s. With CAIRN_BENCH_STORE_DIR set, the store is made in that
+// directory, which must not exist yet, and kept there: scripts/bench.sh
+// runs a cairn on it to measure ingest while a prune runs
+// (embedded_pruning); run it with -benchtime 1x then.
+func BenchmarkLoadSealedDays(b *testing.B) {
+	series := envInt("CAIRN_BENCH_RETENTION_SERIES", 20)
+	days := envInt("CAIRN_BENCH_RETENTION_DAYS", 10)
+	keep := os.Getenv("CAIRN_BENCH_STORE_DIR")
+	end := time.Now().UTC().Truncate(24 * time.Hour)
+	start := end.AddDate(0, 0, -days).UnixNano()
+	for b.Loop() {
+		dir := keep
+		if dir == "" {
+			dir = b.TempDir()
+		} else if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			b.Fatalf("CAIRN_BENCH_STORE_DIR %s exists already (or cannot be checked: %v)", dir, err)
+		}
+		s, err := Open(Options{Dir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		loadDays(b, s, series, days, start)
+		if err := s.compact(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(series*days*86400)/time.Since(t0).Seconds(), "readings/s")
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -73,6 +73,12 @@ type WriterOptions struct {
 	// ClockFloor pauses retention by age while the clock is before it
 	// (the binary's build date; zero: no floor).
 	ClockFloor time.Time
+	// ClockSlack is how far the newest reading stored may be ahead of
+	// the clock before retention by age pauses (default 1h). Readings a
+	// little ahead are no sign of a clock set back: a sensor's clock may
+	// run ahead of the gateway's by as much as the ingest accepts
+	// (max_future_skew), and readings keep coming while a prune runs.
+	ClockSlack time.Duration
 	// MaxDiskBytes caps the data directory's size (0: no cap); a
 	// Retention keeps it (retention.go).
 	MaxDiskBytes int64

@@ -54,7 +54,7 @@ func newCollector(opts APIOptions) *collector {
 		retLastRun:    d("retention_last_run_timestamp_seconds", "When retention last ran (0: not since start)."),
 		retRemoved:    d("retention_removed_readings_total", "Raw readings retention deleted, by age or for the disk cap."),
 		retDropped:    d("retention_dropped_unsent_total", "Readings the disk cap dropped before they were sent upstream (life of the data directory)."),
-		retPaused:     d("retention_paused", "1 while retention by age is paused (the clock is behind the newest reading or the build date)."),
+		retPaused:     d("retention_paused", "1 while retention by age is paused (the clock is more than max_future_skew behind the newest reading, far ahead of it, or before the build date)."),
 		retOldest:     d("retention_oldest_reading_timestamp_seconds", "Timestamp of the oldest reading stored (0: none)."),
 		retNewest:     d("retention_newest_reading_timestamp_seconds", "Timestamp of the newest reading stored (0: none)."),
 		retMaxDisk:    d("retention_max_disk_bytes", "The data directory's cap (0: none)."),

@@ -5,7 +5,8 @@
 # (millisecond ts + 2 numeric fields = 2 readings) at QoS 1.
 #
 #   scripts/bench.sh [CASE...]     CASE: embedded_max external_drain embedded_paced
-#                                        uplink_drain uplink_backlog storage retention
+#                                        embedded_pruning uplink_drain uplink_backlog
+#                                        storage retention
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -16,6 +17,19 @@
 #                   400,000 readings are stored
 #   embedded_paced  embedded broker; `cairn sim -rate 10000 -duration 20s`;
 #                   cairn's share of one core
+#   embedded_pruning  two cairns, one after the other, on copies of a store
+#                   of PRUNING_SERIES (200) series x 1 Hz x PRUNING_DAYS
+#                   (30) days: one with retention by age off, one with a
+#                   raw max age of 7 days, whose first prune begins a
+#                   minute after the start. embedded_max's publisher runs
+#                   from 5 s before that minute; the readings/s ingest
+#                   takes over 8 s from a second after the prune began
+#                   (the prune must still run at the end), and over the
+#                   same seconds without it: their ratio
+#                   (pruning_alone_ratio, should stay above 0.8), the
+#                   readings the prune removed a second meanwhile, and
+#                   cairn's share of its core. BENCH_CONFIG_EXTRA must
+#                   not have a retention block here.
 #   uplink_drain    UPLINK_DRAIN (1,000,000) readings stored while the
 #                   upstream is down, then a local VictoriaMetrics (on core
 #                   0) comes up and cairn restarts: readings/s from cairn's
@@ -78,7 +92,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
-ALL_CASES=(embedded_max external_drain embedded_paced uplink_drain uplink_backlog storage retention)
+ALL_CASES=(embedded_max external_drain embedded_paced embedded_pruning uplink_drain uplink_backlog storage retention)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
@@ -93,6 +107,9 @@ CLIENT_ID=cairn-bench
 HELPER=scripts/bench/status.py
 UPLINK_DRAIN=${UPLINK_DRAIN:-1000000}
 UPLINK_BACKLOG=${UPLINK_BACKLOG:-10000000}
+PRUNING_SERIES=${PRUNING_SERIES:-200}
+PRUNING_DAYS=${PRUNING_DAYS:-30}
+PRUNING_WINDOW=8 # seconds each ingest rate of embedded_pruning is measured over
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 FAILED=
@@ -349,6 +366,119 @@ case_embedded_max() { # RUN-DIR
 	record embedded_max publisher_cpu_percent %.0f "$SIM_CPU_PCT"
 	record embedded_max core1_other_cpu_percent %.0f "$OTHER"
 	DETAIL="$target readings in ${SIM_SECONDS}s, cairn cpu $(fmt "$cpu")s, $COMMITS commits of ${COMMIT_MS} ms avg, publisher cpu $(fmt "$SIM_CPU_PCT" 0)%"
+}
+
+# preload_store: once per bench.sh, a store of PRUNING_SERIES series x 1 Hz x
+# PRUNING_DAYS days that end at the last UTC midnight; sets PRELOAD.
+preload_store() {
+	PRELOAD=$tmp/preload
+	[ -d "$PRELOAD" ] && return 0
+	log "embedded_pruning: storing $PRUNING_SERIES series x 1 Hz x $PRUNING_DAYS days to prune (takes a minute)"
+	CAIRN_BENCH_STORE_DIR=$PRELOAD CAIRN_BENCH_RETENTION_SERIES=$PRUNING_SERIES CAIRN_BENCH_RETENTION_DAYS=$PRUNING_DAYS \
+		go test -run '^$' -bench '^BenchmarkLoadSealedDays$' -benchtime 1x -timeout 0 ./buffer/ >"$tmp/preload.log" 2>&1 ||
+		die "storing the data to prune failed: $(tail -n 20 "$tmp/preload.log")"
+}
+
+# prune_state HTTP_PORT: sets REMOVED (readings retention removed) and
+# LAST_RUN (- until the first run of retention by age has ended).
+prune_state() {
+	local out
+	out=$(python3 "$HELPER" retention "http://127.0.0.1:$1/v1/status") || die "no retention status on port $1"
+	read -r REMOVED LAST_RUN <<<"$out"
+}
+
+# prune_window DIR MAX_AGE: cairn with raw_max_age MAX_AGE on a copy of
+# the preloaded store; embedded_max's publisher from 55 s after the start,
+# 5 s before the first prune by age is due; ingest's rate measured from
+# 61 s on, or a second after the prune has begun, for PRUNING_WINDOW
+# seconds. Sets RATE, CPU_PCT, REMOVED_RATE (readings the prune removed a
+# second meanwhile), OTHER, HWM and ANON.
+prune_window() {
+	local dir=$1 age=$2 mport hport started out b0 b1 w0 w1 c0 c1 EXTRA=$EXTRA
+	mkdir -p "$dir"
+	read -r mport hport <<<"$(free_ports 2)"
+	cp -a "$PRELOAD" "$dir/data"
+	# No disk cap: its deletes would count as the prune's.
+	EXTRA+=${EXTRA:+$'\n'}$'retention:\n  max_disk_bytes: 0\n  raw_max_age: '$age
+	write_config "$dir/cairn.yaml" embedded "$mport" "$hport" "$dir/data"
+	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
+	wait_started "$CAIRN_PID" "$dir/cairn.log"
+	started=$EPOCHREALTIME
+	sleep_until "$(calc "$started + 55")"
+	start_load "$dir" "$mport" $((PRUNING_WINDOW + 20))
+	if [ "$age" = 0 ]; then
+		sleep_until "$(calc "$started + 60")"
+	else
+		python3 "$HELPER" pruning "http://127.0.0.1:$hport/v1/status" "$CAIRN_PID" 30 ||
+			die "no prune began (cairn log: $dir/cairn.log):"$'\n'"$(tail -n 20 "$dir/cairn.log")"
+	fi
+	sleep 1
+	b0=$(core_busy 1) w0=$EPOCHREALTIME
+	c0=$(cpu_ticks "$CAIRN_PID")
+	out=$(python3 "$HELPER" rate "http://127.0.0.1:$hport/v1/status" "$PRUNING_WINDOW") ||
+		die "no ingest rate (cairn log: $dir/cairn.log)"
+	read -r RATE REMOVED_RATE <<<"$out"
+	c1=$(cpu_ticks "$CAIRN_PID")
+	b1=$(core_busy 1) w1=$EPOCHREALTIME
+	prune_state "$hport"
+	[ "$age" = 0 ] || [ "$LAST_RUN" = - ] ||
+		die "the prune ended (at $LAST_RUN) before the measurement did: raise PRUNING_SERIES (now $PRUNING_SERIES)"
+	end_load "$dir"
+	CPU_PCT=$(calc "($c1 - $c0) / $TCK / ($w1 - $w0) * 100")
+	OTHER=$(other_pct "$b0" "$b1" $((c1 - c0)) "$(calc "$w1 - $w0")")
+	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
+	stop "$CAIRN_PID" cairn
+	rm -rf "$dir/data"
+}
+
+sleep_until() { # EPOCH_SECONDS
+	local d
+	d=$(calc "$1 - $EPOCHREALTIME")
+	awk "BEGIN { exit !($d > 0) }" || return 0
+	sleep "$d"
+}
+
+# start_load DIR BROKER_PORT SECONDS: embedded_max's publisher, in the
+# background for SECONDS; sets SIM_PID.
+start_load() {
+	taskset -c 0 "$tmp/cairn" sim -broker "tcp://127.0.0.1:$2" -devices "$DEVICES" -qos 1 \
+		-inflight "$INFLIGHT" -rate 0 -duration "${3}s" >"$1/sim.out" 2>"$1/sim.err" &
+	SIM_PID=$!
+	pids+=("$SIM_PID")
+}
+
+# end_load DIR: the publisher is still running, then it ends with every
+# message acknowledged.
+end_load() {
+	local out sent acked
+	running "$SIM_PID" || die "the publisher ended before the measurement did: $(cat "$1/sim.err")"
+	wait "$SIM_PID" || die "cairn sim failed: $(cat "$1/sim.err")"
+	forget "$SIM_PID"
+	out=$(tail -n 1 "$1/sim.out")
+	sent=$(json_num sent "$out") acked=$(json_num acked "$out")
+	[ "$acked" -eq "$sent" ] || die "cairn sim: only $acked of $sent messages acknowledged"
+}
+
+case_embedded_pruning() { # RUN-DIR
+	local dir=$1 alone cpu_alone
+	[[ $'\n'$EXTRA != *$'\n'retention:* ]] ||
+		die "embedded_pruning sets the retention block itself: take it out of BENCH_CONFIG_EXTRA"
+	preload_store
+	prune_window "$dir/alone" 0
+	alone=$RATE cpu_alone=$CPU_PCT
+	prune_window "$dir/pruning" 7d
+	RPS=$RATE
+	record embedded_pruning readings_per_sec_alone %.0f "$alone"
+	record embedded_pruning readings_per_sec_pruning %.0f "$RATE"
+	record embedded_pruning pruning_alone_ratio %.3f "$(calc "$RATE / $alone")"
+	record embedded_pruning removed_per_sec %.0f "$REMOVED_RATE"
+	record embedded_pruning cpu_percent_alone %.0f "$cpu_alone"
+	record embedded_pruning cpu_percent_pruning %.0f "$CPU_PCT"
+	record embedded_pruning peak_rss_mib %.1f "$(calc "$HWM / 1024")"
+	record embedded_pruning rss_anon_mib %.1f "$(calc "$ANON / 1024")"
+	record embedded_pruning core1_other_cpu_percent %.0f "$OTHER"
+	DETAIL="alone $(fmt "$alone" 0) readings/s, while pruning $(fmt "$RATE" 0) ($(fmt "$REMOVED_RATE" 0) readings removed a second)"
 }
 
 case_external_drain() { # RUN-DIR

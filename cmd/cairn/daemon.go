@@ -100,6 +100,9 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		RawWindowFromLatest:     time.Duration(cfg.Retention.RawWindowFromLatest),
 		MaxDiskBytes:            maxDisk,
 		ClockFloor:              buildTime(),
+		// Readings up to max_future_skew ahead are accepted: the newest
+		// one may be that far ahead of a clock that is right.
+		ClockSlack: time.Duration(cfg.MQTT.MaxFutureSkew),
 	})
 	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{Logger: log.With("component", "retention")})
 	ingester := gateway.NewIngester(writer, gateway.IngesterOptions{

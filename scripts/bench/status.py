@@ -9,6 +9,16 @@
       poll URL every 50 ms until store.readings >= TARGET; print
       "EPOCH_SECONDS READINGS MESSAGES COMMITS COMMIT_MS_AVG" at the first
       poll that saw it
+  status.py retention URL
+      print "REMOVED LAST_RUN": the readings retention removed, and
+      retention.last_run (- until the first run of retention by age ends)
+  status.py rate URL SECONDS
+      print "READINGS_PER_SEC REMOVED_PER_SEC" over the next SECONDS: the
+      readings ingest decoded (ingest.readings) and retention removed
+      (retention.removed_readings, 0 without retention)
+  status.py pruning URL PID TIMEOUT
+      poll URL every 50 ms until retention.removed_readings > 0 (a prune
+      has begun)
 
   status.py sent URL PID TIMEOUT STALL
       poll URL every 50 ms until uplink.pending_readings is 0; print
@@ -77,6 +87,45 @@ def connected(url, pid, timeout):
         time.sleep(POLL)
 
 
+def retention(url):
+    st = get(url)
+    if st is None or "retention" not in st:
+        fail("no retention status", st)
+    r = st["retention"]
+    print(f"{r['removed_readings']} {r.get('last_run') or '-'}")
+
+
+def rate(url, seconds):
+    def sample():
+        # The counters are read early in the request; the status then
+        # walks the data directory, which takes longer in a big store.
+        t = time.monotonic()
+        st = get(url)
+        if st is None:
+            fail("no status", st)
+        return t, st["ingest"]["readings"], st.get("retention", {}).get("removed_readings", 0)
+    t0, n0, r0 = sample()
+    time.sleep(seconds)
+    t1, n1, r1 = sample()
+    print(f"{(n1 - n0) / (t1 - t0):.1f} {(r1 - r0) / (t1 - t0):.1f}")
+
+
+def pruning(url, pid, timeout):
+    end = time.monotonic() + timeout
+    last = None
+    while True:
+        st = get(url)
+        if st is not None:
+            last = st
+            if st.get("retention", {}).get("removed_readings", 0) > 0:
+                return
+        if not alive(pid):
+            fail(f"cairn (pid {pid}) exited before a prune began", last)
+        if time.monotonic() > end:
+            fail(f"no prune began within {timeout:g}s", last)
+        time.sleep(POLL)
+
+
 def readings(url, pid, target, timeout, stall):
     end = time.monotonic() + timeout
     last, seen, moved = None, -1, time.monotonic()
@@ -133,6 +182,12 @@ def main(a):
         connected(a[1], int(a[2]), float(a[3]))
     elif a[:1] == ["readings"] and len(a) == 6:
         readings(a[1], int(a[2]), int(a[3]), float(a[4]), float(a[5]))
+    elif a[:1] == ["retention"] and len(a) == 2:
+        retention(a[1])
+    elif a[:1] == ["rate"] and len(a) == 3:
+        rate(a[1], float(a[2]))
+    elif a[:1] == ["pruning"] and len(a) == 4:
+        pruning(a[1], int(a[2]), float(a[3]))
     elif a[:1] == ["sent"] and len(a) == 5:
         sent(a[1], int(a[2]), float(a[3]), float(a[4]))
     else:
