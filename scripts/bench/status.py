@@ -71,20 +71,25 @@ def ports(n):
     print("\n".join(map(str, out)))
 
 
-def connected(url, pid, timeout):
+def wait_for(url, pid, timeout, ok, what):
+    """Poll url until ok(status) is true; fail when pid exits or after timeout."""
     end = time.monotonic() + timeout
     last = None
     while True:
         st = get(url)
         if st is not None:
             last = st
-            if st.get("mqtt", {}).get("connected"):
+            if ok(st):
                 return
         if not alive(pid):
-            fail(f"cairn (pid {pid}) exited before mqtt.connected", last)
+            fail(f"cairn (pid {pid}) exited before {what}", last)
         if time.monotonic() > end:
-            fail(f"mqtt.connected not true within {timeout:g}s", last)
+            fail(f"{what}: not within {timeout:g}s", last)
         time.sleep(POLL)
+
+
+def connected(url, pid, timeout):
+    wait_for(url, pid, timeout, lambda st: st.get("mqtt", {}).get("connected"), "mqtt.connected became true")
 
 
 def retention(url):
@@ -111,19 +116,8 @@ def rate(url, seconds):
 
 
 def pruning(url, pid, timeout):
-    end = time.monotonic() + timeout
-    last = None
-    while True:
-        st = get(url)
-        if st is not None:
-            last = st
-            if st.get("retention", {}).get("removed_readings", 0) > 0:
-                return
-        if not alive(pid):
-            fail(f"cairn (pid {pid}) exited before a prune began", last)
-        if time.monotonic() > end:
-            fail(f"no prune began within {timeout:g}s", last)
-        time.sleep(POLL)
+    wait_for(url, pid, timeout, lambda st: st.get("retention", {}).get("removed_readings", 0) > 0,
+             "a prune began")
 
 
 def readings(url, pid, target, timeout, stall):
