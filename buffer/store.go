@@ -42,6 +42,11 @@ type Options struct {
 	// CacheSize is the size of each of Badger's block and index caches
 	// (default 8 MiB).
 	CacheSize int64
+	// MaxBytes is how large the data directory may grow, which sets how
+	// large Badger's tables are (tableSize): the disk cap; 0 when it is
+	// not known yet, for the default cap's ceiling (MaxDefaultDiskBytes);
+	// below 0 for no cap, for the file system's size.
+	MaxBytes int64
 	// NoSync skips the fsync of each group commit. It exists only for the
 	// power-cut test's control run: with it set, acknowledged readings are
 	// not durable.
@@ -137,6 +142,17 @@ func Open(opts Options) (*Store, error) {
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	maxBytes := opts.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = MaxDefaultDiskBytes
+	}
+	if maxBytes < 0 {
+		var fs syscall.Statfs_t
+		if err := syscall.Statfs(opts.Dir, &fs); err != nil {
+			return nil, fmt.Errorf("open store: size of the file system of %s: %w", opts.Dir, err)
+		}
+		maxBytes = int64(fs.Blocks) * fs.Bsize
+	}
 	// Values must stay in the LSM tree. Badger allows a threshold of up to
 	// 15% of the memtable size.
 	maxValue := int(opts.MemTableSize / 8)
@@ -147,7 +163,7 @@ func Open(opts Options) (*Store, error) {
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(opts.MemTableSize).
 		WithNumMemtables(2).
-		WithBaseTableSize(opts.MemTableSize / 8).
+		WithBaseTableSize(tableSize(opts.MemTableSize, maxBytes)).
 		WithBaseLevelSize(4 * opts.MemTableSize).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
@@ -505,6 +521,32 @@ func trimNL(s string) string {
 	return s
 }
 
+// Every table of the store is an open file and a memory map, and Linux
+// allows a process 65,530 maps by default (vm.max_map_count; the
+// systemd unit allows 65,536 open files): a store must not need more
+// than maxTables tables, which leaves room for those a compaction writes
+// before it deletes the ones it replaces, and for the level-0 tables and
+// memtables. Tables are at least minTableSize: at an eighth of the
+// low-memory profile's 4 MiB memtable, a default disk cap of 32 GiB would
+// take 64 Ki tables.
+const (
+	maxTables    = 32 << 10
+	minTableSize = 1 << 20
+)
+
+// tableSize returns the size of Badger's tables (every level's, see
+// Open) for a memtable of memTable bytes in a store of at most maxBytes:
+// an eighth of the memtable (a table builder holds about twice its table
+// in memory while a compaction writes it), but at least minTableSize,
+// and large enough, in whole MiB, that maxBytes takes at most maxTables.
+func tableSize(memTable, maxBytes int64) int64 {
+	size := max(memTable/8, minTableSize)
+	if need := (maxBytes/maxTables + 1<<20 - 1) &^ (1<<20 - 1); need > size {
+		size = need
+	}
+	return size
+}
+
 // compact has Badger rewrite its tables so that the space of deleted keys
 // comes back: deletes only write tombstones, and a table is rewritten
 // without them when compaction takes it to the lowest level that holds the
@@ -581,14 +623,18 @@ func (s *Store) update(fn func(txn *badger.Txn) error) error {
 // metaMaxDisk remembers the default disk cap computed at first start.
 const metaMaxDisk = "max_disk_bytes"
 
+// MaxDefaultDiskBytes is the largest default disk cap
+// (DefaultMaxDiskBytes).
+const MaxDefaultDiskBytes = 32 << 30
+
 // MinDiskBytes is the smallest disk cap that makes sense: Badger's files
 // take several memtables' worth before they hold any reading.
 const MinDiskBytes = 16 << 20
 
 // Bounds of the default disk cap.
 const (
-	defaultDiskShare = 0.7      // of the space free at first start
-	maxDefaultDisk   = 32 << 30 // at most
+	defaultDiskShare = 0.7 // of the space free at first start
+	maxDefaultDisk   = MaxDefaultDiskBytes
 )
 
 // DefaultMaxDiskBytes returns the disk cap that retention.max_disk_bytes

@@ -338,3 +338,26 @@ func TestWriter_LingerGathersASteadyStream(t *testing.T) {
 	}
 	t.Logf("commits in 300 ms: %d without linger, %d with", commits[0], commits[linger])
 }
+
+// TestTableSize: tables are an eighth of the memtable, at least 1 MiB,
+// and large enough that a full store takes at most maxTables of them.
+func TestTableSize(t *testing.T) {
+	const mib, gib = 1 << 20, 1 << 30
+	for _, tc := range []struct {
+		memTable, maxBytes, want int64
+	}{
+		{8 * mib, MaxDefaultDiskBytes, 1 * mib}, // the defaults
+		{4 * mib, MaxDefaultDiskBytes, 1 * mib}, // the low-memory profile: not 512 KiB
+		{64 * mib, 16 * gib, 8 * mib},
+		{8 * mib, 100 * gib, 4 * mib}, // 3.125 MiB, in whole MiB
+		{8 * mib, 2000 * gib, 63 * mib},
+	} {
+		got := tableSize(tc.memTable, tc.maxBytes)
+		if got != tc.want {
+			t.Errorf("tableSize(%d MiB, %d GiB) = %d, want %d", tc.memTable/mib, tc.maxBytes/gib, got, tc.want)
+		}
+		if tc.maxBytes/got > maxTables {
+			t.Errorf("tableSize(%d MiB, %d GiB) = %d: %d tables", tc.memTable/mib, tc.maxBytes/gib, got, tc.maxBytes/got)
+		}
+	}
+}

@@ -59,10 +59,19 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}
 	started := time.Now()
 
+	// How large the store may grow sets the size of its tables.
+	maxBytes := int64(cfg.Retention.MaxDiskBytes)
+	switch cfg.Retention.MaxDiskBytes {
+	case AutoBytes:
+		maxBytes = 0 // known once the store is open: at most the default ceiling
+	case 0:
+		maxBytes = -1 // no cap: the file system's size
+	}
 	store, err := buffer.Open(buffer.Options{
 		Dir:          cfg.DataDir,
 		MemTableSize: int64(cfg.Store.MemTableMiB) << 20,
 		CacheSize:    int64(cfg.Store.CacheMiB) << 20,
+		MaxBytes:     maxBytes,
 		NoSync:       os.Getenv(noSyncEnv) == "1",
 		Logger:       log.With("component", "store"),
 	})
