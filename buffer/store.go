@@ -151,7 +151,7 @@ func Open(opts Options) (*Store, error) {
 		if err := syscall.Statfs(opts.Dir, &fs); err != nil {
 			return nil, fmt.Errorf("open store: size of the file system of %s: %w", opts.Dir, err)
 		}
-		maxBytes = int64(fs.Blocks) * fs.Bsize
+		maxBytes = int64(fs.Blocks) * int64(fs.Bsize) // Bsize is an int32 on 32-bit ARM
 	}
 	// Values must stay in the LSM tree. Badger allows a threshold of up to
 	// 15% of the memtable size.
