@@ -5,8 +5,8 @@
 # (millisecond ts + 2 numeric fields = 2 readings) at QoS 1.
 #
 #   scripts/bench.sh [CASE...]     CASE: embedded_max external_drain embedded_paced
-#                                        embedded_pruning uplink_drain uplink_backlog
-#                                        storage retention
+#                                        embedded_pruning sealing uplink_drain
+#                                        uplink_backlog storage retention
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -30,6 +30,11 @@
 #                   readings the prune removed a second meanwhile, and
 #                   cairn's share of its core. BENCH_CONFIG_EXTRA must
 #                   not have a retention block here.
+#   sealing         embedded_max twice: with the default buckets of 200
+#                   readings (each of the 200 series fills and seals 10),
+#                   and with store.bucket_samples 10000 (none fills, none
+#                   is sealed): readings/s and CPU of each, and their
+#                   ratio (sealing_ratio, should stay above 0.9)
 #   uplink_drain    UPLINK_DRAIN (1,000,000) readings stored while the
 #                   upstream is down, then a local VictoriaMetrics (on core
 #                   0) comes up and cairn restarts: readings/s from cairn's
@@ -92,7 +97,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
-ALL_CASES=(embedded_max external_drain embedded_paced embedded_pruning uplink_drain uplink_backlog storage retention)
+ALL_CASES=(embedded_max external_drain embedded_paced embedded_pruning sealing uplink_drain uplink_backlog storage retention)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
@@ -340,8 +345,10 @@ wait_port() { # PORT PID NAME
 
 # ---- cases ------------------------------------------------------------------
 
-case_embedded_max() { # RUN-DIR
-	local dir=$1 mport hport c0 c1 b0 b1 w0 w1 cpu target
+# embedded_max_run RUN-DIR: embedded_max's load; sets RPS, CPU (cairn's
+# seconds), OTHER, HWM, ANON, and those of run_sim and wait_readings.
+embedded_max_run() {
+	local dir=$1 mport hport c0 c1 b0 b1 w0 w1 target
 	read -r mport hport <<<"$(free_ports 2)"
 	write_config "$dir/cairn.yaml" embedded "$mport" "$hport" "$dir/data"
 	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
@@ -357,8 +364,13 @@ case_embedded_max() { # RUN-DIR
 	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
 	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
 	stop "$CAIRN_PID" cairn
-	cpu=$(calc "($c1 - $c0) / $TCK")
+	CPU=$(calc "($c1 - $c0) / $TCK")
 	RPS=$(calc "$target / $SIM_SECONDS")
+}
+
+case_embedded_max() { # RUN-DIR
+	embedded_max_run "$1"
+	local cpu=$CPU target=$((2 * SIM_ACKED))
 	record embedded_max readings_per_sec %.0f "$RPS"
 	record embedded_max cpu_sec_per_100k_msgs %.2f "$(calc "$cpu / ($SIM_ACKED / 100000)")"
 	record embedded_max peak_rss_mib %.1f "$(calc "$HWM / 1024")"
@@ -479,6 +491,27 @@ case_embedded_pruning() { # RUN-DIR
 	record embedded_pruning rss_anon_mib %.1f "$(calc "$ANON / 1024")"
 	record embedded_pruning core1_other_cpu_percent %.0f "$OTHER"
 	DETAIL="alone $(fmt "$alone" 0) readings/s, while pruning $(fmt "$RATE" 0) ($(fmt "$REMOVED_RATE" 0) readings removed a second)"
+}
+
+case_sealing() { # RUN-DIR
+	local dir=$1 on on_cpu EXTRA=$EXTRA
+	[[ $'\n'$EXTRA != *$'\n'store:* ]] ||
+		die "sealing sets store.bucket_samples itself: take the store block out of BENCH_CONFIG_EXTRA"
+	mkdir -p "$dir/on" "$dir/off"
+	embedded_max_run "$dir/on"
+	on=$RPS on_cpu=$(calc "$CPU / ($SIM_ACKED / 100000)")
+	rm -rf "$dir/on/data"
+	# 2,000 readings a series: no bucket fills, none is sealed.
+	EXTRA+=${EXTRA:+$'\n'}$'store:\n  bucket_samples: 10000'
+	embedded_max_run "$dir/off"
+	rm -rf "$dir/off/data"
+	record sealing readings_per_sec_sealing %.0f "$on"
+	record sealing readings_per_sec_not_sealing %.0f "$RPS"
+	record sealing sealing_ratio %.3f "$(calc "$on / $RPS")"
+	record sealing cpu_sec_per_100k_msgs_sealing %.2f "$on_cpu"
+	record sealing cpu_sec_per_100k_msgs_not_sealing %.2f "$(calc "$CPU / ($SIM_ACKED / 100000)")"
+	DETAIL="sealing $(fmt "$on" 0) readings/s, not sealing $(fmt "$RPS" 0)"
+	RPS=$on
 }
 
 case_external_drain() { # RUN-DIR
