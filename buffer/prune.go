@@ -48,17 +48,7 @@ func (w *Writer) clockSlack() time.Duration {
 // checkClock returns an ErrClockBehind error, saying why, when now cannot
 // be trusted. Used by the Run goroutine only.
 func (w *Writer) checkClock(now time.Time) error {
-	return w.checkClockAt(now, w.newestReading())
-}
-
-// newestReading returns the timestamp of the newest reading stored
-// (math.MinInt64: none). Used by the Run goroutine only.
-func (w *Writer) newestReading() int64 {
-	newest := int64(math.MinInt64)
-	for _, st := range w.store.series { // only this goroutine writes the map
-		newest = max(newest, st.last)
-	}
-	return newest
+	return w.checkClockAt(now, w.store.newestReading())
 }
 
 // checkClockAt is checkClock with the newest reading given.
@@ -147,7 +137,7 @@ func (w *Writer) pruneStep(now time.Time, cur *pruneCursor) (more bool, err erro
 		return false, nil
 	}
 	if !cur.checked {
-		cur.newest, cur.checked = w.newestReading(), true
+		cur.newest, cur.checked = w.store.newestReading(), true
 	}
 	// The options in force now: a reload may have changed them.
 	clockErr := w.checkClockAt(now, cur.newest)

@@ -67,6 +67,9 @@ type Retention struct {
 	full      bool      // the Writer was told to take no batches
 	sizes     [2]sizeAt // the last two measurements of the directory, oldest first
 
+	spanMu sync.Mutex // guards span
+	span   oldestAt   // what Status last found
+
 	compactions int // one goroutine at a time: Run's, or a prune's disk watcher while Run waits (pruneKeepingDiskCap)
 }
 
@@ -516,10 +519,35 @@ func (r *Retention) Status() (RetentionStatus, error) {
 	if st.DiskBytes, err = r.diskBytes(); err != nil {
 		return st, err
 	}
-	oldest, newest, ok, err := r.store.ReadingSpan()
-	if ok {
-		o, n := time.Unix(0, oldest).UTC(), time.Unix(0, newest).UTC()
+	r.spanMu.Lock()
+	defer r.spanMu.Unlock()
+	if !r.span.ok || r.span.removed != st.RemovedReadings || time.Since(r.span.at) >= spanTTL {
+		oldest, _, ok, err := r.store.ReadingSpan()
+		if err != nil {
+			return st, err
+		}
+		r.span = oldestAt{oldest, ok, st.RemovedReadings, time.Now()}
+	}
+	if r.span.ok {
+		o, n := time.Unix(0, r.span.oldest).UTC(), time.Unix(0, r.store.newestReading()).UTC()
 		st.OldestReading, st.NewestReading = &o, &n
 	}
-	return st, err
+	return st, nil
+}
+
+// spanTTL is how long Status reuses the oldest reading it found, unless
+// retention has removed readings since. Status is polled (the status
+// endpoint, Prometheus), and the oldest reading costs two seeks per
+// series, each stepping over the tombstones that sealing and retention
+// leave until compaction: polled 20 times a second during a drain of
+// 400,000 readings, it took 17% of cairn's CPU. Only a late reading
+// older than all others shows up to spanTTL late.
+const spanTTL = time.Second
+
+// oldestAt is the oldest reading stored, as Status last found it.
+type oldestAt struct {
+	oldest  int64
+	ok      bool   // there was one
+	removed uint64 // RemovedReadings then
+	at      time.Time
 }

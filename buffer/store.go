@@ -674,6 +674,18 @@ func (s *Store) DefaultMaxDiskBytes() (int64, error) {
 	return limit, nil
 }
 
+// newestReading returns the timestamp of the newest reading stored
+// (math.MinInt64: none).
+func (s *Store) newestReading() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	newest := int64(math.MinInt64)
+	for _, st := range s.series {
+		newest = max(newest, st.last)
+	}
+	return newest
+}
+
 // ReadingSpan returns the timestamps of the oldest and the newest reading
 // stored; ok is false when there is none. It costs two seeks per series.
 func (s *Store) ReadingSpan() (oldest, newest int64, ok bool, err error) {

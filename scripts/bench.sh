@@ -30,11 +30,12 @@
 #                   readings the prune removed a second meanwhile, and
 #                   cairn's share of its core. BENCH_CONFIG_EXTRA must
 #                   not have a retention block here.
-#   sealing         embedded_max twice: with the default buckets of 200
-#                   readings (each of the 200 series fills and seals 10),
-#                   and with store.bucket_samples 10000 (none fills, none
-#                   is sealed): readings/s and CPU of each, and their
-#                   ratio (sealing_ratio, should stay above 0.9)
+#   sealing         embedded_max and external_drain, each twice: with the
+#                   default buckets of 200 readings (each of the 200
+#                   series fills and seals 10), and with
+#                   store.bucket_samples 10000 (none fills, none is
+#                   sealed): readings/s and CPU of each, and their ratio
+#                   (LOAD_ratio, should stay above 0.9). Needs Mosquitto.
 #   uplink_drain    UPLINK_DRAIN (1,000,000) readings stored while the
 #                   upstream is down, then a local VictoriaMetrics (on core
 #                   0) comes up and cairn restarts: readings/s from cairn's
@@ -146,7 +147,7 @@ if [[ " ${cases[*]} " == *" uplink_drain "* ]] && ! command -v victoria-metrics 
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends victoria-metrics >/dev/null ||
 		die "apt-get install victoria-metrics failed"
 fi
-if [[ " ${cases[*]} " == *" external_drain "* ]] && ! command -v mosquitto >/dev/null; then
+if [[ " ${cases[*]} " == *" external_drain "* || " ${cases[*]} " == *" sealing "* ]] && ! command -v mosquitto >/dev/null; then
 	[ "$(id -u)" -eq 0 ] || die "mosquitto not found; install it: sudo apt-get install mosquitto"
 	log "installing mosquitto"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mosquitto >/dev/null ||
@@ -494,28 +495,37 @@ case_embedded_pruning() { # RUN-DIR
 }
 
 case_sealing() { # RUN-DIR
-	local dir=$1 on on_cpu EXTRA=$EXTRA
-	[[ $'\n'$EXTRA != *$'\n'store:* ]] ||
+	local dir=$1 load on on_cpu base=$EXTRA EXTRA=$EXTRA
+	[[ $'\n'$base != *$'\n'store:* ]] ||
 		die "sealing sets store.bucket_samples itself: take the store block out of BENCH_CONFIG_EXTRA"
-	mkdir -p "$dir/on" "$dir/off"
-	embedded_max_run "$dir/on"
-	on=$RPS on_cpu=$(calc "$CPU / ($SIM_ACKED / 100000)")
-	rm -rf "$dir/on/data"
-	# 2,000 readings a series: no bucket fills, none is sealed.
-	EXTRA+=${EXTRA:+$'\n'}$'store:\n  bucket_samples: 10000'
-	embedded_max_run "$dir/off"
-	rm -rf "$dir/off/data"
-	record sealing readings_per_sec_sealing %.0f "$on"
-	record sealing readings_per_sec_not_sealing %.0f "$RPS"
-	record sealing sealing_ratio %.3f "$(calc "$on / $RPS")"
-	record sealing cpu_sec_per_100k_msgs_sealing %.2f "$on_cpu"
-	record sealing cpu_sec_per_100k_msgs_not_sealing %.2f "$(calc "$CPU / ($SIM_ACKED / 100000)")"
-	DETAIL="sealing $(fmt "$on" 0) readings/s, not sealing $(fmt "$RPS" 0)"
-	RPS=$on
+	DETAIL=
+	for load in embedded_max external_drain; do
+		mkdir -p "$dir/$load-on" "$dir/$load-off"
+		EXTRA=$base
+		"${load}_run" "$dir/$load-on"
+		on=$RPS on_cpu=$(calc "$CPU / ($SIM_ACKED / 100000)")
+		rm -rf "$dir/$load-on/data"
+		# 2,000 readings a series: no bucket fills, none is sealed.
+		EXTRA=$base${base:+$'\n'}$'store:\n  bucket_samples: 10000'
+		"${load}_run" "$dir/$load-off"
+		rm -rf "$dir/$load-off/data"
+		record sealing "${load}_readings_per_sec_sealing" %.0f "$on"
+		record sealing "${load}_readings_per_sec_not_sealing" %.0f "$RPS"
+		record sealing "${load}_ratio" %.3f "$(calc "$on / $RPS")"
+		record sealing "${load}_cpu_sec_per_100k_msgs_sealing" %.2f "$on_cpu"
+		record sealing "${load}_cpu_sec_per_100k_msgs_not_sealing" %.2f "$(calc "$CPU / ($SIM_ACKED / 100000)")"
+		DETAIL+="$load: sealing $(fmt "$on" 0) readings/s, not sealing $(fmt "$RPS" 0); "
+	done
+	RPS=$on # external_drain's, sealing
 }
 
-case_external_drain() { # RUN-DIR
-	local dir=$1 mport hport mpid t0 c1 m0 m1 b0 b1 cpu secs target pub_secs pub_pct broker
+
+
+# external_drain_run RUN-DIR: external_drain's load; sets RPS, CPU
+# (cairn's seconds), OTHER, HWM, ANON, DRAIN_SECS, BROKER_PCT, PUB_SECS,
+# PUB_PCT, and those of run_sim and wait_readings.
+external_drain_run() {
+	local dir=$1 mport hport mpid t0 c1 m0 m1 b0 b1 target
 	read -r mport hport <<<"$(free_ports 2)"
 	cat >"$dir/mosquitto.conf" <<EOF
 listener $mport 127.0.0.1
@@ -543,7 +553,7 @@ EOF
 
 	# Queue the messages for the offline session.
 	run_sim "$dir" "$mport" -rate 0 -count "$COUNT"
-	pub_secs=$SIM_SECONDS pub_pct=$SIM_CPU_PCT
+	PUB_SECS=$SIM_SECONDS PUB_PCT=$SIM_CPU_PCT
 	running "$mpid" || die "mosquitto exited: $(tail -n 20 "$dir/mosquitto.log")"
 	target=$((2 * SIM_ACKED))
 
@@ -560,18 +570,22 @@ EOF
 	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
 	stop "$CAIRN_PID" cairn
 	stop "$mpid" mosquitto
-	secs=$(calc "$DONE_AT - $t0")
-	cpu=$(calc "$c1 / $TCK")
-	broker=$(calc "($m1 - $m0) / $TCK / $secs * 100")
+	DRAIN_SECS=$(calc "$DONE_AT - $t0")
+	CPU=$(calc "$c1 / $TCK")
+	BROKER_PCT=$(calc "($m1 - $m0) / $TCK / $DRAIN_SECS * 100")
 	OTHER=$(other_pct "$b0" "$b1" "$c1" "$(calc "$EPOCHREALTIME - $t0")")
-	RPS=$(calc "$target / $secs")
+	RPS=$(calc "$target / $DRAIN_SECS")
+}
+
+case_external_drain() { # RUN-DIR
+	external_drain_run "$1"
 	record external_drain readings_per_sec %.0f "$RPS"
-	record external_drain cpu_sec_per_100k_msgs %.2f "$(calc "$cpu / ($SIM_ACKED / 100000)")"
+	record external_drain cpu_sec_per_100k_msgs %.2f "$(calc "$CPU / ($SIM_ACKED / 100000)")"
 	record external_drain peak_rss_mib %.1f "$(calc "$HWM / 1024")"
 	record external_drain rss_anon_mib %.1f "$(calc "$ANON / 1024")"
-	record external_drain broker_cpu_percent %.0f "$broker"
+	record external_drain broker_cpu_percent %.0f "$BROKER_PCT"
 	record external_drain core1_other_cpu_percent %.0f "$OTHER"
-	DETAIL="$target readings drained in $(fmt "$secs")s, cairn cpu $(fmt "$cpu")s, $COMMITS commits of ${COMMIT_MS} ms avg, mosquitto cpu $(fmt "$broker" 0)% (queued in ${pub_secs}s, publisher cpu $(fmt "$pub_pct" 0)%)"
+	DETAIL="$((2 * SIM_ACKED)) readings drained in $(fmt "$DRAIN_SECS")s, cairn cpu $(fmt "$CPU")s, $COMMITS commits of ${COMMIT_MS} ms avg, mosquitto cpu $(fmt "$BROKER_PCT" 0)% (queued in ${PUB_SECS}s, publisher cpu $(fmt "$PUB_PCT" 0)%)"
 }
 
 case_embedded_paced() { # RUN-DIR
