@@ -403,7 +403,7 @@ func TestStore_DefaultMaxDiskBytesIsRemembered(t *testing.T) {
 		t.Fatal(err)
 	}
 	free := float64(fs.Bavail) * float64(fs.Bsize)
-	want := min(int64(free*defaultDiskShare), maxDefaultDisk)
+	want := min(int64(free*defaultDiskShare), MaxDefaultDiskBytes)
 	if d := got - want; d < -want/50 || d > want/50 { // other files come and go meanwhile
 		t.Errorf("default cap: got %d, want about %d (70%% of %.0f free, at most 32 GiB)", got, want, free)
 	}

@@ -631,11 +631,9 @@ const MaxDefaultDiskBytes = 32 << 30
 // take several memtables' worth before they hold any reading.
 const MinDiskBytes = 16 << 20
 
-// Bounds of the default disk cap.
-const (
-	defaultDiskShare = 0.7 // of the space free at first start
-	maxDefaultDisk   = MaxDefaultDiskBytes
-)
+// defaultDiskShare is the share of the space free at first start that the
+// default disk cap takes, at most MaxDefaultDiskBytes.
+const defaultDiskShare = 0.7
 
 // DefaultMaxDiskBytes returns the disk cap that retention.max_disk_bytes
 // "auto" means: 70% of the space that was free on the data directory's
@@ -659,7 +657,7 @@ func (s *Store) DefaultMaxDiskBytes() (int64, error) {
 		return 0, err
 	}
 	free := float64(fs.Bavail) * float64(fs.Bsize)
-	limit := min(int64((free+float64(st.DiskBytes))*defaultDiskShare), maxDefaultDisk)
+	limit := min(int64((free+float64(st.DiskBytes))*defaultDiskShare), MaxDefaultDiskBytes)
 	if limit < MinDiskBytes {
 		return 0, fmt.Errorf("%s has %.0f bytes free: too little for a default cap; set one", s.dir, free)
 	}
