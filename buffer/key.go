@@ -13,11 +13,12 @@ import (
 type keyKind byte
 
 const (
-	// kindPoint holds one reading of an open bucket:
-	//   'p' device 0x00 metric 0x00 ts(8B BE) valueBits(8B BE) → empty value.
-	// The value is part of the key, so the same reading written twice is the
-	// same key (redelivery is idempotent) while two readings of one series
-	// with the same timestamp and different values are two keys.
+	// kindPoint holds a run of open (not yet sealed) readings of one
+	// series-day, keyed by its first (see open.go):
+	//   'p' device 0x00 metric 0x00 ts(8B BE) valueBits(8B BE) → empty value
+	// for a run of that one reading, else the run encoded as a bucket. The
+	// first reading's value is part of the key, so two readings of one
+	// series with the same timestamp and different values start two keys.
 	kindPoint keyKind = 'p'
 	// kindBucket holds a sealed bucket: up to N readings of one series
 	// within one UTC day, encoded by appendBucket:
@@ -53,7 +54,9 @@ const (
 )
 
 // schemaVersion is the version of the keyspace written by this code.
-const schemaVersion = 1
+// Version 2 added runs of points; version 1 had a point per reading, and
+// recorded no version.
+const schemaVersion = 2
 
 // errBadKey is wrapped by every key parser.
 var errBadKey = errors.New("bad key")

@@ -284,12 +284,7 @@ func (w *Writer) pruneRaw(cur *pruneCursor, cutoffOf func(snap *badger.Txn, st *
 	snap := w.store.db.NewTransaction(false)
 	defer snap.Discard()
 	var dels []counted
-	type openDay struct {
-		st     *seriesState
-		day    int32
-		cutoff int64
-	}
-	var opened []openDay
+	var edits []openEdit
 	cur.begin(w.store.series) // only this goroutine writes the map
 	for ; cur.next < len(cur.order); cur.next, cur.seek = cur.next+1, nil {
 		if len(dels) >= limit {
@@ -340,33 +335,27 @@ func (w *Writer) pruneRaw(cur *pruneCursor, cutoffOf func(snap *badger.Txn, st *
 		}
 		// A day's open points go in one transaction, with the series'
 		// last buckets.
-		for day, open := range st.open {
+		for day := range st.open {
 			if day > cutDay {
 				continue
 			}
-			for _, p := range open {
-				if p.TS < cutoff {
-					dels = append(dels, counted{key: appendPointKey(nil, Reading{Device: st.device, Metric: st.metric, TS: p.TS, Value: p.Value}), readings: 1})
-				}
+			e, err := st.planDrop(day, func(p Sample) bool { return p.TS < cutoff })
+			if err != nil {
+				return false, err
 			}
-			opened = append(opened, openDay{st, day, cutoff})
+			for _, c := range e.changes {
+				dels = append(dels, counted{key: c.old, readings: c.removed, newKey: c.keep.key, value: c.keep.value})
+			}
+			if e.removed > 0 {
+				edits = append(edits, e)
+			}
 		}
 	}
 	if err := w.deleteCounted(dels); err != nil {
 		return false, err
 	}
-	for _, o := range opened {
-		kept := o.st.open[o.day][:0]
-		for _, p := range o.st.open[o.day] {
-			if p.TS >= o.cutoff {
-				kept = append(kept, p)
-			}
-		}
-		if len(kept) == 0 {
-			delete(o.st.open, o.day)
-		} else {
-			o.st.open[o.day] = kept
-		}
+	for _, e := range edits {
+		e.apply()
 	}
 	return more, nil
 }
@@ -403,8 +392,9 @@ func (w *Writer) pruneBucket(item *badger.Item, st *seriesState, cutoff int64) (
 	return d, nil
 }
 
-// counted is a key to delete and the readings it holds, and, for a
-// bucket cut in two, the key and value of the part that stays.
+// counted is a key to delete and the readings it removes, and, for a
+// bucket or a run of points cut in two, the key and value of the part
+// that stays.
 type counted struct {
 	key           []byte
 	readings      int

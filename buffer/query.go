@@ -159,57 +159,72 @@ func (c *cursor) next() error {
 	return nil
 }
 
-// pointSource walks the open points of a series within bounds.
+// pointSource walks the open points of a series within bounds. Runs of
+// points may overlap in time, so it reads every run that may hold one in
+// bounds (a run stays within a day: those that start from the day of
+// From on) and sorts their points. A series has few open points: a
+// bucket's worth a day, give or take late readings.
 type pointSource struct {
-	it     *badger.Iterator
-	prefix []byte
-	q      Query
-	head   Sample
-	ok     bool
+	samples []Sample
+	i       int
+	head    Sample
+	ok      bool
 }
 
 func (p *pointSource) init(txn *badger.Txn, q Query, metric string) error {
-	p.q = q
-	p.prefix = appendSeriesPrefix(nil, q.Device, metric)
-	p.it = txn.NewIterator(badger.IteratorOptions{Reverse: q.Desc, Prefix: p.prefix})
-	seek := p.prefix[:len(p.prefix):len(p.prefix)]
-	if q.Desc {
-		// A bare timestamp sorts after every key before To and before
-		// every key at To.
-		p.it.Seek(appendTS(seek, q.To))
+	prefix := appendSeriesPrefix(nil, q.Device, metric)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	if q.From < math.MinInt64+nanosPerDay {
+		it.Rewind()
 	} else {
-		p.it.Seek(appendTS(seek, q.From))
+		it.Seek(appendTS(prefix[:len(prefix):len(prefix)], int64(dayOf(q.From))*nanosPerDay))
 	}
-	return p.read()
-}
-
-func (p *pointSource) next() error {
-	p.it.Next()
-	return p.read()
-}
-
-func (p *pointSource) read() error {
-	p.ok = false
-	if !p.it.Valid() {
-		return nil
+	var run []Sample
+	for ; it.Valid(); it.Next() {
+		item := it.Item()
+		k := item.Key()
+		if len(k) != len(prefix)+pointKeyFixed {
+			return fmt.Errorf("%w: %q", errBadKey, k)
+		}
+		if parsePointTail(k).TS >= q.To {
+			break
+		}
+		err := item.Value(func(v []byte) (err error) {
+			run, err = decodeRun(run[:0], k, v)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, s := range run {
+			if s.TS >= q.From && s.TS < q.To {
+				p.samples = append(p.samples, s)
+			}
+		}
 	}
-	k := p.it.Item().Key()
-	if len(k) != len(p.prefix)+pointKeyFixed {
-		return fmt.Errorf("%w: %q", errBadKey, k)
+	slices.SortFunc(p.samples, compareSamples)
+	if q.Desc {
+		slices.Reverse(p.samples)
 	}
-	s := parsePointTail(k)
-	if s.TS < p.q.From || s.TS >= p.q.To {
-		return nil
-	}
-	p.head, p.ok = s, true
+	p.read()
 	return nil
 }
 
-func (p *pointSource) close() {
-	if p.it != nil {
-		p.it.Close()
+func (p *pointSource) next() error {
+	p.i++
+	p.read()
+	return nil
+}
+
+func (p *pointSource) read() {
+	p.ok = p.i < len(p.samples)
+	if p.ok {
+		p.head = p.samples[p.i]
 	}
 }
+
+func (p *pointSource) close() {}
 
 // bucketSource walks the samples of the sealed buckets of a series within
 // bounds, decoding one bucket at a time.

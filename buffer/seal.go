@@ -35,11 +35,13 @@ type sealCandidate struct {
 // only.
 type sealer struct {
 	queue   []sealCandidate
+	sorted  []Sample // the open points of the series-day, sorted
+	edit    openEdit // the planned change of its open points
 	samples []Sample // samples of overlapping buckets
 	old     [][]byte // keys of overlapping buckets
 	merged  []Sample // the samples of the planned buckets
-	sets    []kv     // the planned buckets
-	dels    [][]byte // the planned deletes: points, then replaced buckets
+	sets    []kv     // the planned buckets, then the runs of the points kept
+	dels    [][]byte // the planned deletes: runs, then replaced buckets
 }
 
 // queueFull queues the series-days of the last commit that hold a full
@@ -87,6 +89,7 @@ func (w *Writer) sealQueued() error {
 		budget txnBudget
 		done   []sealCandidate
 		sealed []int
+		edits  []openEdit
 	)
 	commit := func() error {
 		if txn == nil {
@@ -103,16 +106,11 @@ func (w *Writer) sealQueued() error {
 		snap.Discard()
 		snap = w.store.db.NewTransaction(false)
 		for i, c := range done {
-			open := c.st.open[c.day]
-			if rest := open[sealed[i]:]; len(rest) > 0 {
-				c.st.open[c.day] = slices.Clone(rest)
-			} else {
-				delete(c.st.open, c.day)
-			}
+			edits[i].apply()
 			c.st.sealedLast = max(c.st.sealedLast, c.last)
 			w.sealed.Add(uint64(sealed[i]))
 		}
-		txn, done, sealed = nil, done[:0], sealed[:0]
+		txn, done, sealed, edits = nil, done[:0], sealed[:0], edits[:0]
 		return nil
 	}
 	for _, c := range q {
@@ -157,6 +155,7 @@ func (w *Writer) sealQueued() error {
 			c.last = w.seal.merged[len(w.seal.merged)-1].TS
 			done = append(done, c)
 			sealed = append(sealed, n)
+			edits = append(edits, w.seal.edit)
 			if limit >= len(c.st.open[c.day]) {
 				break
 			}
@@ -170,12 +169,12 @@ func (w *Writer) sealQueued() error {
 }
 
 // planSeal prepares in w.seal the sealing of the open points of one
-// series-day, at most limit of them, reading sealed buckets from snap. It
-// returns the number of open points it seals. The open points of the day
-// are sorted in place, so that the sealed ones are their head.
+// series-day, at most limit of them (the oldest), reading sealed buckets
+// from snap. It returns the number of open points it seals.
 func (w *Writer) planSeal(snap *badger.Txn, c sealCandidate, limit int) (int, error) {
 	st, sc := c.st, &w.seal
-	open := st.open[c.day]
+	open := append(sc.sorted[:0], st.open[c.day]...)
+	sc.sorted = open
 	slices.SortFunc(open, compareSamples)
 	n := min(len(open), limit)
 	if !c.whole || n < len(open) {
@@ -185,6 +184,16 @@ func (w *Writer) planSeal(snap *badger.Txn, c sealCandidate, limit int) (int, er
 		return 0, nil
 	}
 	pts := open[:n]
+	// Open points are distinct: those up to the n-th are the n sealed.
+	cut := pts[n-1]
+	edit, err := st.planDrop(c.day, func(p Sample) bool { return !cut.less(p) })
+	if err != nil {
+		return 0, err
+	}
+	if edit.removed != n {
+		return 0, fmt.Errorf("day %d: %d open points up to the %d-th (not distinct?)", c.day, edit.removed, n)
+	}
+	sc.edit = edit
 	sc.samples, sc.old = sc.samples[:0], sc.old[:0]
 	if pts[0].TS <= st.sealedLast { // late points: merge the buckets they touch
 		if err := w.overlapping(snap, st, c.day, pts[0], pts[n-1]); err != nil {
@@ -206,14 +215,8 @@ func (w *Writer) planSeal(snap *badger.Txn, c sealCandidate, limit int) (int, er
 		}
 		sc.sets = append(sc.sets, kv{appendBucketKey(nil, st.device, st.metric, chunk[0]), val})
 	}
-	sc.dels = sc.dels[:0]
-	keys := make([]byte, 0, n*(len(st.device)+len(st.metric)+3+pointKeyFixed))
-	for _, p := range pts {
-		off := len(keys)
-		keys = appendPointKey(keys, Reading{Device: st.device, Metric: st.metric, TS: p.TS, Value: p.Value})
-		sc.dels = append(sc.dels, keys[off:len(keys):len(keys)])
-	}
-	sc.dels = append(sc.dels, sc.old...)
+	sc.sets = edit.sets(sc.sets)
+	sc.dels = append(edit.dels(sc.dels[:0]), sc.old...)
 	return n, nil
 }
 

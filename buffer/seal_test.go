@@ -249,9 +249,30 @@ func TestSeal_FullBucketsSealAtOnce(t *testing.T) {
 	}
 }
 
+// countPoints counts the open readings on disk, run by run.
 func countPoints(t *testing.T, s *Store) int {
 	t.Helper()
-	return countKeys(t, s, kindPoint)
+	n := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindPoint)}})
+		defer it.Close()
+		var run []Sample
+		for it.Rewind(); it.Valid(); it.Next() {
+			err := it.Item().Value(func(v []byte) (err error) {
+				run, err = decodeRun(run[:0], it.Item().Key(), v)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			n += len(run)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestSeal_ReopenSealsWhatWasOpen(t *testing.T) {
@@ -428,19 +449,44 @@ func TestStore_RepairsPointsALostSealLeftBehind(t *testing.T) {
 		}
 		// As after a power cut that lost a seal's deletes but kept a later
 		// merge: the points are back beside the buckets that hold them.
+		// One run holds two such points and one new reading, which stays.
 		wb := s.db.NewWriteBatch()
-		for _, r := range rs[:20] {
+		for _, r := range rs[:17] {
 			if err := wb.Set(appendPointKey(nil, r), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		late := Reading{Device: "d", Metric: "m", TS: rs[18].TS + 1, Value: 99}
+		run, err := runEntry(newSeriesState("d", "m", time.Now()), []Sample{{rs[17].TS, rs[17].Value}, {late.TS, late.Value}, {rs[19].TS, rs[19].Value}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wb.Set(run.key, run.value); err != nil {
+			t.Fatal(err)
+		}
+		// And two open runs of a later day that overlap (a seal that cut a
+		// run was lost, a later one that cut the rest survived): 0 and -0
+		// are two readings.
+		next := base + day
+		for _, run := range [][]Sample{{{next, 0}, {next, math.Copysign(0, -1)}, {next + 1, 1}}, {{next + 1, 1}, {next + 2, 2}}} {
+			e, err := runEntry(newSeriesState("d", "m", time.Now()), run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := wb.Set(e.key, e.value); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if err := wb.Flush(); err != nil {
 			t.Fatal(err)
 		}
+		rs = slices.Insert(rs, 19, late)
+		rs = append(rs, Reading{Device: "d", Metric: "m", TS: next, Value: 0}, Reading{Device: "d", Metric: "m", TS: next, Value: math.Copysign(0, -1)},
+			Reading{Device: "d", Metric: "m", TS: next + 1, Value: 1}, Reading{Device: "d", Metric: "m", TS: next + 2, Value: 2})
 	}()
 	s, _ := testStoreWith(t, dir, sealOpts)
-	if n := countPoints(t, s); n != 0 {
-		t.Errorf("%d doubled points left after Open", n)
+	if n := countPoints(t, s); n != 5 {
+		t.Errorf("after Open: %d open points, want 5 (the new one, and 4 of the later day)", n)
 	}
 	got, err := s.Readings(all("d"))
 	if err != nil {
@@ -455,14 +501,7 @@ func TestStore_RepairsPointsALostSealLeftBehind(t *testing.T) {
 // with Writer.stop via the returned writer's context.
 func openWriter(t *testing.T, dir string) (*Store, *testWriter) {
 	t.Helper()
-	s, err := Open(Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	tw := &testWriter{Writer: NewWriter(s, sealOpts), cancel: cancel, done: make(chan error)}
-	go func() { tw.done <- tw.Run(ctx) }()
-	return s, tw
+	return openWriterOpts(t, dir, sealOpts)
 }
 
 // testWriter is a Writer running in a goroutine of a test.

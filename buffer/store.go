@@ -78,6 +78,7 @@ type Store struct {
 	series      map[string]*seriesState
 	readings    uint64 // distinct readings stored
 	uncompacted uint64 // readings deleted since the last compaction (meta)
+	schema      uint64 // keyspace version of the directory as opened (0: none recorded)
 
 	outbox outbox // what the uplink has still to send (outbox.go)
 	// syncMu is held from a write's commit through the sync that must
@@ -99,8 +100,11 @@ type seriesState struct {
 
 	// Used by the Writer's goroutine only.
 	next       int64              // newest timestamp written, maybe not yet committed
-	open       map[int32][]Sample // committed points not yet sealed, by UTC day, in arrival order
-	pend       []Sample           // points of the commit under way
+	open       map[int32][]Sample // committed points not yet sealed, by UTC day, run after run (see open.go)
+	runs       map[int32][]int    // the length of each run in open, in order
+	pend       []Sample           // points of the commit part under way
+	pendDay    int32              // the day of the last of them
+	pendRun    int                // how many of them the run of that day holds, as reserveRun counts
 	sealedLast int64              // newest timestamp in a sealed bucket
 	stats      [3]StatsAt         // newest committed record of each level, minute first
 	lastWrite  time.Time          // when the series last got a new reading
@@ -114,6 +118,7 @@ func newSeriesState(device, metric string, now time.Time) *seriesState {
 		device:     device,
 		metric:     metric,
 		open:       make(map[int32][]Sample),
+		runs:       make(map[int32][]int),
 		rolled:     [2]int64{math.MinInt64, math.MinInt64},
 		sealedLast: math.MinInt64,
 		lastWrite:  now,
@@ -201,7 +206,30 @@ func Open(opts Options) (*Store, error) {
 	if err := s.dropBadNewest(); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
 	}
+	if err := s.recordSchema(); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
+	}
 	return s, nil
+}
+
+// recordSchema records the keyspace version this code writes, so that an
+// older cairn, which would not read it right, refuses the directory. Every
+// earlier keyspace is a subset of this one: there is nothing to convert.
+func (s *Store) recordSchema() error {
+	if s.schema == schemaVersion {
+		return nil
+	}
+	err := s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(appendMetaKey(nil, metaSchema), appendUint64(nil, schemaVersion))
+	})
+	if err == nil && !s.noSync {
+		err = s.db.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("record keyspace version: %w", err)
+	}
+	s.schema = schemaVersion
+	return nil
 }
 
 // openAttempts bounds the opens of one start-up. After a power cut every
@@ -248,9 +276,10 @@ func (s *Store) load() error {
 		if err != nil {
 			return err
 		}
-		if v != 0 && v != schemaVersion {
-			return fmt.Errorf("data directory has keyspace version %d, this cairn reads version %d", v, schemaVersion)
+		if v > schemaVersion {
+			return fmt.Errorf("data directory has keyspace version %d, this cairn reads version %d and older", v, schemaVersion)
 		}
+		s.schema = v
 		if s.readings, err = getUint64(txn, metaReadings); err != nil {
 			return err
 		}
@@ -272,15 +301,27 @@ func (s *Store) load() error {
 		}
 		pit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindPoint)}})
 		defer pit.Close()
+		var run []Sample
 		for pit.Rewind(); pit.Valid(); pit.Next() {
-			r, err := parsePointKey(pit.Item().Key())
+			item := pit.Item()
+			r, err := parsePointKey(item.Key())
 			if err != nil {
 				return err
 			}
-			st := state(r.Device, r.Metric)
-			st.last = max(st.last, r.TS)
+			err = item.Value(func(v []byte) (err error) {
+				run, err = decodeRun(run[:0], item.Key(), v)
+				return err
+			})
+			if err != nil {
+				return err
+			}
 			d := dayOf(r.TS)
-			st.open[d] = append(st.open[d], Sample{TS: r.TS, Value: r.Value})
+			if dayOf(run[len(run)-1].TS) != d {
+				return fmt.Errorf("run %q: spans two days", item.Key())
+			}
+			st := state(r.Device, r.Metric)
+			st.last = max(st.last, run[len(run)-1].TS)
+			st.addRun(d, run)
 		}
 		// Walk the buckets' series from the last backwards: the first key
 		// seen of each series is its newest bucket.
@@ -319,49 +360,68 @@ func (s *Store) load() error {
 	})
 }
 
-// repair deletes open points that a sealed bucket holds too. Sealing
-// transactions are not synced on their own: after a power cut a seal can be
-// lost while a later one that merged its buckets survives, and the lost
-// seal's points are then back beside the bucket that holds them. Only
-// points not newer than a series' newest bucket are looked up.
+// repair deletes open points that a sealed bucket or an earlier run holds
+// too. Sealing transactions are not synced on their own: after a power cut
+// a seal can be lost while a later one that merged its buckets survives,
+// and the lost seal's points are then back beside the bucket that holds
+// them, and beside the rest of a run that the later seal wrote again. Only
+// points not newer than a series' newest bucket are looked up in buckets.
 func (s *Store) repair() error {
-	var doubled [][]byte
+	var edits []openEdit
+	type sample struct {
+		ts   int64
+		bits uint64
+	} // -0 is not 0 here
+	seen := make(map[sample]bool)
 	err := s.db.View(func(txn *badger.Txn) error {
 		for _, st := range s.series {
-			for day, open := range st.open {
-				kept := open[:0]
-				for _, p := range open {
-					r := Reading{Device: st.device, Metric: st.metric, TS: p.TS, Value: p.Value}
-					if p.TS <= st.sealedLast {
-						in, err := s.inBucket(txn, r)
-						if err != nil {
-							return err
-						}
-						if in {
-							doubled = append(doubled, appendPointKey(nil, r))
-							continue
-						}
+			for day := range st.open {
+				var lookup error
+				clear(seen)
+				e, err := st.planDrop(day, func(p Sample) bool {
+					if lookup != nil {
+						return false
 					}
-					kept = append(kept, p)
+					id := sample{p.TS, math.Float64bits(p.Value)}
+					if seen[id] {
+						return true
+					}
+					seen[id] = true
+					if p.TS > st.sealedLast {
+						return false
+					}
+					in, err := s.inBucket(txn, Reading{Device: st.device, Metric: st.metric, TS: p.TS, Value: p.Value})
+					lookup = err
+					return in
+				})
+				if err = errors.Join(lookup, err); err != nil {
+					return err
 				}
-				if len(kept) == 0 {
-					delete(st.open, day)
-				} else {
-					st.open[day] = kept
+				if e.removed > 0 {
+					edits = append(edits, e)
 				}
 			}
 		}
 		return nil
 	})
-	if err != nil || len(doubled) == 0 {
+	if err != nil || len(edits) == 0 {
 		return err
 	}
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
-	for _, k := range doubled {
-		if err := wb.Delete(k); err != nil {
-			return err
+	doubled := 0
+	for _, e := range edits {
+		for _, k := range e.dels(nil) {
+			if err := wb.Delete(k); err != nil {
+				return err
+			}
 		}
+		for _, r := range e.sets(nil) {
+			if err := wb.Set(r.key, r.value); err != nil {
+				return err
+			}
+		}
+		doubled += e.removed
 	}
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("repair: %w", err)
@@ -369,7 +429,10 @@ func (s *Store) repair() error {
 	if err := s.db.Sync(); err != nil {
 		return fmt.Errorf("repair: %w", err)
 	}
-	s.log.Warn("deleted open readings that a sealed bucket holds too (a seal lost in a power cut)", "readings", len(doubled))
+	for _, e := range edits {
+		e.apply()
+	}
+	s.log.Warn("deleted open readings that a sealed bucket holds too (a seal lost in a power cut)", "readings", doubled)
 	return nil
 }
 

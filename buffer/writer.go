@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,7 +88,7 @@ type WriterOptions struct {
 	// the outbox, for the uplink (see outbox.go).
 	Outbox bool
 
-	noSeal bool // keep every reading as a point (for benchmarks)
+	noSeal bool // keep every reading as a point of its own, unsealed (for benchmarks)
 }
 
 // MaxBucketSamples is the largest WriterOptions.BucketSamples.
@@ -129,10 +130,10 @@ type Writer struct {
 
 	// Used by the Run goroutine only.
 	lastStart time.Time // when the last commit began
+	runMax    int       // the most readings of a run (see open.go)
 	full      bool      // the disk cap is reached: take no new batches (see Retention)
 	batch     []request
 	results   []Result
-	slab      []byte
 	scratch   []byte
 	snap      *badger.Txn                 // read snapshot of the commit, if one was needed
 	created   map[string]*seriesState     // series new in this commit
@@ -166,9 +167,14 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 	if opts.SealCheck <= 0 {
 		opts.SealCheck = time.Minute
 	}
+	runMax := s.runMax()
+	if opts.noSeal {
+		runMax = 1
+	}
 	return &Writer{
 		store:    s,
 		opts:     opts,
+		runMax:   runMax,
 		queue:    make(chan request, opts.QueueSize),
 		steps:    make(chan stepRequest),
 		stopping: make(chan struct{}),
@@ -424,7 +430,6 @@ func (w *Writer) write() error {
 			w.snap = nil
 		}
 	}()
-	w.slab = w.slab[:0]
 	var added uint64
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
@@ -435,23 +440,18 @@ func (w *Writer) write() error {
 	for i, req := range w.batch {
 		for _, r := range req.readings {
 			st := w.state(r.Device, r.Metric, now)
-			// The key must stay untouched until the commit: cut it from a
-			// slab that grows in large steps.
-			off := len(w.slab)
-			w.slab = appendPointKey(w.slab, r)
-			key := w.slab[off:len(w.slab):len(w.slab)]
+			smp := Sample{TS: r.TS, Value: r.Value}
 			if r.TS <= st.next {
-				dup, err := w.isStored(txn, r, key)
+				dup, err := w.isStored(st, smp)
 				if err != nil {
 					return err
 				}
 				if dup {
 					w.results[i].Duplicates++
-					w.slab = w.slab[:off]
 					continue
 				}
 			}
-			if try := budget; try.take(key, nil) && w.reserveStats(&try, st, r.TS) && w.reserveOutbox(&try, &r) {
+			if try := budget; w.reserveRun(&try, st, r.TS) && w.reserveStats(&try, st, r.TS) && w.reserveOutbox(&try, &r) {
 				budget = try
 			} else {
 				// Readings are idempotent: commit this part, with the
@@ -464,7 +464,7 @@ func (w *Writer) write() error {
 				added = 0
 				txn = s.db.NewTransaction(true)
 				budget = w.newBudget()
-				budget.take(key, nil)
+				w.reserveRun(&budget, st, r.TS)
 				w.reserveStats(&budget, st, r.TS)
 				w.reserveOutbox(&budget, &r)
 			}
@@ -472,24 +472,61 @@ func (w *Writer) write() error {
 			if w.opts.Outbox {
 				w.outbox.add(&r)
 			}
-			if err := txn.Set(key, nil); err != nil {
-				return err
-			}
 			if !st.touched {
 				st.touched = true
 				w.touched = append(w.touched, st)
 			}
 			st.next = max(st.next, r.TS)
-			st.pend = append(st.pend, Sample{TS: r.TS, Value: r.Value})
+			st.pend = append(st.pend, smp)
 			st.lastWrite = now
 			w.results[i].Stored++
 			added++
-			if cap(w.slab)-len(w.slab) < 256 {
-				w.slab = make([]byte, 0, 64<<10)
-			}
 		}
 	}
 	return w.commitAndSync(txn, added)
+}
+
+// reserveRun reports whether a reading at ts of st fits the runs of the
+// part under way, and counts it if so. A reading of another day than the
+// series' last one in the part, or one past runMax, starts a run: its key
+// and header count too.
+func (w *Writer) reserveRun(b *txnBudget, st *seriesState, ts int64) bool {
+	day := dayOf(ts)
+	if len(st.pend) > 0 && st.pendDay == day && st.pendRun < w.runMax {
+		if !b.grow(runSampleMax) {
+			return false
+		}
+		st.pendRun++
+		return true
+	}
+	keyLen := 3 + len(st.device) + len(st.metric) + pointKeyFixed
+	if !b.takeSize(int64(keyLen + 2 + runHeaderMax + runSampleMax)) {
+		return false
+	}
+	st.pendDay, st.pendRun = day, 1
+	return true
+}
+
+// writeRuns writes the readings of the part under way as runs, each
+// series' sorted first.
+func (w *Writer) writeRuns(txn *badger.Txn) error {
+	for _, st := range w.touched {
+		if len(st.pend) == 0 {
+			continue
+		}
+		slices.SortFunc(st.pend, compareSamples)
+		err := forRuns(st.pend, w.runMax, func(_ int32, run []Sample) error {
+			e, err := runEntry(st, run)
+			if err != nil {
+				return err
+			}
+			return txn.Set(e.key, e.value)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // commitAndSync commits a part and syncs it, holding the store's sync
@@ -572,6 +609,9 @@ func (w *Writer) sync() error {
 // added, the readings txn stores, and then brings the index up to date.
 func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	s := w.store
+	if err := w.writeRuns(txn); err != nil {
+		return err
+	}
 	if err := w.writeStats(txn); err != nil {
 		return err
 	}
@@ -610,10 +650,10 @@ func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	}
 	s.mu.Unlock()
 	for _, st := range w.touched {
-		for _, smp := range st.pend {
-			d := dayOf(smp.TS)
-			st.open[d] = append(st.open[d], smp)
-		}
+		forRuns(st.pend, w.runMax, func(day int32, run []Sample) error { // sorted by writeRuns
+			st.addRun(day, run)
+			return nil
+		})
 		st.pend = st.pend[:0]
 	}
 	return nil
@@ -658,23 +698,18 @@ func (w *Writer) state(device, metric string, now time.Time) *seriesState {
 	return st
 }
 
-// isStored reports whether the reading r, whose point key is key, is
-// stored already: as an open point (txn sees the commit's own points too),
-// or in a sealed bucket. Buckets are read from a snapshot taken once per
-// commit: only sealing writes them, and an iterator of txn would first
-// sort all of its pending writes.
-func (w *Writer) isStored(txn *badger.Txn, r Reading, key []byte) (bool, error) {
-	_, err := txn.Get(key)
-	if err == nil {
+// isStored reports whether the sample smp of st is stored already: as an
+// open point, one of the commit under way, or in a sealed bucket. Buckets
+// are read from a snapshot taken once per commit: only sealing writes
+// them.
+func (w *Writer) isStored(st *seriesState, smp Sample) (bool, error) {
+	if st.hasOpen(smp) {
 		return true, nil
-	}
-	if !errors.Is(err, badger.ErrKeyNotFound) {
-		return false, err
 	}
 	if w.snap == nil {
 		w.snap = w.store.db.NewTransaction(false)
 	}
-	return w.store.inBucket(w.snap, r)
+	return w.store.inBucket(w.snap, Reading{Device: st.device, Metric: st.metric, TS: smp.TS, Value: smp.Value})
 }
 
 // Stats returns the Writer's counters.
