@@ -99,7 +99,7 @@ type openEdit struct {
 	day     int32
 	changes []runChange
 	open    []Sample // the day's open points after
-	runs    []int    // and its runs
+	runs    []uint16 // and its runs
 	removed int
 }
 
@@ -110,7 +110,8 @@ func (st *seriesState) planDrop(day int32, drop func(Sample) bool) (openEdit, er
 	e := openEdit{st: st, day: day}
 	open := st.open[day]
 	off := 0
-	for _, n := range st.runs[day] {
+	for _, l := range st.runs[day] {
+		n := int(l)
 		run := open[off : off+n]
 		off += n
 		start := len(e.open)
@@ -121,7 +122,7 @@ func (st *seriesState) planDrop(day int32, drop func(Sample) bool) (openEdit, er
 		}
 		kept := e.open[start:]
 		if len(kept) == n {
-			e.runs = append(e.runs, n)
+			e.runs = append(e.runs, l)
 			continue
 		}
 		c := runChange{old: appendPointKey(nil, Reading{Device: st.device, Metric: st.metric, TS: run[0].TS, Value: run[0].Value}), removed: n - len(kept)}
@@ -130,7 +131,7 @@ func (st *seriesState) planDrop(day int32, drop func(Sample) bool) (openEdit, er
 			if c.keep, err = runEntry(st, kept); err != nil {
 				return openEdit{}, err
 			}
-			e.runs = append(e.runs, len(kept))
+			e.runs = append(e.runs, uint16(len(kept)))
 		}
 		e.changes = append(e.changes, c)
 		e.removed += c.removed
@@ -172,7 +173,7 @@ func (e *openEdit) apply() {
 // day.
 func (st *seriesState) addRun(day int32, run []Sample) {
 	st.open[day] = append(st.open[day], run...)
-	st.runs[day] = append(st.runs[day], len(run))
+	st.runs[day] = append(st.runs[day], uint16(len(run))) // a bucket's worth at most
 }
 
 // hasOpen reports whether the sample is an open point of the series, or

@@ -101,7 +101,7 @@ type seriesState struct {
 	// Used by the Writer's goroutine only.
 	next       int64              // newest timestamp written, maybe not yet committed
 	open       map[int32][]Sample // committed points not yet sealed, by UTC day, run after run (see open.go)
-	runs       map[int32][]int    // the length of each run in open, in order
+	runs       map[int32][]uint16 // the length of each run in open, in order
 	pend       []Sample           // points of the commit part under way
 	pendDay    int32              // the day of the last of them
 	pendRun    int                // how many of them the run of that day holds, as reserveRun counts
@@ -118,7 +118,7 @@ func newSeriesState(device, metric string, now time.Time) *seriesState {
 		device:     device,
 		metric:     metric,
 		open:       make(map[int32][]Sample),
-		runs:       make(map[int32][]int),
+		runs:       make(map[int32][]uint16),
 		rolled:     [2]int64{math.MinInt64, math.MinInt64},
 		sealedLast: math.MinInt64,
 		lastWrite:  now,
