@@ -71,6 +71,7 @@ func NewSubscriber(opts SubscriberOptions) *Subscriber {
 		SetConnectRetry(true).
 		SetConnectRetryInterval(2 * time.Second).
 		SetMaxReconnectInterval(10 * time.Second).
+		SetCustomOpenConnectionFn(openBatchConn).
 		SetDefaultPublishHandler(s.handle).
 		SetOnConnectHandler(s.onConnect).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
