@@ -86,23 +86,7 @@ func TestRuns_OverlappingRunsMatchReference(t *testing.T) {
 	}
 	query := func(s *Store) {
 		t.Helper()
-		for i := range 200 {
-			q := Query{Device: "d", From: math.MinInt64, To: math.MaxInt64, Desc: rng.IntN(2) == 0, Limit: 1 + rng.IntN(500)}
-			if rng.IntN(2) == 0 {
-				q.Metric = []string{"a", "b"}[rng.IntN(2)]
-			}
-			if rng.IntN(3) > 0 {
-				a, b := ref[rng.IntN(len(ref))].TS+int64(rng.IntN(3)-1), ref[rng.IntN(len(ref))].TS
-				q.From, q.To = min(a, b), max(a, b)
-			}
-			got, err := s.Readings(q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := sameReadings(got, naiveQuery(ref, q)); err != nil {
-				t.Fatalf("query %d %+v: %v", i, q, err)
-			}
-		}
+		checkRandomQueries(t, rng, s, ref, "d", []string{"a", "b"}, 200, 500)
 	}
 	func() {
 		s, w := openWriterOpts(t, dir, unsealed)

@@ -190,10 +190,18 @@ func TestSeal_QueriesMatchReference(t *testing.T) {
 	}
 	write(t, w, Reading{Device: "other", Metric: "a", TS: 5, Value: 1})
 	checkBuckets(t, s, sealOpts.BucketSamples)
-	for i := range 300 {
-		q := Query{Device: "dev", From: math.MinInt64, To: math.MaxInt64, Desc: rng.IntN(2) == 0, Limit: 1 + rng.IntN(120)}
+	checkRandomQueries(t, rng, s, ref, "dev", []string{"a", "b", "c", "zz"}, 300, 120)
+}
+
+// checkRandomQueries runs n random queries of device (all metrics or one
+// of metrics; limits up to maxLimit; bounds at or near readings of ref) and
+// checks each against naiveQuery on ref.
+func checkRandomQueries(t *testing.T, rng *rand.Rand, s *Store, ref []Reading, device string, metrics []string, n, maxLimit int) {
+	t.Helper()
+	for i := range n {
+		q := Query{Device: device, From: math.MinInt64, To: math.MaxInt64, Desc: rng.IntN(2) == 0, Limit: 1 + rng.IntN(maxLimit)}
 		if rng.IntN(2) == 0 {
-			q.Metric = []string{"a", "b", "c", "zz"}[rng.IntN(4)]
+			q.Metric = metrics[rng.IntN(len(metrics))]
 		}
 		if rng.IntN(3) > 0 {
 			a, b := ref[rng.IntN(len(ref))].TS+int64(rng.IntN(3)-1), ref[rng.IntN(len(ref))].TS
