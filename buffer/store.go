@@ -173,6 +173,7 @@ func Open(opts Options) (*Store, error) {
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
 		WithNumCompactors(2).
+		WithCompactL0OnClose(true).
 		WithBlockCacheSize(opts.CacheSize).
 		WithIndexCacheSize(opts.CacheSize).
 		WithCompression(options.Snappy).
