@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -45,24 +46,20 @@ func runEntry(st *seriesState, run []Sample) (kv, error) {
 	return kv{key: key, value: val}, nil
 }
 
-// decodeRun appends to dst the samples of the run stored under the point
-// key k with value v, after checking that its first sample is the key's.
-func decodeRun(dst []Sample, k, v []byte) ([]Sample, error) {
-	r, err := parsePointKey(k)
-	if err != nil {
-		return dst, err
-	}
-	first := Sample{TS: r.TS, Value: r.Value}
+// decodeRun appends to dst the samples of the run with value v stored under
+// the point key of first (parsePointTail), after checking that the run
+// starts with first.
+func decodeRun(dst []Sample, first Sample, v []byte) ([]Sample, error) {
 	if len(v) == 0 {
 		return append(dst, first), nil
 	}
 	start := len(dst)
-	dst, err = decodeBucket(dst, v)
+	dst, err := decodeBucket(dst, v)
 	if err != nil {
-		return dst[:start], fmt.Errorf("run %q: %w", k, err)
+		return dst[:start], err
 	}
 	if len(dst) == start || !dst[start].same(first) {
-		return dst[:start], fmt.Errorf("run %q: its first sample is not its key's", k)
+		return dst[:start], errors.New("its first sample is not its key's")
 	}
 	return dst, nil
 }

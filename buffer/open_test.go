@@ -136,13 +136,7 @@ func TestRuns_SealWritesTheRestOfARunAgain(t *testing.T) {
 	if k := countKeys(t, s, kindPoint); k != 0 {
 		t.Errorf("%d runs left open, want none", k)
 	}
-	got, err := s.Readings(all("d"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sameReadings(got, rs); err != nil {
-		t.Error(err)
-	}
+	checkReadings(t, s, "d", rs)
 }
 
 func TestRuns_PruneWritesTheRestOfARunAgain(t *testing.T) {
@@ -156,13 +150,7 @@ func TestRuns_PruneWritesTheRestOfARunAgain(t *testing.T) {
 	opts.RawMaxReadingsPerSeries = 10
 	check := func(s *Store) {
 		t.Helper()
-		got, err := s.Readings(all("d"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sameReadings(got, rs[15:]); err != nil {
-			t.Error(err)
-		}
+		checkReadings(t, s, "d", rs[15:])
 		if n := s.ReadingCount(); n != 10 {
 			t.Errorf("reading count: got %d, want 10", n)
 		}
@@ -248,16 +236,17 @@ func FuzzDecodeRun(f *testing.F) {
 	}
 	f.Add([]byte("p\x00\x00"), []byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, k, v []byte) {
-		run, err := decodeRun(nil, k, v)
+		r, err := parsePointKey(k)
 		if err != nil {
 			return
 		}
-		r, err := parsePointKey(k)
+		first := Sample{TS: r.TS, Value: r.Value}
+		run, err := decodeRun(nil, first, v)
 		if err != nil {
-			t.Fatalf("decoded a run under a bad key: %v", err)
+			return
 		}
-		if len(run) == 0 || !run[0].same(Sample{TS: r.TS, Value: r.Value}) {
-			t.Fatalf("run %v does not start with its key's sample %+v", run, r)
+		if len(run) == 0 || !run[0].same(first) {
+			t.Fatalf("run %v does not start with its key's sample %+v", run, first)
 		}
 	})
 }

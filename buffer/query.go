@@ -187,15 +187,16 @@ func (p *pointSource) init(txn *badger.Txn, q Query, metric string) error {
 		if len(k) != len(prefix)+pointKeyFixed {
 			return fmt.Errorf("%w: %q", errBadKey, k)
 		}
-		if parsePointTail(k).TS >= q.To {
+		first := parsePointTail(k)
+		if first.TS >= q.To {
 			break
 		}
 		err := item.Value(func(v []byte) (err error) {
-			run, err = decodeRun(run[:0], k, v)
+			run, err = decodeRun(run[:0], first, v)
 			return err
 		})
 		if err != nil {
-			return err
+			return fmt.Errorf("run %q: %w", k, err)
 		}
 		for _, s := range run {
 			if s.TS >= q.From && s.TS < q.To {

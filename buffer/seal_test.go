@@ -161,13 +161,7 @@ func TestSeal_RoundTripThroughBuckets(t *testing.T) {
 		t.Errorf("ReadingCount: got %d, want %d", n, len(want))
 	}
 	sortSeries(want)
-	got, err := s.Readings(all("dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sameReadings(got, want); err != nil {
-		t.Error(err)
-	}
+	checkReadings(t, s, "dev", want)
 	// Every reading is now in a bucket: writing them again stores nothing.
 	if res := write(t, w, want...); res.Stored != 0 || res.Duplicates != len(want) {
 		t.Errorf("rewrite after sealing: got %+v, want all duplicates", res)
@@ -191,6 +185,18 @@ func TestSeal_QueriesMatchReference(t *testing.T) {
 	write(t, w, Reading{Device: "other", Metric: "a", TS: 5, Value: 1})
 	checkBuckets(t, s, sealOpts.BucketSamples)
 	checkRandomQueries(t, rng, s, ref, "dev", []string{"a", "b", "c", "zz"}, 300, 120)
+}
+
+// checkReadings checks that all readings of device are want, in order.
+func checkReadings(t *testing.T, s *Store, device string, want []Reading) {
+	t.Helper()
+	got, err := s.Readings(all(device))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameReadings(got, want); err != nil {
+		t.Error(err)
+	}
 }
 
 // checkRandomQueries runs n random queries of device (all metrics or one
@@ -267,7 +273,7 @@ func countPoints(t *testing.T, s *Store) int {
 		var run []Sample
 		for it.Rewind(); it.Valid(); it.Next() {
 			err := it.Item().Value(func(v []byte) (err error) {
-				run, err = decodeRun(run[:0], it.Item().Key(), v)
+				run, err = decodeRun(run[:0], parsePointTail(it.Item().Key()), v)
 				return err
 			})
 			if err != nil {
@@ -311,13 +317,7 @@ func TestSeal_ReopenSealsWhatWasOpen(t *testing.T) {
 	if got := checkBuckets(t, s, 10); got != 7 {
 		t.Errorf("after reopen and a day boundary: sealed %d readings, want 7", got)
 	}
-	got, err := s.Readings(all("d"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sameReadings(got, rs); err != nil {
-		t.Error(err)
-	}
+	checkReadings(t, s, "d", rs)
 	if se := s.SeriesList(); len(se) != 1 || se[0].Last != rs[6].TS {
 		t.Errorf("series after sealing: got %+v, want last %d", se, rs[6].TS)
 	}
@@ -496,13 +496,7 @@ func TestStore_RepairsPointsALostSealLeftBehind(t *testing.T) {
 	if n := countPoints(t, s); n != 5 {
 		t.Errorf("after Open: %d open points, want 5 (the new one, and 4 of the later day)", n)
 	}
-	got, err := s.Readings(all("d"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sameReadings(got, rs); err != nil {
-		t.Error(err)
-	}
+	checkReadings(t, s, "d", rs)
 }
 
 // openWriter opens a store in dir and runs a writer with sealOpts; stop it

@@ -310,11 +310,11 @@ func (s *Store) load() error {
 				return err
 			}
 			err = item.Value(func(v []byte) (err error) {
-				run, err = decodeRun(run[:0], item.Key(), v)
+				run, err = decodeRun(run[:0], Sample{TS: r.TS, Value: r.Value}, v)
 				return err
 			})
 			if err != nil {
-				return err
+				return fmt.Errorf("run %q: %w", item.Key(), err)
 			}
 			d := dayOf(r.TS)
 			if dayOf(run[len(run)-1].TS) != d {
