@@ -175,18 +175,37 @@ func (b *Broker) Addr() string { return b.addr }
 // Clients returns the number of connected clients.
 func (b *Broker) Clients() int64 { return atomic.LoadInt64(&b.srv.Info.ClientsConnected) }
 
-// Run serves until ctx ends, then disconnects every client and stops.
+// Run serves until ctx ends, then disconnects every client and stops,
+// waiting closeTimeout at most for the clients to go.
 func (b *Broker) Run(ctx context.Context) error {
 	if err := b.srv.Serve(); err != nil {
 		return fmt.Errorf("mqtt broker: %w", err)
 	}
 	<-ctx.Done()
 	b.hook.closing.Store(true)
-	if err := b.srv.Close(); err != nil {
-		return fmt.Errorf("close mqtt broker: %w", err)
+	closed := make(chan error, 1)
+	go func() { closed <- b.srv.Close() }()
+	timer := time.NewTimer(closeTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-closed:
+		if err != nil {
+			return fmt.Errorf("close mqtt broker: %w", err)
+		}
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("%w: %d clients still attached after %s", ErrBrokerCloseTimeout, b.Clients(), closeTimeout)
 	}
-	return nil
 }
+
+// closeTimeout bounds how long Run waits for the broker to let go of its
+// clients. A client's connection that does not close must not keep the
+// gateway from stopping: what the gateway acknowledged is stored already.
+const closeTimeout = 3 * time.Second
+
+// ErrBrokerCloseTimeout is returned by Run when the broker had not let go
+// of its clients closeTimeout after it was told to stop.
+var ErrBrokerCloseTimeout = errors.New("mqtt broker did not close in time")
 
 // ingestHook ingests PUBLISH packets inside the broker. See Broker.
 type ingestHook struct {

@@ -183,7 +183,12 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {
 			defer close(mqttStopped)
-			return broker.Run(ctx)
+			err := broker.Run(ctx)
+			if errors.Is(err, gateway.ErrBrokerCloseTimeout) {
+				log.Warn("stopping without waiting for the mqtt broker", "err", err)
+				return nil
+			}
+			return err
 		}, func(error) { cancel() })
 	} else {
 		filters := make([]string, len(cfg.routes))

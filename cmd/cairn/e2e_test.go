@@ -742,3 +742,44 @@ func TestRun_StatusCommand(t *testing.T) {
 		t.Errorf("status with nobody listening: got %v", err)
 	}
 }
+
+// A subscriber that stops reading (a frozen link) fills its socket, and
+// the broker's writes to it block; stopping the gateway must not wait for
+// it.
+func TestRun_StopsDespiteStuckSubscriber(t *testing.T) {
+	d := startDaemon(t, writeConfig(t, t.TempDir(), embeddedConfig))
+	stuck, err := net.Dial("tcp", d.mqtt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	if err := stuck.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	stuck.SetDeadline(time.Now().Add(ackTimeout)) //nolint:errcheck // a failed read below says it
+	if _, err := stuck.Write(append(rawConnect("stuck", "", ""), rawSubscribe(1, "other/#")...)); err != nil {
+		t.Fatal(err)
+	}
+	acks := make([]byte, 4+5) // CONNACK, SUBACK
+	if _, err := io.ReadFull(stuck, acks); err != nil || acks[3] != 0 || acks[8] > 2 {
+		t.Fatalf("CONNACK and SUBACK %x, %v", acks, err)
+	}
+	// From here on it reads nothing. 32 MiB at QoS 0 fill every buffer on
+	// the way to it, and the broker's writer blocks.
+	pub := mustConnect(t, d.mqtt, "flood")
+	big := strings.Repeat("x", 64<<10)
+	for range 512 {
+		pub.Publish("other/big", 0, false, big)
+	}
+	if err := publish1(pub, "sensors/after-flood/telemetry", `{"t":1}`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := d.stop(); err != nil {
+		t.Fatalf("cairn run: %v", err)
+	}
+	t.Logf("stopped in %s", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(d.log.String(), `msg="stopping without waiting for the mqtt broker"`) {
+		t.Errorf("no warning about the broker in the log:\n%s", d.log)
+	}
+}

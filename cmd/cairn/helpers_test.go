@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -199,7 +200,9 @@ func (d *inProcess) stop() error {
 	case <-d.done:
 		return d.err
 	case <-time.After(stopTimeout):
-		return fmt.Errorf("still running %s after its context was cancelled", stopTimeout)
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		return fmt.Errorf("still running %s after its context was cancelled; goroutines:\n%s", stopTimeout, buf)
 	}
 }
 
