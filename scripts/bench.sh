@@ -5,8 +5,9 @@
 # (millisecond ts + 2 numeric fields = 2 readings) at QoS 1.
 #
 #   scripts/bench.sh [CASE...]     CASE: embedded_max external_drain embedded_paced
-#                                        embedded_pruning sealing uplink_drain
-#                                        uplink_backlog storage retention
+#                                        external_paced embedded_pruning sealing
+#                                        uplink_drain uplink_backlog storage
+#                                        retention
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -16,7 +17,11 @@
 #                   persistent session; time from starting cairn until all
 #                   400,000 readings are stored
 #   embedded_paced  embedded broker; `cairn sim -rate 10000 -duration 20s`;
-#                   cairn's share of one core
+#                   cairn's share of one core (the broker's work included)
+#   external_paced  the same load through Mosquitto (on core 0) to cairn
+#                   subscribed to it: cairn's share of one core from the
+#                   publisher's start until every reading is stored, and
+#                   Mosquitto's share of core 0
 #   embedded_pruning  two cairns, one after the other, on copies of a store
 #                   of PRUNING_SERIES (200) series x 1 Hz x PRUNING_DAYS
 #                   (30) days: one with retention by age off, one with a
@@ -98,7 +103,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
-ALL_CASES=(embedded_max external_drain embedded_paced embedded_pruning sealing uplink_drain uplink_backlog storage retention)
+ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog storage retention)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
@@ -147,7 +152,7 @@ if [[ " ${cases[*]} " == *" uplink_drain "* ]] && ! command -v victoria-metrics 
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends victoria-metrics >/dev/null ||
 		die "apt-get install victoria-metrics failed"
 fi
-if [[ " ${cases[*]} " == *" external_drain "* || " ${cases[*]} " == *" sealing "* ]] && ! command -v mosquitto >/dev/null; then
+if [[ " ${cases[*]} " == *" external_"* || " ${cases[*]} " == *" sealing "* ]] && ! command -v mosquitto >/dev/null; then
 	[ "$(id -u)" -eq 0 ] || die "mosquitto not found; install it: sudo apt-get install mosquitto"
 	log "installing mosquitto"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mosquitto >/dev/null ||
@@ -521,12 +526,10 @@ case_sealing() { # RUN-DIR
 
 
 
-# external_drain_run RUN-DIR: external_drain's load; sets RPS, CPU
-# (cairn's seconds), OTHER, HWM, ANON, DRAIN_SECS, BROKER_PCT, PUB_SECS,
-# PUB_PCT, and those of run_sim and wait_readings.
-external_drain_run() {
-	local dir=$1 mport hport mpid t0 c1 m0 m1 b0 b1 target
-	read -r mport hport <<<"$(free_ports 2)"
+# start_mosquitto RUN-DIR PORT: Mosquitto on core 0, with no limit on what
+# it queues for an offline session; sets MOSQ_PID.
+start_mosquitto() {
+	local dir=$1 mport=$2
 	cat >"$dir/mosquitto.conf" <<EOF
 listener $mport 127.0.0.1
 allow_anonymous true
@@ -540,9 +543,19 @@ log_type warning
 ${MOSQ_EXTRA}
 EOF
 	taskset -c 0 mosquitto -c "$dir/mosquitto.conf" 2>"$dir/mosquitto.log" &
-	mpid=$!
-	pids+=("$mpid")
-	wait_port "$mport" "$mpid" mosquitto
+	MOSQ_PID=$!
+	pids+=("$MOSQ_PID")
+	wait_port "$mport" "$MOSQ_PID" mosquitto
+}
+
+# external_drain_run RUN-DIR: external_drain's load; sets RPS, CPU
+# (cairn's seconds), OTHER, HWM, ANON, DRAIN_SECS, BROKER_PCT, PUB_SECS,
+# PUB_PCT, and those of run_sim and wait_readings.
+external_drain_run() {
+	local dir=$1 mport hport mpid t0 c1 m0 m1 b0 b1 target
+	read -r mport hport <<<"$(free_ports 2)"
+	start_mosquitto "$dir" "$mport"
+	mpid=$MOSQ_PID
 	write_config "$dir/cairn.yaml" external "$mport" "$hport" "$dir/data"
 
 	# Create cairn's persistent session and subscription, then go offline.
@@ -586,6 +599,41 @@ case_external_drain() { # RUN-DIR
 	record external_drain broker_cpu_percent %.0f "$BROKER_PCT"
 	record external_drain core1_other_cpu_percent %.0f "$OTHER"
 	DETAIL="$((2 * SIM_ACKED)) readings drained in $(fmt "$DRAIN_SECS")s, cairn cpu $(fmt "$CPU")s, $COMMITS commits of ${COMMIT_MS} ms avg, mosquitto cpu $(fmt "$BROKER_PCT" 0)% (queued in ${PUB_SECS}s, publisher cpu $(fmt "$PUB_PCT" 0)%)"
+}
+
+case_external_paced() { # RUN-DIR
+	local dir=$1 mport hport c0 c1 m0 m1 b0 b1 w0 w1 cpu wall target
+	read -r mport hport <<<"$(free_ports 2)"
+	start_mosquitto "$dir" "$mport"
+	write_config "$dir/cairn.yaml" external "$mport" "$hport" "$dir/data"
+	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
+	python3 "$HELPER" connected "http://127.0.0.1:$hport/v1/status" "$CAIRN_PID" 30 ||
+		die "cairn did not subscribe at mosquitto:"$'\n'"$(tail -n 20 "$dir/cairn.log")"
+	c0=$(cpu_ticks "$CAIRN_PID") m0=$(cpu_ticks "$MOSQ_PID")
+	b0=$(core_busy 1) w0=$EPOCHREALTIME
+	run_sim "$dir" "$mport" -rate "$PACED_RATE" -duration "$PACED_DURATION"
+	# Mosquitto acknowledges on receipt: wait for cairn to store the rest
+	# before the clock stops, so that its share covers all the work.
+	target=$((2 * SIM_ACKED))
+	wait_readings "$hport" "$CAIRN_PID" "$target" "$dir/cairn.log"
+	c1=$(cpu_ticks "$CAIRN_PID") m1=$(cpu_ticks "$MOSQ_PID")
+	b1=$(core_busy 1) w1=$EPOCHREALTIME
+	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
+	stop "$CAIRN_PID" cairn
+	stop "$MOSQ_PID" mosquitto
+	cpu=$(calc "($c1 - $c0) / $TCK")
+	wall=$(calc "$w1 - $w0")
+	RPS=$(calc "$target / $SIM_SECONDS")
+	record external_paced cpu_share_percent %.1f "$(calc "$cpu / $wall * 100")"
+	record external_paced readings_per_sec %.0f "$RPS"
+	record external_paced peak_rss_mib %.1f "$(calc "$HWM / 1024")"
+	record external_paced rss_anon_mib %.1f "$(calc "$ANON / 1024")"
+	record external_paced broker_cpu_percent %.0f "$(calc "($m1 - $m0) / $TCK / $wall * 100")"
+	record external_paced publisher_cpu_percent %.0f "$SIM_CPU_PCT"
+	OTHER=$(other_pct "$b0" "$b1" $((c1 - c0)) "$wall")
+	record external_paced core1_other_cpu_percent %.0f "$OTHER"
+	DETAIL="$target readings in ${SIM_SECONDS}s, cairn cpu $(fmt "$cpu")s over $(fmt "$wall" 1)s, $COMMITS commits of ${COMMIT_MS} ms avg, publisher cpu $(fmt "$SIM_CPU_PCT" 0)%"
 }
 
 case_embedded_paced() { # RUN-DIR
