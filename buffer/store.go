@@ -489,6 +489,13 @@ type Stats struct {
 	DiskBytes int64  // bytes allocated to the files of the data directory
 }
 
+// SeriesCount returns the number of series with at least one reading.
+func (s *Store) SeriesCount() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.series)
+}
+
 // Stats returns the store's counters and its size on disk. It walks the data
 // directory, so it costs a few system calls per file.
 func (s *Store) Stats() (Stats, error) {

@@ -34,8 +34,9 @@ type Config struct {
 	Retention RetentionConfig `yaml:"retention"`
 	Uplink    UplinkConfig    `yaml:"uplink"`
 	// MemoryLimitMiB is the Go runtime's soft memory limit (GOMEMLIMIT);
-	// 0 leaves it to the environment.
-	MemoryLimitMiB int `yaml:"memory_limit_mib"`
+	// 0 leaves it to the environment; auto (the default) sizes it from the
+	// store's memory and the series held open (memory.go).
+	MemoryLimitMiB MiBOrAuto `yaml:"memory_limit_mib"`
 
 	// routes are the parsed mqtt.topics, set by Validate.
 	routes []gateway.Route
@@ -160,6 +161,35 @@ func (b ByteSize) String() string {
 	return strconv.FormatInt(int64(b), 10)
 }
 
+// MiBOrAuto is a whole number of MiB in the configuration file, or "auto"
+// (AutoMiB), whose meaning the key defines.
+type MiBOrAuto int
+
+// AutoMiB is MiBOrAuto "auto".
+const AutoMiB MiBOrAuto = -1
+
+// UnmarshalYAML decodes a MiBOrAuto.
+func (m *MiBOrAuto) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "auto" {
+		*m = AutoMiB
+		return nil
+	}
+	v, err := strconv.Atoi(n.Value)
+	if err != nil || n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot use %q as a number of MiB (want auto, 0 or e.g. 64)", n.Line, n.Value)}}
+	}
+	*m = MiBOrAuto(v)
+	return nil
+}
+
+// String formats m as the file would have it.
+func (m MiBOrAuto) String() string {
+	if m == AutoMiB {
+		return "auto"
+	}
+	return strconv.Itoa(int(m))
+}
+
 // UplinkConfig is the uplink: section. Without url the gateway works
 // offline: nothing is sent, and nothing is kept for sending.
 type UplinkConfig struct {
@@ -280,9 +310,10 @@ func DefaultConfig() *Config {
 			CommitLinger:      200 * time.Microsecond,
 			BucketSamples:     200,
 			SealIdle:          time.Hour,
-			MemTableMiB:       8,
-			CacheMiB:          8,
+			MemTableMiB:       4,
+			CacheMiB:          4,
 		},
+		MemoryLimitMiB: AutoMiB,
 	}
 }
 
@@ -562,8 +593,8 @@ func (c *Config) Validate() error {
 		bad("retention.max_disk_bytes", "must be auto, 0 (no cap) or at least %s (got %s)", ByteSize(buffer.MinDiskBytes), r.MaxDiskBytes)
 	}
 	c.validateUplink(bad)
-	if c.MemoryLimitMiB < 0 {
-		bad("memory_limit_mib", "must be 0 (unset) or more (got %d)", c.MemoryLimitMiB)
+	if c.MemoryLimitMiB < AutoMiB {
+		bad("memory_limit_mib", "must be auto, 0 (unset) or more (got %d)", c.MemoryLimitMiB)
 	}
 	return errors.Join(errs...)
 }

@@ -80,6 +80,8 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"bad_retention.bad.yaml":            `retention.minute_stats_max_age: cannot use "forever" as a duration (want e.g. 90d, 5y, 36h or 0) (line 2)`,
 		"disk_cap_small.bad.yaml":           "retention.max_disk_bytes: must be auto, 0 (no cap) or at least 16MiB (got 1000)",
 		"disk_cap_word.bad.yaml":            `retention.max_disk_bytes: cannot use "lots" as a size (want e.g. auto, 0, 500MiB, 8GB or 1073741824) (line 2)`,
+		"memory_limit_word.bad.yaml":        `memory_limit_mib: cannot use "lots" as a number of MiB (want auto, 0 or e.g. 64) (line 1)`,
+		"memory_limit_negative.bad.yaml":    "memory_limit_mib: must be auto, 0 (unset) or more (got -5)",
 		"syntax.bad.yaml":                   "did not find expected node content",
 		"uplink_url.bad.yaml":               `uplink.url: want an http:// or https:// URL (got "victoria:8428/write")`,
 		"uplink_format.bad.yaml":            `uplink.format: must be influx or json (got "prometheus")`,

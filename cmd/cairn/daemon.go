@@ -46,8 +46,10 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	if err != nil {
 		return &configError{err}
 	}
+	memoryLimit := "unset"
 	if cfg.MemoryLimitMiB > 0 {
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMiB) << 20)
+		memoryLimit = cfg.MemoryLimitMiB.String()
 	}
 	// On a single core the runtime has one P, and a goroutine in fsync
 	// keeps it until the runtime notices (up to 10 ms when the process was
@@ -83,6 +85,16 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			log.Error("close store", "err", err)
 		}
 	}()
+	// memory_limit_mib auto, unless GOMEMLIMIT says otherwise.
+	var limiter *memoryLimiter
+	if cfg.MemoryLimitMiB == AutoMiB {
+		if env := os.Getenv("GOMEMLIMIT"); env != "" {
+			memoryLimit = "GOMEMLIMIT=" + env
+		} else {
+			limiter = &memoryLimiter{cfg: cfg.Store, store: store, log: log}
+			memoryLimit = fmt.Sprintf("auto (%d)", limiter.set()>>20)
+		}
+	}
 	if os.Getenv(noSyncEnv) == "1" {
 		log.Warn("group commits are not synced: acknowledged readings can be lost", "env", noSyncEnv)
 	}
@@ -238,6 +250,12 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		g.Add(func() error { return retention.Run(ctx) }, func(error) { cancel() })
 	}
 
+	// Memory: the auto limit follows the number of series.
+	if limiter != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return limiter.run(ctx) }, func(error) { cancel() })
+	}
+
 	// Uplink: sends the outbox upstream until interrupted.
 	var up *uplink.Uplink
 	if cfg.uplink != nil {
@@ -322,7 +340,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		g.Add(func() error { return n.run(ctx) }, func(error) { cancel() })
 	}
 
-	log.Info("cairn started", "version", version, "data_dir", cfg.DataDir, "readings", store.ReadingCount(), "max_disk_bytes", maxDisk,
+	log.Info("cairn started", "version", version, "data_dir", cfg.DataDir, "readings", store.ReadingCount(), "max_disk_bytes", maxDisk, "memory_limit_mib", memoryLimit,
 		"mqtt", mqttAddr, "http", ln.Addr().String())
 	err = g.Run()
 	if _, nerr := daemon.SdNotify(false, daemon.SdNotifyStopping); nerr != nil {

@@ -29,6 +29,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// memory_limit_mib auto would give this process, and every daemon it
+	// runs, the limit of one gateway. memory_test.go tests the limit.
+	os.Setenv("GOMEMLIMIT", "off") //nolint:errcheck // cannot fail
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		cairnBinary.remove()
 		futureBinary.remove()

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+func TestAutoMemoryLimit(t *testing.T) {
+	def := DefaultConfig().Store
+	tests := []struct {
+		store  StoreConfig
+		series int
+		want   int64
+	}{
+		{def, 0, 36 << 20},
+		{def, 1000, 36<<20 + 1000*(2048+32*200)},
+		{StoreConfig{MemTableMiB: 64, CacheMiB: 8, BucketSamples: 10000}, 10, 16<<20 + 3*64<<20 + 2*8<<20 + 10*(2048+32*10000)},
+	}
+	for _, tt := range tests {
+		if got := autoMemoryLimit(tt.store, tt.series); got != tt.want {
+			t.Errorf("memtable %d, cache %d, bucket %d, %d series: got %d, want %d", tt.store.MemTableMiB, tt.store.CacheMiB, tt.store.BucketSamples, tt.series, got, tt.want)
+		}
+	}
+}
+
+// The limiter sets the runtime's limit from the series in a real store,
+// and follows them as they grow.
+func TestMemoryLimiter_FollowsSeries(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+
+	store, err := buffer.Open(buffer.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := buffer.NewWriter(store, buffer.WriterOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if err := store.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+
+	cfg := DefaultConfig().Store
+	m := &memoryLimiter{cfg: cfg, store: store, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if got, want := m.set(), autoMemoryLimit(cfg, 0); got != want || debug.SetMemoryLimit(-1) != want {
+		t.Fatalf("empty store: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
+	}
+	// 200 series: 1.6 MiB more.
+	var rs []buffer.Reading
+	for i := range 200 {
+		rs = append(rs, buffer.Reading{Device: fmt.Sprintf("d%03d", i), Metric: "t", TS: time.Now().UnixMilli(), Value: 1})
+	}
+	res := make(chan buffer.Result, 1)
+	if err := w.Submit(ctx, rs, func(r buffer.Result) { res <- r }); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; r.Err != nil || r.Stored != len(rs) {
+		t.Fatalf("write: %+v", r)
+	}
+	if got, want := m.set(), autoMemoryLimit(cfg, 200); got != want || debug.SetMemoryLimit(-1) != want {
+		t.Fatalf("200 series: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
+	}
+}
