@@ -91,7 +91,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		if env := os.Getenv("GOMEMLIMIT"); env != "" {
 			memoryLimit = "GOMEMLIMIT=" + env
 		} else {
-			limiter = &memoryLimiter{cfg: cfg.Store, store: store, log: log}
+			limiter = &memoryLimiter{cfg: cfg.Store, store: store}
 			memoryLimit = fmt.Sprintf("auto (%d)", limiter.set()>>20)
 		}
 	}

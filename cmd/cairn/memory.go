@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"runtime/debug"
+	"runtime/metrics"
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
@@ -32,26 +32,34 @@ func autoMemoryLimit(s StoreConfig, series int) int64 {
 }
 
 // memoryLimiter keeps the auto memory limit in step with the number of
-// series, which grows as new sensors and metrics appear.
+// series, which grows as new sensors and metrics appear, and above what is
+// live: a limit below the live heap would have the runtime collect
+// garbage without pause (up to half the CPU) for nothing. Badger's
+// compactions hold more for a while as a large store's tree deepens; the
+// limit then stays liveHeadroom above it, as if GOGC were 25.
 type memoryLimiter struct {
 	cfg   StoreConfig
 	store *buffer.Store
-	log   *slog.Logger
-	limit int64 // the limit set last
+	limit int64         // the limit set last
+	live  func() uint64 // the heap live after the last GC; nil for the runtime's
 }
 
-// memoryLimitCheck is how often the limiter counts the series again.
-const memoryLimitCheck = 30 * time.Second
+// memoryLimitCheck is how often the limiter looks again.
+const memoryLimitCheck = time.Second
 
-// set sets the limit for the series stored now, if it moved by 1 MiB or
-// more, and returns it.
+// liveHeadroom is the share of the live heap the limit keeps above it.
+const liveHeadroom = 4 // a quarter
+
+// set sets the limit for the series stored and the heap live now, if it
+// moved by 1 MiB or more, and returns it.
 func (m *memoryLimiter) set() int64 {
-	limit := autoMemoryLimit(m.cfg, m.store.SeriesCount())
+	if m.live == nil {
+		m.live = liveHeap
+	}
+	live := int64(m.live())
+	limit := max(autoMemoryLimit(m.cfg, m.store.SeriesCount()), live+live/liveHeadroom)
 	if d := limit - m.limit; d >= 1<<20 || d <= -1<<20 {
 		debug.SetMemoryLimit(limit)
-		if m.limit != 0 {
-			m.log.Debug("memory limit", "mib", limit>>20)
-		}
 		m.limit = limit
 	}
 	return m.limit
@@ -68,4 +76,14 @@ func (m *memoryLimiter) run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// liveHeap returns the heap that was live after the last GC.
+func liveHeap() uint64 {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return sample[0].Value.Uint64()
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -31,7 +29,7 @@ func TestAutoMemoryLimit(t *testing.T) {
 }
 
 // The limiter sets the runtime's limit from the series in a real store,
-// and follows them as they grow.
+// follows them as they grow, and stays above the live heap.
 func TestMemoryLimiter_FollowsSeries(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
@@ -55,7 +53,8 @@ func TestMemoryLimiter_FollowsSeries(t *testing.T) {
 	})
 
 	cfg := DefaultConfig().Store
-	m := &memoryLimiter{cfg: cfg, store: store, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var live uint64 = 10 << 20
+	m := &memoryLimiter{cfg: cfg, store: store, live: func() uint64 { return live }}
 	if got, want := m.set(), autoMemoryLimit(cfg, 0); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("empty store: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
 	}
@@ -73,5 +72,15 @@ func TestMemoryLimiter_FollowsSeries(t *testing.T) {
 	}
 	if got, want := m.set(), autoMemoryLimit(cfg, 200); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("200 series: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
+	}
+	// A compaction holds 100 MiB: the limit goes a quarter above it, and
+	// comes back down once it is over.
+	live = 100 << 20
+	if got, want := m.set(), int64(125<<20); got != want || debug.SetMemoryLimit(-1) != want {
+		t.Fatalf("100 MiB live: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
+	}
+	live = 10 << 20
+	if got, want := m.set(), autoMemoryLimit(cfg, 200); got != want || debug.SetMemoryLimit(-1) != want {
+		t.Fatalf("10 MiB live again: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
 	}
 }
