@@ -199,8 +199,9 @@ func (b *Broker) Run(ctx context.Context) error {
 }
 
 // closeTimeout bounds how long Run waits for the broker to let go of its
-// clients. A client's connection that does not close must not keep the
-// gateway from stopping: what the gateway acknowledged is stored already.
+// clients, beyond the write timeout the listeners give them as they close.
+// A client's connection that does not close must not keep the gateway from
+// stopping: what the gateway acknowledged is stored already.
 const closeTimeout = 3 * time.Second
 
 // ErrBrokerCloseTimeout is returned by Run when the broker had not let go

@@ -169,21 +169,33 @@ func (l *listener) untrack(c net.Conn) {
 }
 
 // Close stops accepting, closes the clients of the listener and the
-// connections that have not sent their CONNECT yet.
+// connections that have not sent their CONNECT yet. Every write to them
+// gets closeWriteTimeout first: the broker writes each client a DISCONNECT
+// under the lock its writes hold, and a client that stopped reading would
+// otherwise keep a write, that lock and the close waiting for ever.
 func (l *listener) Close(closeClients listeners.CloseFn) {
 	if !l.closed.CompareAndSwap(false, true) {
 		return
 	}
-	closeClients(l.id)
 	if l.ln != nil {
 		l.ln.Close()
 	}
+	deadline := time.Now().Add(closeWriteTimeout)
+	l.mu.Lock()
+	for c := range l.conns {
+		c.SetWriteDeadline(deadline) //nolint:errcheck // a closed conn fails its writes anyway
+	}
+	l.mu.Unlock()
+	closeClients(l.id)
 	l.mu.Lock()
 	for c := range l.conns {
 		c.Close()
 	}
 	l.mu.Unlock()
 }
+
+// closeWriteTimeout bounds each write to a client once its listener closes.
+const closeWriteTimeout = time.Second
 
 // remoteIP returns the address of a connection's peer without its port: a
 // flood from one host is logged once a minute, not once per port.

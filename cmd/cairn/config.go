@@ -168,6 +168,9 @@ type MiBOrAuto int
 // AutoMiB is MiBOrAuto "auto".
 const AutoMiB MiBOrAuto = -1
 
+// maxMemoryLimitMiB is the largest memory_limit_mib: 1 TiB.
+const maxMemoryLimitMiB = 1 << 20
+
 // UnmarshalYAML decodes a MiBOrAuto.
 func (m *MiBOrAuto) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode && n.Value == "auto" {
@@ -175,7 +178,7 @@ func (m *MiBOrAuto) UnmarshalYAML(n *yaml.Node) error {
 		return nil
 	}
 	v, err := strconv.Atoi(n.Value)
-	if err != nil || n.Kind != yaml.ScalarNode {
+	if err != nil || v < 0 || n.Kind != yaml.ScalarNode {
 		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot use %q as a number of MiB (want auto, 0 or e.g. 64)", n.Line, n.Value)}}
 	}
 	*m = MiBOrAuto(v)
@@ -593,8 +596,8 @@ func (c *Config) Validate() error {
 		bad("retention.max_disk_bytes", "must be auto, 0 (no cap) or at least %s (got %s)", ByteSize(buffer.MinDiskBytes), r.MaxDiskBytes)
 	}
 	c.validateUplink(bad)
-	if c.MemoryLimitMiB < AutoMiB {
-		bad("memory_limit_mib", "must be auto, 0 (unset) or more (got %d)", c.MemoryLimitMiB)
+	if c.MemoryLimitMiB < AutoMiB || c.MemoryLimitMiB > maxMemoryLimitMiB {
+		bad("memory_limit_mib", "must be auto, 0 (unset) or a number of MiB up to %d (got %d)", maxMemoryLimitMiB, c.MemoryLimitMiB)
 	}
 	return errors.Join(errs...)
 }

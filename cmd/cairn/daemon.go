@@ -47,6 +47,9 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		return &configError{err}
 	}
 	memoryLimit := "unset"
+	if env := os.Getenv("GOMEMLIMIT"); env != "" {
+		memoryLimit = "GOMEMLIMIT=" + env
+	}
 	if cfg.MemoryLimitMiB > 0 {
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMiB) << 20)
 		memoryLimit = cfg.MemoryLimitMiB.String()
@@ -87,13 +90,9 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}()
 	// memory_limit_mib auto, unless GOMEMLIMIT says otherwise.
 	var limiter *memoryLimiter
-	if cfg.MemoryLimitMiB == AutoMiB {
-		if env := os.Getenv("GOMEMLIMIT"); env != "" {
-			memoryLimit = "GOMEMLIMIT=" + env
-		} else {
-			limiter = &memoryLimiter{cfg: cfg.Store, store: store}
-			memoryLimit = fmt.Sprintf("auto (%d)", limiter.set()>>20)
-		}
+	if cfg.MemoryLimitMiB == AutoMiB && os.Getenv("GOMEMLIMIT") == "" {
+		limiter = &memoryLimiter{cfg: cfg.Store, store: store}
+		memoryLimit = fmt.Sprintf("auto (%d)", limiter.set()>>20)
 	}
 	if os.Getenv(noSyncEnv) == "1" {
 		log.Warn("group commits are not synced: acknowledged readings can be lost", "env", noSyncEnv)

@@ -779,7 +779,9 @@ func TestRun_StopsDespiteStuckSubscriber(t *testing.T) {
 		t.Fatalf("cairn run: %v", err)
 	}
 	t.Logf("stopped in %s", time.Since(start).Round(time.Millisecond))
-	if !strings.Contains(d.log.String(), `msg="stopping without waiting for the mqtt broker"`) {
-		t.Errorf("no warning about the broker in the log:\n%s", d.log)
+	// The listener's write timeout freed the broker's writer: it closed
+	// every client, and Run did not have to give up on it.
+	if strings.Contains(d.log.String(), `msg="stopping without waiting for the mqtt broker"`) {
+		t.Errorf("the broker did not close:\n%s", d.log)
 	}
 }

@@ -36,19 +36,27 @@ func autoMemoryLimit(s StoreConfig, series int) int64 {
 // live: a limit below the live heap would have the runtime collect
 // garbage without pause (up to half the CPU) for nothing. Badger's
 // compactions hold more for a while as a large store's tree deepens; the
-// limit then stays liveHeadroom above it, as if GOGC were 25.
+// limit then leaves the heap a quarter of what is live (8 MiB at least)
+// above it, as GOGC 25 would.
 type memoryLimiter struct {
 	cfg   StoreConfig
 	store *buffer.Store
-	limit int64         // the limit set last
-	live  func() uint64 // the heap live after the last GC; nil for the runtime's
+	limit int64 // the limit set last
+	// live returns the heap live after the last GC, and the memory the
+	// runtime counts against the limit beside the heap (stacks, its own
+	// metadata); nil for the runtime's figures.
+	live func() (live, other uint64)
 }
 
 // memoryLimitCheck is how often the limiter looks again.
 const memoryLimitCheck = time.Second
 
-// liveHeadroom is the share of the live heap the limit keeps above it.
-const liveHeadroom = 4 // a quarter
+// The limit leaves the heap at least this much room above what is live:
+// a quarter of it (liveHeadroom 4), and minHeadroom at least.
+const (
+	liveHeadroom = 4
+	minHeadroom  = 8 << 20
+)
 
 // set sets the limit for the series stored and the heap live now, if it
 // moved by 1 MiB or more, and returns it.
@@ -56,8 +64,9 @@ func (m *memoryLimiter) set() int64 {
 	if m.live == nil {
 		m.live = liveHeap
 	}
-	live := int64(m.live())
-	limit := max(autoMemoryLimit(m.cfg, m.store.SeriesCount()), live+live/liveHeadroom)
+	live, other := m.live()
+	headroom := max(live/liveHeadroom, minHeadroom)
+	limit := max(autoMemoryLimit(m.cfg, m.store.SeriesCount()), int64(live+headroom+other))
 	if d := limit - m.limit; d >= 1<<20 || d <= -1<<20 {
 		debug.SetMemoryLimit(limit)
 		m.limit = limit
@@ -78,12 +87,27 @@ func (m *memoryLimiter) run(ctx context.Context) error {
 	}
 }
 
-// liveHeap returns the heap that was live after the last GC.
-func liveHeap() uint64 {
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(sample)
-	if sample[0].Value.Kind() != metrics.KindUint64 {
-		return 0
+// liveHeap returns the heap that was live after the last GC, and what the
+// runtime counts against its memory limit beside the heap.
+func liveHeap() (live, other uint64) {
+	samples := []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
 	}
-	return sample[0].Value.Uint64()
+	metrics.Read(samples)
+	var v [6]uint64
+	for i, s := range samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	heap := v[2] + v[3] + v[4] + v[5]
+	if v[1] > heap {
+		other = v[1] - heap
+	}
+	return v[0], other
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,8 +55,8 @@ func TestMemoryLimiter_FollowsSeries(t *testing.T) {
 	})
 
 	cfg := DefaultConfig().Store
-	var live uint64 = 10 << 20
-	m := &memoryLimiter{cfg: cfg, store: store, live: func() uint64 { return live }}
+	var live, other uint64 = 10 << 20, 4 << 20
+	m := &memoryLimiter{cfg: cfg, store: store, live: func() (uint64, uint64) { return live, other }}
 	if got, want := m.set(), autoMemoryLimit(cfg, 0); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("empty store: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
 	}
@@ -73,14 +75,58 @@ func TestMemoryLimiter_FollowsSeries(t *testing.T) {
 	if got, want := m.set(), autoMemoryLimit(cfg, 200); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("200 series: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
 	}
-	// A compaction holds 100 MiB: the limit goes a quarter above it, and
-	// comes back down once it is over.
+	// A compaction holds 100 MiB: the limit goes a quarter above it (and
+	// above what the runtime holds beside the heap), and comes back down
+	// once it is over.
 	live = 100 << 20
-	if got, want := m.set(), int64(125<<20); got != want || debug.SetMemoryLimit(-1) != want {
+	if got, want := m.set(), int64(125<<20+4<<20); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("100 MiB live: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
+	}
+	// 30 MiB live: a quarter is less than 8 MiB.
+	live = 30 << 20
+	if got, want := m.set(), int64(30<<20+8<<20+4<<20); got != want || debug.SetMemoryLimit(-1) != want {
+		t.Fatalf("30 MiB live: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
 	}
 	live = 10 << 20
 	if got, want := m.set(), autoMemoryLimit(cfg, 200); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("10 MiB live again: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
+	}
+}
+
+// The runtime's own figures: something live, and the runtime's overhead
+// beside the heap, a few MiB at most here.
+func TestLiveHeap(t *testing.T) {
+	keep := make([]byte, 16<<20)
+	runtime.GC()
+	live, other := liveHeap()
+	runtime.KeepAlive(keep)
+	if live < 16<<20 {
+		t.Errorf("live heap %d, want at least the 16 MiB kept", live)
+	}
+	if other == 0 || other > 64<<20 {
+		t.Errorf("memory beside the heap %d, want some, and less than 64 MiB", other)
+	}
+}
+
+// A gateway started with the defaults sets the auto limit, says so, and
+// stops its limiter with everything else.
+func TestRun_AutoMemoryLimit(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	t.Setenv("GOMEMLIMIT", "") // TestMain's "off" would win over auto
+
+	d := startDaemon(t, writeConfig(t, t.TempDir(), embeddedConfig))
+	line, err := d.log.waitLine(`msg="cairn started"`, d.done, startTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(line, `memory_limit_mib="auto (`) {
+		t.Errorf("started line without the auto limit: %s", line)
+	}
+	if got := debug.SetMemoryLimit(-1); got < autoMemoryLimit(DefaultConfig().Store, 0) || got == prev {
+		t.Errorf("runtime memory limit %d, want the auto limit (at least %d)", got, autoMemoryLimit(DefaultConfig().Store, 0))
+	}
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
 	}
 }
