@@ -67,8 +67,8 @@
 #                   compaction run: ingest_alone readings/s, and
 #                   ingest_pruning readings/s over the time the prune and
 #                   compaction took; ingest_ratio of the two (should stay
-#                   above 0.8). Then a store with the default memtable
-#                   filled with the upstream down to several times a
+#                   above 0.8). Then a store with an 8 MiB memtable (the
+#                   store package's default) filled with the upstream down to several times a
 #                   disk cap of RETENTION_DISK_CAP_MIB (256): the data
 #                   directory's peak and final size over the cap
 #                   (disk_cap_peak_ratio, disk_cap_end_ratio). With the
@@ -77,7 +77,9 @@
 #
 # Figures: readings_per_sec, cpu_sec_per_100k_msgs (utime+stime of cairn from
 # just before the load until all readings are stored; for external_drain from
-# cairn's start), peak_rss_mib (VmHWM just before cairn is stopped),
+# cairn's start), cpu_share_percent (for the paced cases: cairn's CPU
+# seconds over the wall seconds of the measurement), peak_rss_mib (VmHWM
+# just before cairn is stopped),
 # rss_anon_mib (RssAnon at the same moment), publisher_cpu_percent /
 # broker_cpu_percent (to see whether core 0 is the limit), and
 # core1_other_cpu_percent: busy time of core 1 not charged to cairn during
@@ -96,8 +98,8 @@
 #   TMPDIR                  where data dirs go; use a real disk, not tmpfs
 #
 # Summary lines go to stdout, progress to stderr. Needs Linux, 2+ cores,
-# taskset, python3, Go; Mosquitto for external_drain (installed with apt-get
-# when missing and running as root).
+# taskset, python3, Go; Mosquitto for external_drain, external_paced and
+# sealing (installed with apt-get when missing and running as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
@@ -617,7 +619,7 @@ case_external_paced() { # RUN-DIR
 	target=$((2 * SIM_ACKED))
 	wait_readings "$hport" "$CAIRN_PID" "$target" "$dir/cairn.log"
 	c1=$(cpu_ticks "$CAIRN_PID") m1=$(cpu_ticks "$MOSQ_PID")
-	b1=$(core_busy 1) w1=$EPOCHREALTIME
+	b1=$(core_busy 1) w1=$DONE_AT
 	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
 	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
 	stop "$CAIRN_PID" cairn
