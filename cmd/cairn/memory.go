@@ -18,7 +18,7 @@ import (
 
 // Parts of the auto memory limit.
 const (
-	autoLimitBase      = 16 << 20 // the runtime, MQTT, HTTP, decoding and batches in flight
+	autoLimitBase      = 12 << 20 // the runtime, MQTT, HTTP, decoding and batches in flight
 	autoLimitSeries    = 2 << 10  // a series' state, its name and its pending aggregates
 	autoLimitPerSample = 32       // a sample held open, with its share of the run index
 )

@@ -19,9 +19,9 @@ func TestAutoMemoryLimit(t *testing.T) {
 		series int
 		want   int64
 	}{
-		{def, 0, 36 << 20},
-		{def, 1000, 36<<20 + 1000*(2048+32*200)},
-		{StoreConfig{MemTableMiB: 64, CacheMiB: 8, BucketSamples: 10000}, 10, 16<<20 + 3*64<<20 + 2*8<<20 + 10*(2048+32*10000)},
+		{def, 0, 32 << 20},
+		{def, 1000, 32<<20 + 1000*(2048+32*200)},
+		{StoreConfig{MemTableMiB: 64, CacheMiB: 8, BucketSamples: 10000}, 10, 12<<20 + 3*64<<20 + 2*8<<20 + 10*(2048+32*10000)},
 	}
 	for _, tt := range tests {
 		if got := autoMemoryLimit(tt.store, tt.series); got != tt.want {
