@@ -604,7 +604,7 @@ case_external_drain() { # RUN-DIR
 }
 
 case_external_paced() { # RUN-DIR
-	local dir=$1 mport hport c0 c1 m0 m1 b0 b1 w0 w1 cpu wall target
+	local dir=$1 mport hport c0 c1 m0 m1 b0 b1 w0 w1 target
 	read -r mport hport <<<"$(free_ports 2)"
 	start_mosquitto "$dir" "$mport"
 	write_config "$dir/cairn.yaml" external "$mport" "$hport" "$dir/data"
@@ -624,22 +624,12 @@ case_external_paced() { # RUN-DIR
 	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
 	stop "$CAIRN_PID" cairn
 	stop "$MOSQ_PID" mosquitto
-	cpu=$(calc "($c1 - $c0) / $TCK")
-	wall=$(calc "$w1 - $w0")
-	RPS=$(calc "$target / $SIM_SECONDS")
-	record external_paced cpu_share_percent %.1f "$(calc "$cpu / $wall * 100")"
-	record external_paced readings_per_sec %.0f "$RPS"
-	record external_paced peak_rss_mib %.1f "$(calc "$HWM / 1024")"
-	record external_paced rss_anon_mib %.1f "$(calc "$ANON / 1024")"
-	record external_paced broker_cpu_percent %.0f "$(calc "($m1 - $m0) / $TCK / $wall * 100")"
-	record external_paced publisher_cpu_percent %.0f "$SIM_CPU_PCT"
-	OTHER=$(other_pct "$b0" "$b1" $((c1 - c0)) "$wall")
-	record external_paced core1_other_cpu_percent %.0f "$OTHER"
-	DETAIL="$target readings in ${SIM_SECONDS}s, cairn cpu $(fmt "$cpu")s over $(fmt "$wall" 1)s, $COMMITS commits of ${COMMIT_MS} ms avg, publisher cpu $(fmt "$SIM_CPU_PCT" 0)%"
+	record_paced external_paced $((c1 - c0)) "$b0" "$b1" "$w0" "$w1" "$target"
+	record external_paced broker_cpu_percent %.0f "$(calc "($m1 - $m0) / $TCK / ($w1 - $w0) * 100")"
 }
 
 case_embedded_paced() { # RUN-DIR
-	local dir=$1 mport hport c0 c1 b0 b1 w0 w1 cpu wall target
+	local dir=$1 mport hport c0 c1 b0 b1 w0 w1 target
 	read -r mport hport <<<"$(free_ports 2)"
 	write_config "$dir/cairn.yaml" embedded "$mport" "$hport" "$dir/data"
 	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
@@ -656,16 +646,24 @@ case_embedded_paced() { # RUN-DIR
 	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
 	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
 	stop "$CAIRN_PID" cairn
-	cpu=$(calc "($c1 - $c0) / $TCK")
+	record_paced embedded_paced $((c1 - c0)) "$b0" "$b1" "$w0" "$w1" "$target"
+}
+
+# record_paced CASE TICKS B0 B1 W0 W1 TARGET: the figures of a paced case,
+# from cairn's CPU ticks and core 1's busy ticks (B0, B1) over the wall
+# seconds W0 to W1, and TARGET readings stored; sets RPS, OTHER and DETAIL.
+record_paced() {
+	local name=$1 ticks=$2 b0=$3 b1=$4 w0=$5 w1=$6 target=$7 cpu wall
+	cpu=$(calc "$ticks / $TCK")
 	wall=$(calc "$w1 - $w0")
 	RPS=$(calc "$target / $SIM_SECONDS")
-	record embedded_paced cpu_share_percent %.1f "$(calc "$cpu / $wall * 100")"
-	record embedded_paced readings_per_sec %.0f "$RPS"
-	record embedded_paced peak_rss_mib %.1f "$(calc "$HWM / 1024")"
-	record embedded_paced rss_anon_mib %.1f "$(calc "$ANON / 1024")"
-	record embedded_paced publisher_cpu_percent %.0f "$SIM_CPU_PCT"
-	OTHER=$(other_pct "$b0" "$b1" $((c1 - c0)) "$wall")
-	record embedded_paced core1_other_cpu_percent %.0f "$OTHER"
+	OTHER=$(other_pct "$b0" "$b1" "$ticks" "$wall")
+	record "$name" cpu_share_percent %.1f "$(calc "$cpu / $wall * 100")"
+	record "$name" readings_per_sec %.0f "$RPS"
+	record "$name" peak_rss_mib %.1f "$(calc "$HWM / 1024")"
+	record "$name" rss_anon_mib %.1f "$(calc "$ANON / 1024")"
+	record "$name" publisher_cpu_percent %.0f "$SIM_CPU_PCT"
+	record "$name" core1_other_cpu_percent %.0f "$OTHER"
 	DETAIL="$target readings in ${SIM_SECONDS}s, cairn cpu $(fmt "$cpu")s over $(fmt "$wall" 1)s, $COMMITS commits of ${COMMIT_MS} ms avg, publisher cpu $(fmt "$SIM_CPU_PCT" 0)%"
 }
 
