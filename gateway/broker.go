@@ -264,7 +264,7 @@ func (h *ingestHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pack
 	// The broker's own quota bookkeeping is skipped for a held message; do
 	// it here, before the message can settle and give its quota back.
 	cl.State.Inflight.DecreaseReceiveQuota()
-	s := q.add(pk)
+	s := q.add(&pk)
 	if !h.in.Ingest(ctx, pk.TopicName, pk.Payload, now, func(err error) { h.settle(cl, q, s, err) }) {
 		// Not ours, but it must not overtake the client's pending acks.
 		h.settle(cl, q, s, nil)
@@ -334,7 +334,7 @@ func (h *ingestHook) finish(cl *mqtt.Client, q *ackQueue, run []*slot) {
 			cl.State.Inflight.IncreaseReceiveQuota()
 			ack := packets.Packet{
 				FixedHeader:     packets.FixedHeader{Type: packets.Puback},
-				PacketID:        s.pk.PacketID,
+				PacketID:        s.id,
 				ReasonCode:      packets.CodeSuccess.Code,
 				ProtocolVersion: cl.Properties.ProtocolVersion,
 			}
@@ -346,9 +346,9 @@ func (h *ingestHook) finish(cl *mqtt.Client, q *ackQueue, run []*slot) {
 	h.writeAcks(cl, &acks)
 	// Route what was stored to other subscribers, as the broker would have.
 	for _, s := range run {
-		if s.err == nil && (s.pk.FixedHeader.Retain || atomic.LoadInt64(&h.srv.Info.Subscriptions) > 0) {
-			if err := h.srv.Publish(s.pk.TopicName, s.pk.Payload, s.pk.FixedHeader.Retain, s.pk.FixedHeader.Qos); err != nil {
-				h.log.Debug("route", "client", cl.ID, "topic", s.pk.TopicName, "err", err)
+		if s.err == nil && (s.retain || atomic.LoadInt64(&h.srv.Info.Subscriptions) > 0) {
+			if err := h.srv.Publish(s.topic, s.payload, s.retain, s.qos); err != nil {
+				h.log.Debug("route", "client", cl.ID, "topic", s.topic, "err", err)
 			}
 		}
 	}
@@ -381,14 +381,21 @@ type ackQueue struct {
 	failed bool // a message of the client could not be stored; used by drain only
 }
 
+// slot is a QoS 1 message waiting for its commit: what its PUBACK and its
+// routing to other subscribers need of it, not the whole packet (800
+// bytes, most of them properties it has no use for).
 type slot struct {
-	pk      packets.Packet
+	id      uint16
+	qos     byte
+	retain  bool
+	topic   string
+	payload []byte
 	settled bool
 	err     error
 }
 
-func (q *ackQueue) add(pk packets.Packet) *slot {
-	s := &slot{pk: pk}
+func (q *ackQueue) add(pk *packets.Packet) *slot {
+	s := &slot{id: pk.PacketID, qos: pk.FixedHeader.Qos, retain: pk.FixedHeader.Retain, topic: pk.TopicName, payload: pk.Payload}
 	q.mu.Lock()
 	q.slots = append(q.slots, s)
 	q.mu.Unlock()

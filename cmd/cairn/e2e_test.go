@@ -785,3 +785,62 @@ func TestRun_StopsDespiteStuckSubscriber(t *testing.T) {
 		t.Errorf("the broker did not close:\n%s", d.log)
 	}
 }
+
+// TestRun_RoutesStoredMessagesToSubscribers checks that the messages the
+// gateway holds until their commit still reach other subscribers, with
+// their topic, payload, QoS and retain flag, in the order they were sent.
+func TestRun_RoutesStoredMessagesToSubscribers(t *testing.T) {
+	d := startDaemon(t, writeConfig(t, t.TempDir(), embeddedConfig))
+	type got struct {
+		topic, payload string
+		qos            byte
+		retained       bool
+	}
+	subscribe := func(c paho.Client) <-chan got {
+		t.Helper()
+		ch := make(chan got, 16)
+		tok := c.Subscribe("sensors/#", 1, func(_ paho.Client, m paho.Message) {
+			ch <- got{m.Topic(), string(m.Payload()), m.Qos(), m.Retained()}
+		})
+		if !tok.WaitTimeout(ackTimeout) || tok.Error() != nil {
+			t.Fatalf("subscribe: %v", tok.Error())
+		}
+		return ch
+	}
+	next := func(ch <-chan got) got {
+		t.Helper()
+		select {
+		case m := <-ch:
+			return m
+		case <-time.After(ackTimeout):
+			t.Fatal("no message routed to the subscriber")
+			return got{}
+		}
+	}
+	live := subscribe(mustConnect(t, d.mqtt, "dashboard"))
+	pub := mustConnect(t, d.mqtt, "bridge")
+	sent := []got{
+		{"sensors/kitchen/telemetry", `{"ts":1700000000000,"t":21.5}`, 1, false},
+		{"sensors/garage/temperature", "17.25", 1, false},
+		{"sensors/kitchen/telemetry", `{"ts":1700000001000,"t":21.75}`, 1, true},
+	}
+	for _, m := range sent {
+		tok := pub.Publish(m.topic, m.qos, m.retained, m.payload)
+		if !tok.WaitTimeout(ackTimeout) || tok.Error() != nil {
+			t.Fatalf("publish %s: %v", m.topic, tok.Error())
+		}
+	}
+	for i, want := range sent {
+		want.retained = false // a live subscriber gets no retain flag (MQTT 3.1.1, 3.3.1.3)
+		if m := next(live); m != want {
+			t.Errorf("message %d routed as %+v, want %+v", i, m, want)
+		}
+	}
+	// A subscriber that comes later gets the retained one.
+	if m, want := next(subscribe(mustConnect(t, d.mqtt, "late"))), sent[2]; m != want {
+		t.Errorf("retained message: got %+v, want %+v", m, want)
+	}
+	if got := newAPIClient(d.http).status(t).Store.Readings; got != 3 {
+		t.Errorf("store.readings: got %d, want 3", got)
+	}
+}
