@@ -33,6 +33,10 @@ const (
 	kindMinute keyKind = 'm'
 	kindHour   keyKind = 'h'
 	kindDay    keyKind = 'd'
+	// kindJournal holds the readings of one group commit until a
+	// checkpoint writes them as runs and aggregates (see journal.go):
+	//   'j' seq(8B BE) → the readings, encoded as an outbox entry.
+	kindJournal keyKind = 'j'
 	// kindMeta holds store-wide values under a name: '_' name → value.
 	kindMeta keyKind = '_'
 )
@@ -54,9 +58,9 @@ const (
 )
 
 // schemaVersion is the version of the keyspace written by this code.
-// Version 2 added runs of points; version 1 had a point per reading, and
-// recorded no version.
-const schemaVersion = 2
+// Version 3 added the journal; version 2 added runs of points; version 1
+// had a point per reading, and recorded no version.
+const schemaVersion = 3
 
 // errBadKey is wrapped by every key parser.
 var errBadKey = errors.New("bad key")

@@ -173,8 +173,9 @@ func (st *seriesState) addRun(day int32, run []Sample) {
 	st.runs[day] = append(st.runs[day], uint16(len(run))) // a bucket's worth at most
 }
 
-// hasOpen reports whether the sample is an open point of the series, or
-// one of the commit under way.
+// hasOpen reports whether the sample is an open point of the series, in
+// the journal, or one of the commit under way.
 func (st *seriesState) hasOpen(smp Sample) bool {
-	return slices.ContainsFunc(st.open[dayOf(smp.TS)], smp.same) || slices.ContainsFunc(st.pend, smp.same)
+	return slices.ContainsFunc(st.open[dayOf(smp.TS)], smp.same) ||
+		slices.ContainsFunc(st.unflushed, smp.same) || slices.ContainsFunc(st.pend, smp.same)
 }

@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -15,7 +16,7 @@ import (
 // unsealed keeps every reading open.
 var unsealed = WriterOptions{BucketSamples: MaxBucketSamples, SealIdle: 24 * time.Hour, SealCheck: 24 * time.Hour}
 
-func TestRuns_ACommitWritesOneKeyPerSeriesDay(t *testing.T) {
+func TestRuns_ACheckpointWritesOneKeyPerSeriesDay(t *testing.T) {
 	dir := t.TempDir()
 	base := int64(1763769600) * 1e9
 	var rs []Reading
@@ -53,6 +54,7 @@ func TestRuns_ACommitWritesOneKeyPerSeriesDay(t *testing.T) {
 		if res := write(t, w.Writer, rs...); res.Stored != len(rs) {
 			t.Fatalf("stored %d, want %d", res.Stored, len(rs))
 		}
+		checkpoint(t, w.Writer)
 		check(s)
 	}()
 	s, w := testStoreWith(t, dir, unsealed)
@@ -120,16 +122,16 @@ func TestRuns_SealWritesTheRestOfARunAgain(t *testing.T) {
 	for i := range 30 {
 		rs = append(rs, Reading{Device: "d", Metric: "m", TS: base + int64(i)*1e9, Value: float64(i) / 10})
 	}
-	write(t, w, rs[:25]...) // one run; two buckets sealed from it
-	write(t, w)
+	write(t, w, rs[:25]...)
+	checkpoint(t, w) // one run; two buckets sealed from it
 	if n := checkBuckets(t, s, 10); n != 20 {
 		t.Errorf("sealed %d readings, want 20", n)
 	}
 	if k, n := countKeys(t, s, kindPoint), countPoints(t, s); k != 1 || n != 5 {
 		t.Errorf("open: %d readings in %d runs, want 5 in 1", n, k)
 	}
-	write(t, w, rs[25:]...) // a second run fills the third bucket
-	write(t, w)
+	write(t, w, rs[25:]...)
+	checkpoint(t, w) // a second run fills the third bucket
 	if n := checkBuckets(t, s, 10); n != 30 {
 		t.Errorf("sealed %d readings, want 30", n)
 	}
@@ -195,8 +197,8 @@ func TestStore_RecordsKeyspaceVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Open(Options{Dir: dir})
-	if err == nil || !strings.Contains(err.Error(), "keyspace version 3") {
-		t.Errorf("opening a newer keyspace: got %v, want an error naming version 3", err)
+	if want := fmt.Sprintf("keyspace version %d", schemaVersion+1); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("opening a newer keyspace: got %v, want an error naming version %d", err, schemaVersion+1)
 	}
 }
 

@@ -39,13 +39,17 @@ func (s *Store) Readings(q Query) ([]Reading, error) {
 
 // Scan calls fn with each reading that q selects, in the order of
 // Readings, until it has called it q.Limit times or fn returns false.
-// It reads from one consistent snapshot of the store.
+// It has the running Writer checkpoint its journal first, and reads from
+// one consistent snapshot of the store.
 func (s *Store) Scan(q Query, fn func(Reading) bool) error {
 	if q.Limit <= 0 || q.Limit > MaxQueryLimit {
 		return fmt.Errorf("query limit %d: must be 1..%d", q.Limit, MaxQueryLimit)
 	}
 	if q.From >= q.To {
 		return nil
+	}
+	if err := s.flushJournal(); err != nil {
+		return fmt.Errorf("query %s: %w", q.Device, err)
 	}
 	err := s.db.View(func(txn *badger.Txn) error { return s.scan(txn, q, fn) })
 	if err != nil {

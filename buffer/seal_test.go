@@ -251,10 +251,8 @@ func TestSeal_FullBucketsSealAtOnce(t *testing.T) {
 		rs = append(rs, Reading{Device: "d", Metric: "m", TS: base + int64(i)*1e9, Value: float64(i) / 10})
 	}
 	write(t, w, rs...)
-	// Two full buckets sealed after the commit; five points stay open.
-	// The Writer seals in its own goroutine after the results, so wait
-	// for its next step.
-	write(t, w)
+	// Two full buckets sealed after the checkpoint; five points stay open.
+	checkpoint(t, w)
 	if got := checkBuckets(t, s, 10); got != 20 {
 		t.Errorf("sealed %d readings, want 20", got)
 	}
@@ -451,7 +449,7 @@ func TestStore_RepairsPointsALostSealLeftBehind(t *testing.T) {
 		defer s.Close()
 		defer w.stop()
 		write(t, w.Writer, rs...)
-		write(t, w.Writer) // sealed after the first commit: 30 readings in 3 buckets
+		checkpoint(t, w.Writer) // sealed after the first checkpoint: 30 readings in 3 buckets
 		if n := checkBuckets(t, s, 10); n != 30 {
 			t.Fatalf("sealed %d readings, want 30", n)
 		}

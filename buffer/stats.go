@@ -10,9 +10,10 @@ import (
 )
 
 // The pre-aggregates of a series: one _stats record per minute, hour and
-// day that holds readings, written in the same transaction as the readings
-// themselves, so that the two never disagree, even after a crash. A reading
-// recognised as a duplicate changes no record.
+// day that holds readings, written by the checkpoint that writes the
+// readings' runs, in the same transaction, so that the two never disagree,
+// even after a crash (journal.go). A reading recognised as a duplicate
+// changes no record.
 
 // statsKind returns the first byte of the keys of a level's records:
 //
@@ -84,7 +85,11 @@ const (
 func (w *Writer) reserveStats(b *txnBudget, st *seriesState, ts int64) bool {
 	keyLen := 1 + len(st.device) + 1 + len(st.metric) + 1 + 8
 	for _, l := range statsLevels(st, ts) {
-		if _, ok := w.deltas[statKey{l, st, l.Truncate(ts)}]; ok {
+		k := statKey{l, st, l.Truncate(ts)}
+		if _, ok := w.deltas[k]; ok {
+			continue
+		}
+		if _, ok := w.ckDeltas[k]; ok {
 			continue
 		}
 		if !b.takeSize(int64(keyLen) + statsEntrySize) {
@@ -104,13 +109,12 @@ func (w *Writer) addStats(st *seriesState, ts int64, v float64) {
 	}
 }
 
-// writeStats merges the aggregates of the commit part into their records.
-// The newest record of each level of a series is kept in memory once
-// committed (see statsCommitted), so that readings in time order cost no
-// lookup.
+// writeStats merges the aggregates of the journal into their records. The
+// newest record of each level of a series is kept in memory once committed
+// (see statsCommitted), so that readings in time order cost no lookup.
 func (w *Writer) writeStats(txn *badger.Txn) error {
 	w.written = w.written[:0]
-	for k, d := range w.deltas {
+	for k, d := range w.ckDeltas {
 		key := appendStatsKey(nil, k.level, k.st.device, k.st.metric, k.start)
 		var cur aggregate.Stats
 		if c := &k.st.stats[k.level-aggregate.Minute]; c.Start == k.start && !c.Stats.IsEmpty() {
@@ -127,7 +131,6 @@ func (w *Writer) writeStats(txn *badger.Txn) error {
 		}
 		w.written = append(w.written, writtenStats{k, cur})
 	}
-	clear(w.deltas)
 	return nil
 }
 

@@ -32,6 +32,9 @@ func (s *Store) StatsByLevel(device, metric string, level aggregate.Level, from,
 	if from >= to {
 		return nil, reads, nil
 	}
+	if err := s.flushJournal(); err != nil {
+		return nil, reads, fmt.Errorf("stats %s/%s: %w", device, metric, err)
+	}
 	wm := s.rolled(device, metric)
 	err := s.db.View(func(txn *badger.Txn) error {
 		dur := int64(level.Duration())
@@ -107,6 +110,9 @@ func (s *Store) StatsCover(device, metric string, from, to int64) (aggregate.Sta
 	var reads Reads
 	if from >= to {
 		return st, reads, nil
+	}
+	if err := s.flushJournal(); err != nil {
+		return st, reads, fmt.Errorf("stats %s/%s: %w", device, metric, err)
 	}
 	wm := s.rolled(device, metric)
 	err := s.db.View(func(txn *badger.Txn) (err error) {

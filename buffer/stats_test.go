@@ -261,7 +261,7 @@ func TestStats_RollUpSurvivesReopen(t *testing.T) {
 		go func() { done <- w.Run(cctx) }()
 		defer func() { cancel(); <-done }()
 		write(t, w, rs...)
-		write(t, w) // the roll-up follows the commit's results
+		checkpoint(t, w) // the roll-up follows the checkpoint
 		// The newest reading is in the third hour: two are rolled up.
 		if got := s.rolled("d", "m"); got.hours != base+2*3600e9 {
 			t.Errorf("hours rolled up to %d, want %d", got.hours, base+2*3600e9)

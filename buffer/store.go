@@ -10,6 +10,7 @@
 package buffer
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -85,6 +86,9 @@ type Store struct {
 	// cover it: db.Sync syncs only the memtable being written, and a write
 	// in between could start a new one.
 	syncMu sync.Mutex
+
+	flushMu sync.Mutex
+	flusher func(context.Context) error // checkpoints the running Writer's journal; nil when none runs
 }
 
 // seriesState is what the store keeps in memory about one series.
@@ -103,6 +107,8 @@ type seriesState struct {
 	open       map[int32][]Sample // committed points not yet sealed, by UTC day, run after run (see open.go)
 	runs       map[int32][]uint16 // the length of each run in open, in order
 	pend       []Sample           // points of the commit part under way
+	unflushed  []Sample           // points in the journal, not yet in runs (journal.go)
+	flushed    bool               // in Writer.flushed
 	pendDay    int32              // the day of the last of them
 	pendRun    int                // how many of them the run of that day holds, as reserveRun counts
 	sealedLast int64              // newest timestamp in a sealed bucket
@@ -199,6 +205,9 @@ func Open(opts Options) (*Store, error) {
 		series:   make(map[string]*seriesState),
 	}
 	if err := s.load(); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
+	}
+	if err := s.replayJournal(); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
 	}
 	if err := s.repair(); err != nil {

@@ -75,6 +75,15 @@ func write(t *testing.T, w *Writer, rs ...Reading) Result {
 	return res
 }
 
+// checkpoint has w checkpoint its journal, then seal and roll up, as it
+// does a while after a commit.
+func checkpoint(t *testing.T, w *Writer) {
+	t.Helper()
+	if err := w.Checkpoint(context.Background()); err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+}
+
 func all(device string) Query {
 	return Query{Device: device, From: math.MinInt64, To: math.MaxInt64, Limit: MaxQueryLimit}
 }

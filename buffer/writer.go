@@ -88,6 +88,12 @@ type WriterOptions struct {
 	// the outbox, for the uplink (see outbox.go).
 	Outbox bool
 
+	// CheckpointInterval is the longest the readings of a group commit stay
+	// in the journal before a checkpoint writes them as runs and
+	// aggregates (default 5 s; see journal.go). Queries, sealing, rolling
+	// up and pruning checkpoint first.
+	CheckpointInterval time.Duration
+
 	noSeal bool // keep every reading as a point of its own, unsealed (for benchmarks)
 }
 
@@ -126,6 +132,7 @@ type Writer struct {
 
 	commits, stored, duplicates, failures, syncNanos atomic.Uint64
 	sealed, sealErrors, pruned, prunedReadings       atomic.Uint64
+	checkpoints                                      atomic.Uint64
 	pruneBusy                                        atomic.Int64 // nanoseconds of prune steps
 
 	// Used by the Run goroutine only.
@@ -142,6 +149,18 @@ type Writer struct {
 	touched   []*seriesState              // series written in this commit
 	outbox    outboxEncoder               // outbox entry of the commit part under way
 	seal      sealer
+
+	// The journal (journal.go); used by the Run goroutine only.
+	jour      outboxEncoder               // journal entry of the commit part under way
+	jseq      uint64                      // the key of the next journal entry
+	jkeys     [][]byte                    // the entries committed since the last checkpoint
+	ckpt      txnBudget                   // what the next checkpoint may still take
+	ckDeltas  map[statKey]aggregate.Stats // aggregates of the readings in the journal
+	dirty     []*seriesState              // series with readings in the journal
+	ckptDue   *time.Timer                 // runs while the journal holds readings
+	ckptArmed bool                        // ckptDue runs
+	flushed   []*seriesState              // series checkpointed, not yet sealed and rolled up
+	replaying bool                        // the Writer of replayJournal: checkpoints are not synced one by one
 }
 
 type request struct {
@@ -167,6 +186,9 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 	if opts.SealCheck <= 0 {
 		opts.SealCheck = time.Minute
 	}
+	if opts.CheckpointInterval <= 0 {
+		opts.CheckpointInterval = defaultCheckpointInterval
+	}
 	runMax := s.runMax()
 	if opts.noSeal {
 		runMax = 1
@@ -180,6 +202,8 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 		stopping: make(chan struct{}),
 		created:  make(map[string]*seriesState),
 		deltas:   make(map[statKey]aggregate.Stats),
+		ckDeltas: make(map[statKey]aggregate.Stats),
+		ckpt:     newTxnBudget(s.db, 0),
 	}
 }
 
@@ -212,6 +236,11 @@ func (w *Writer) Submit(ctx context.Context, readings []Reading, done func(Resul
 func (w *Writer) Run(ctx context.Context) error {
 	tick := time.NewTicker(w.opts.SealCheck)
 	defer tick.Stop()
+	w.ckptDue = time.NewTimer(w.opts.CheckpointInterval)
+	w.ckptDue.Stop()
+	defer w.ckptDue.Stop()
+	w.store.setFlusher(w.flush)
+	defer w.store.setFlusher(nil)
 	for {
 		queue := w.queue
 		if w.full {
@@ -222,13 +251,22 @@ func (w *Writer) Run(ctx context.Context) error {
 			w.batch = append(w.batch[:0], req)
 			w.collect(ctx)
 			w.commit()
+		case <-w.ckptDue.C:
+			w.ckptArmed = false
+			w.checkpointNow()
 		case now := <-tick.C:
-			w.queueDue(now)
-			w.sealNow()
-			if err := w.rollUp(now, nil); err != nil {
-				w.store.log.Error("rolling up aggregates failed; minute records answer meanwhile", "err", err)
+			if w.checkpointNow() == nil {
+				w.queueDue(now)
+				w.sealNow()
+				if err := w.rollUp(now, nil); err != nil {
+					w.store.log.Error("rolling up aggregates failed; minute records answer meanwhile", "err", err)
+				}
 			}
 		case req := <-w.steps:
+			if err := w.checkpointNow(); err != nil {
+				req.done <- err
+				continue
+			}
 			req.done <- req.step()
 		case <-ctx.Done():
 			w.stop()
@@ -257,6 +295,7 @@ func (w *Writer) stop() {
 			}
 		}
 		if len(w.batch) == 0 {
+			w.checkpointNow()
 			return
 		}
 		w.commit()
@@ -351,12 +390,9 @@ func (w *Writer) commit() {
 		req.done(res)
 		w.batch[i] = request{} // let the readings go
 	}
-	if err == nil && !w.opts.noSeal {
-		w.queueFull()
-		w.sealNow()
-	}
-	if err == nil {
-		w.rollUpTouched()
+	if len(w.jkeys) > 0 && !w.ckptArmed && w.ckptDue != nil {
+		w.ckptDue.Reset(w.opts.CheckpointInterval)
+		w.ckptArmed = true
 	}
 }
 
@@ -413,9 +449,11 @@ type stepRequest struct {
 
 // write stores the readings of w.batch that are not stored yet, syncs, and
 // then updates the store's index. A reading newer than the newest of its
-// series cannot be stored already; only older ones cost a lookup.
+// series cannot be stored already; only older ones cost a lookup. The
+// readings go to the journal (journal.go): a part of the commit ends, and
+// the journal is checkpointed, when the next reading would not fit the
+// part's transaction or the checkpoint's.
 func (w *Writer) write() error {
-	s := w.store
 	now := time.Now()
 	clear(w.created)
 	w.touched = w.touched[:0]
@@ -423,7 +461,7 @@ func (w *Writer) write() error {
 		clear(w.deltas) // what a failed part had gathered
 		for _, st := range w.touched {
 			st.touched = false
-			st.pend = st.pend[:0] // committed ones were moved to open
+			st.pend = st.pend[:0] // committed ones were moved to the journal's
 		}
 		if w.snap != nil {
 			w.snap.Discard()
@@ -431,12 +469,13 @@ func (w *Writer) write() error {
 		}
 	}()
 	var added uint64
-	txn := s.db.NewTransaction(true)
-	defer func() { txn.Discard() }()
-	// Every part of the commit keeps room for the reading count and its
-	// outbox entry, which must stay a value Badger keeps in its tree.
 	w.outbox.reset()
-	budget := w.newBudget()
+	w.jour.reset()
+	txn, budget, err := w.newPart()
+	if err != nil {
+		return err
+	}
+	defer func() { txn.Discard() }()
 	for i, req := range w.batch {
 		for _, r := range req.readings {
 			st := w.state(r.Device, r.Metric, now)
@@ -451,24 +490,26 @@ func (w *Writer) write() error {
 					continue
 				}
 			}
-			if try := budget; w.reserveRun(&try, st, r.TS) && w.reserveStats(&try, st, r.TS) && w.reserveOutbox(&try, &r) {
-				budget = try
-			} else {
+			if !w.reserve(&budget, st, &r) {
 				// Readings are idempotent: commit this part, with the
-				// count and the aggregates of what it holds, and go on.
-				// Sync it now: db.Sync covers only the memtable being
-				// written, and the next part may start a new one.
+				// count of what it holds, checkpoint, and go on. Sync it
+				// now: db.Sync covers only the memtable being written,
+				// and the next part may start a new one.
 				if err := w.commitAndSync(txn, added); err != nil {
 					return err
 				}
+				if err := w.checkpoint(); err != nil {
+					return err
+				}
 				added = 0
-				txn = s.db.NewTransaction(true)
-				budget = w.newBudget()
-				w.reserveRun(&budget, st, r.TS)
-				w.reserveStats(&budget, st, r.TS)
-				w.reserveOutbox(&budget, &r)
+				txn.Discard()
+				if txn, budget, err = w.newPart(); err != nil {
+					return err
+				}
+				w.reserve(&budget, st, &r) // an empty part and checkpoint take a reading
 			}
 			w.addStats(st, r.TS, r.Value)
+			w.jour.add(&r)
 			if w.opts.Outbox {
 				w.outbox.add(&r)
 			}
@@ -486,13 +527,25 @@ func (w *Writer) write() error {
 	return w.commitAndSync(txn, added)
 }
 
+// reserve reports whether r of st fits the part under way (its journal and
+// outbox entries) and the next checkpoint (its run and its records), and
+// counts it in both if so.
+func (w *Writer) reserve(part *txnBudget, st *seriesState, r *Reading) bool {
+	try, ck := *part, w.ckpt
+	if !w.reserveJournal(&try, r) || !w.reserveOutbox(&try, r) || !w.reserveRun(&ck, st, r.TS) || !w.reserveStats(&ck, st, r.TS) {
+		return false
+	}
+	*part, w.ckpt = try, ck
+	return true
+}
+
 // reserveRun reports whether a reading at ts of st fits the runs of the
-// part under way, and counts it if so. A reading of another day than the
-// series' last one in the part, or one past runMax, starts a run: its key
-// and header count too.
+// next checkpoint, and counts it if so. A reading of another day than the
+// series' last one in the journal, or one past runMax, starts a run: its
+// key and header count too.
 func (w *Writer) reserveRun(b *txnBudget, st *seriesState, ts int64) bool {
 	day := dayOf(ts)
-	if len(st.pend) > 0 && st.pendDay == day && st.pendRun < w.runMax {
+	if len(st.pend)+len(st.unflushed) > 0 && st.pendDay == day && st.pendRun < w.runMax {
 		if !b.grow(runSampleMax) {
 			return false
 		}
@@ -507,15 +560,12 @@ func (w *Writer) reserveRun(b *txnBudget, st *seriesState, ts int64) bool {
 	return true
 }
 
-// writeRuns writes the readings of the part under way as runs, each
-// series' sorted first.
+// writeRuns writes the readings of the journal as runs, each series'
+// sorted first.
 func (w *Writer) writeRuns(txn *badger.Txn) error {
-	for _, st := range w.touched {
-		if len(st.pend) == 0 {
-			continue
-		}
-		slices.SortFunc(st.pend, compareSamples)
-		err := forRuns(st.pend, w.runMax, func(_ int32, run []Sample) error {
+	for _, st := range w.dirty {
+		slices.SortFunc(st.unflushed, compareSamples)
+		err := forRuns(st.unflushed, w.runMax, func(_ int32, run []Sample) error {
 			e, err := runEntry(st, run)
 			if err != nil {
 				return err
@@ -605,15 +655,17 @@ func (w *Writer) sync() error {
 	return nil
 }
 
-// commitPart commits txn together with the store's reading count grown by
-// added, the readings txn stores, and then brings the index up to date.
+// commitPart commits txn together with the part's journal entry and the
+// store's reading count grown by added, the readings the entry holds, and
+// then brings the index up to date.
 func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	s := w.store
-	if err := w.writeRuns(txn); err != nil {
-		return err
-	}
-	if err := w.writeStats(txn); err != nil {
-		return err
+	var jkey []byte
+	if w.jour.count > 0 {
+		jkey = appendJournalKey(nil, w.jseq)
+		if err := txn.Set(jkey, w.jour.value()); err != nil {
+			return err
+		}
 	}
 	s.mu.RLock()
 	total := s.readings + added
@@ -634,9 +686,30 @@ func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 		s.outboxAdded(uint64(w.outbox.count))
 		w.outbox.reset()
 	}
-	w.statsCommitted()
+	w.journaled(jkey, &total)
+	return nil
+}
+
+// journaled brings the Writer and the store's index up to date with a
+// part whose readings are in the journal entry under jkey (nil: none),
+// and the store's reading count with total (nil: unchanged).
+func (w *Writer) journaled(jkey []byte, total *uint64) {
+	s := w.store
+	if jkey != nil {
+		w.jkeys = append(w.jkeys, jkey)
+		w.jseq++
+		w.jour.reset()
+	}
+	for k, d := range w.deltas {
+		c := w.ckDeltas[k]
+		c.Merge(d)
+		w.ckDeltas[k] = c
+	}
+	clear(w.deltas)
 	s.mu.Lock()
-	s.readings = total
+	if total != nil {
+		s.readings = *total
+	}
 	for id, st := range w.created {
 		// A series whose first reading starts the next part is not
 		// stored yet: it is published with that part.
@@ -650,23 +723,45 @@ func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	}
 	s.mu.Unlock()
 	for _, st := range w.touched {
-		forRuns(st.pend, w.runMax, func(day int32, run []Sample) error { // sorted by writeRuns
-			st.addRun(day, run)
-			return nil
-		})
+		if len(st.pend) == 0 {
+			continue
+		}
+		if len(st.unflushed) == 0 {
+			w.dirty = append(w.dirty, st)
+		}
+		st.unflushed = append(st.unflushed, st.pend...)
 		st.pend = st.pend[:0]
 	}
-	return nil
 }
 
-// newBudget returns the budget of a commit part: a new transaction that
-// keeps room for the reading count and, with the outbox on, its entry.
-func (w *Writer) newBudget() txnBudget {
+// newPart starts a part of a commit: a new transaction, and its budget,
+// which keeps room for the reading count, the journal entry and, with the
+// outbox on, its entry. The next checkpoint must take the entry's delete:
+// if it cannot, the journal is checkpointed first.
+func (w *Writer) newPart() (*badger.Txn, txnBudget, error) {
+	if !w.ckpt.takeSize(journalKeyLen + 2) {
+		if err := w.checkpoint(); err != nil {
+			return nil, txnBudget{}, err
+		}
+		w.ckpt.takeSize(journalKeyLen + 2)
+	}
 	b := newTxnBudget(w.store.db, metaEntrySize)
+	b.takeSize(journalEntryReserve)
 	if w.opts.Outbox {
 		b.takeSize(outboxEntryReserve)
 	}
-	return b
+	return w.store.db.NewTransaction(true), b, nil
+}
+
+// reserveJournal reports whether r fits the journal entry of the part
+// under way, in the transaction and under the store's value limit, and
+// counts it if so.
+func (w *Writer) reserveJournal(b *txnBudget, r *Reading) bool {
+	n := outboxReadingMax(r)
+	if w.jour.size()+n > w.store.maxValue {
+		return false
+	}
+	return b.grow(int64(n))
 }
 
 // reserveOutbox reports whether r fits the outbox entry of the part under

@@ -1,0 +1,143 @@
+package buffer
+
+import (
+	"math"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cairn-gateway/cairn/aggregate"
+)
+
+// holdJournal keeps readings in the journal until something checkpoints.
+var holdJournal = WriterOptions{CheckpointInterval: time.Hour, SealCheck: 24 * time.Hour, BucketSamples: 10}
+
+// journalReadings returns readings of three series over two UTC days, the
+// second day's late, as several commits would bring them.
+func journalReadings() [][]Reading {
+	base := int64(1763769600) * 1e9
+	var commits [][]Reading
+	for c := range 6 {
+		var rs []Reading
+		for i := range 7 {
+			ts := base + int64(c*7+i)*1e9
+			rs = append(rs,
+				Reading{Device: "kitchen", Metric: "t", TS: ts, Value: 20 + float64(i)/4},
+				Reading{Device: "kitchen", Metric: "h", TS: ts, Value: float64(40 + c)},
+				Reading{Device: "garage", Metric: "t", TS: ts - day, Value: float64(-i)})
+		}
+		commits = append(commits, rs)
+	}
+	return commits
+}
+
+// checkStored checks that s holds exactly want: readings, count and
+// aggregates.
+func checkStored(t *testing.T, s *Store, want []Reading) {
+	t.Helper()
+	byDevice := map[string][]Reading{}
+	sums := map[[2]string]aggregate.Stats{}
+	for _, r := range want {
+		byDevice[r.Device] = append(byDevice[r.Device], r)
+		k := [2]string{r.Device, r.Metric}
+		st := sums[k]
+		st.Add(r.Value)
+		sums[k] = st
+	}
+	for d, rs := range byDevice {
+		checkReadings(t, s, d, naiveQuery(rs, all(d)))
+	}
+	if n := s.ReadingCount(); n != uint64(len(want)) {
+		t.Errorf("reading count: got %d, want %d", n, len(want))
+	}
+	for k, w := range sums {
+		got, _, err := s.StatsCover(k[0], k[1], math.MinInt64/2, math.MaxInt64/2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Count != w.Count || got.Sum != w.Sum || got.Min != w.Min || got.Max != w.Max {
+			t.Errorf("stats of %s/%s: got %+v, want %+v", k[0], k[1], got, w)
+		}
+	}
+}
+
+// TestJournal_CommitsWriteOneEntryAndQueriesSeeThem checks that commits
+// write only journal entries, and that a query has them checkpointed
+// first: one run per series-day, and nothing left in the journal.
+func TestJournal_CommitsWriteOneEntryAndQueriesSeeThem(t *testing.T) {
+	s, w := testStoreWith(t, "", WriterOptions{CheckpointInterval: time.Hour, SealCheck: 24 * time.Hour, BucketSamples: 1000})
+	var want []Reading
+	for _, rs := range journalReadings() {
+		if res := write(t, w, rs...); res.Stored != len(rs) {
+			t.Fatalf("stored %d of %d", res.Stored, len(rs))
+		}
+		want = append(want, rs...)
+	}
+	if n := countKeys(t, s, kindJournal); n != 6 {
+		t.Errorf("journal entries: got %d, want one per commit, 6", n)
+	}
+	if n := countKeys(t, s, kindPoint) + countKeys(t, s, kindMinute); n != 0 {
+		t.Errorf("runs and minute records before a checkpoint: got %d, want none", n)
+	}
+	checkStored(t, s, want)
+	if n := countKeys(t, s, kindJournal); n != 0 {
+		t.Errorf("journal entries after a query: got %d, want none", n)
+	}
+	if n := countKeys(t, s, kindPoint); n != 3 {
+		t.Errorf("runs: got %d, want one per series-day, 3", n)
+	}
+	// The journal's readings are known to the duplicate check, and so are
+	// the runs a checkpoint wrote.
+	all := journalReadings()
+	if res := write(t, w, all[5]...); res.Duplicates != len(all[5]) {
+		t.Errorf("the last commit again: %d duplicates, want %d", res.Duplicates, len(all[5]))
+	}
+}
+
+// TestJournal_ReplayedAfterACrash copies the data directory while the
+// journal holds every reading, as a power cut would leave it right after a
+// commit's sync, and opens the copy: the readings, their count and their
+// aggregates are all there, once, and the journal is empty.
+func TestJournal_ReplayedAfterACrash(t *testing.T) {
+	dir := t.TempDir()
+	crashed := t.TempDir()
+	var want []Reading
+	func() {
+		s, w := openWriterOpts(t, dir, holdJournal)
+		defer s.Close()
+		defer w.stop()
+		commits := journalReadings()
+		for _, rs := range commits[:2] {
+			write(t, w.Writer, rs...)
+			want = append(want, rs...)
+		}
+		checkpoint(t, w.Writer) // the kitchen's first 10 readings of t sealed, the rest runs
+		for _, rs := range commits[2:] {
+			write(t, w.Writer, rs...)
+			want = append(want, rs...)
+		}
+		write(t, w.Writer, commits[3]...) // duplicates: not in the journal
+		if n := countKeys(t, s, kindJournal); n != 4 {
+			t.Fatalf("journal entries: got %d, want 4", n)
+		}
+		// The Writer is idle: every commit is synced, the copy is what a
+		// power cut would leave.
+		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	s, w := testStoreWith(t, crashed, holdJournal)
+	if n := countKeys(t, s, kindJournal); n != 0 {
+		t.Errorf("journal entries after Open: got %d, want none", n)
+	}
+	checkStored(t, s, want)
+	res := write(t, w, want...)
+	if res.Duplicates != len(want) {
+		t.Errorf("everything again after the crash: %d duplicates of %d", res.Duplicates, len(want))
+	}
+	checkpoint(t, w)
+	if got := checkBuckets(t, s, 10); got != 3*10 {
+		t.Errorf("sealed %d readings, want the bucket of each series sealed before the crash", got)
+	}
+	checkStored(t, s, want)
+}
