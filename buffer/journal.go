@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -49,9 +50,28 @@ func appendJournalKey(dst []byte, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(dst, byte(kindJournal)), seq)
 }
 
+// journalNext returns the number after the newest journal entry's (0 when
+// there is none): a Writer numbers its entries from it.
+func (s *Store) journalNext() uint64 {
+	var next uint64
+	s.db.View(func(txn *badger.Txn) error {
+		prefix := []byte{byte(kindJournal)}
+		it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: prefix})
+		defer it.Close()
+		it.Seek(appendJournalKey(nil, math.MaxUint64))
+		if it.Valid() && len(it.Item().Key()) == journalKeyLen {
+			next = binary.BigEndian.Uint64(it.Item().Key()[1:]) + 1
+		}
+		return nil
+	})
+	return next
+}
+
 // checkpoint writes the readings of the journal as runs and their
 // aggregates into records, and deletes its entries, in one synced
-// transaction. On failure nothing changes: the journal keeps them.
+// transaction. If the transaction fails, nothing changes: the journal
+// keeps them. If only the sync fails, the Writer goes on from what was
+// committed, as after a commit whose sync failed.
 func (w *Writer) checkpoint() error {
 	if len(w.jkeys) == 0 && len(w.dirty) == 0 {
 		return nil
@@ -71,14 +91,21 @@ func (w *Writer) checkpoint() error {
 		}
 	}
 	s.syncMu.Lock()
-	err := txn.Commit()
-	if err == nil && !w.replaying {
-		err = w.sync()
-	}
-	s.syncMu.Unlock()
-	if err != nil {
+	defer s.syncMu.Unlock()
+	if err := txn.Commit(); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
+	w.checkpointed()
+	if !w.replaying {
+		if err := w.sync(); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkpointed brings the Writer up to date with a committed checkpoint.
+func (w *Writer) checkpointed() {
 	w.statsCommitted()
 	clear(w.ckDeltas)
 	for _, st := range w.dirty {
@@ -87,20 +114,19 @@ func (w *Writer) checkpoint() error {
 			return nil
 		})
 		st.unflushed = st.unflushed[:0]
-		if !st.flushed {
+		if !st.flushed && !w.replaying {
 			st.flushed = true
 			w.flushed = append(w.flushed, st)
 		}
 	}
 	w.dirty = w.dirty[:0]
 	w.jkeys = w.jkeys[:0]
-	w.ckpt = newTxnBudget(s.db, 0)
+	w.ckpt = newTxnBudget(w.store.db, 0)
 	if w.ckptArmed {
 		w.ckptDue.Stop()
 		w.ckptArmed = false
 	}
 	w.checkpoints.Add(1)
-	return nil
 }
 
 // checkpointNow checkpoints, then seals and rolls up the series it wrote,
@@ -136,9 +162,20 @@ func (w *Writer) Checkpoint(ctx context.Context) error {
 	return w.do(ctx, w.checkpointNow)
 }
 
-// flush has the running Writer checkpoint its journal.
+// flush has the running Writer checkpoint its journal. A Writer that is
+// stopping commits what is queued and then checkpoints: flush waits for
+// that.
 func (w *Writer) flush(ctx context.Context) error {
-	return w.do(ctx, func() error { return nil }) // steps come after a checkpoint
+	err := w.doCheckpointed(ctx, func() error { return nil })
+	if errors.Is(err, ErrClosed) {
+		select {
+		case <-w.stopped:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
 }
 
 // setFlusher records how queries have the running Writer checkpoint (nil:
@@ -150,8 +187,7 @@ func (s *Store) setFlusher(f func(context.Context) error) {
 }
 
 // flushJournal has the running Writer, if any, checkpoint its journal, so
-// that a query sees every reading stored before it began. A Writer that is
-// stopping checkpoints on its own.
+// that a query sees every reading stored before it began.
 func (s *Store) flushJournal() error {
 	s.flushMu.Lock()
 	f := s.flusher
@@ -161,7 +197,7 @@ func (s *Store) flushJournal() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
-	if err := f(ctx); err != nil && !errors.Is(err, ErrClosed) {
+	if err := f(ctx); err != nil {
 		return fmt.Errorf("checkpoint before reading: %w", err)
 	}
 	return nil
@@ -190,9 +226,12 @@ func (s *Store) replayJournal() error {
 	if err != nil || len(entries) == 0 {
 		return err
 	}
-	// One entry to a checkpoint, as it was committed: it fits (its part
-	// kept room for its readings' runs and records, and its delete). The
-	// checkpoints are synced once, at the end: each is whole or lost.
+	// An entry at a time, each with its delete in the checkpoint that
+	// writes its last readings. One too big for the transactions of this
+	// memtable (a smaller one than it was written with) is split: if a
+	// crash comes between the parts, the readings already in runs are
+	// skipped the next time, their aggregates with them. The checkpoints
+	// are synced once, at the end: each is whole or lost.
 	w := NewWriter(s, WriterOptions{})
 	w.replaying = true
 	now := time.Now()
@@ -201,6 +240,13 @@ func (s *Store) replayJournal() error {
 		readings []Reading
 		replayed int
 	)
+	part := func() {
+		w.journaled(nil, nil)
+		for _, st := range w.touched {
+			st.touched = false
+		}
+		w.touched = w.touched[:0]
+	}
 	for _, e := range entries {
 		readings = readings[:0]
 		err := d.decode(0, e.value, func(r OutboxReading) bool {
@@ -211,12 +257,20 @@ func (s *Store) replayJournal() error {
 			s.log.Error("journal entry unreadable: its readings are not in the store", "key", fmt.Sprintf("%x", e.key), "err", err)
 			readings = readings[:0]
 		}
-		w.touched = w.touched[:0]
+		w.ckpt.takeSize(journalKeyLen + 2)
 		for _, r := range readings {
 			st := w.state(r.Device, r.Metric, now)
 			smp := Sample{TS: r.TS, Value: r.Value}
 			if st.hasOpen(smp) {
 				continue
+			}
+			if !w.reserveReading(&w.ckpt, st, r.TS) {
+				part()
+				if err := w.checkpoint(); err != nil {
+					return fmt.Errorf("journal: %w", err)
+				}
+				w.ckpt.takeSize(journalKeyLen + 2)
+				w.reserveReading(&w.ckpt, st, r.TS)
 			}
 			w.addStats(st, r.TS, r.Value)
 			if !st.touched {
@@ -227,11 +281,8 @@ func (s *Store) replayJournal() error {
 			st.pend = append(st.pend, smp)
 			replayed++
 		}
-		w.journaled(nil, nil)
+		part()
 		w.jkeys = append(w.jkeys, e.key)
-		for _, st := range w.touched {
-			st.touched = false
-		}
 		if err := w.checkpoint(); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}

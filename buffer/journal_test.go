@@ -1,6 +1,8 @@
 package buffer
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"os"
 	"testing"
@@ -138,6 +140,57 @@ func TestJournal_ReplayedAfterACrash(t *testing.T) {
 	checkpoint(t, w)
 	if got := checkBuckets(t, s, 10); got != 3*10 {
 		t.Errorf("sealed %d readings, want the bucket of each series sealed before the crash", got)
+	}
+	checkStored(t, s, want)
+	// New readings of each series: the next checkpoint seals the full
+	// buckets of the replayed readings too.
+	var more []Reading
+	for _, r := range want[len(want)-3:] {
+		for i := range 10 {
+			more = append(more, Reading{Device: r.Device, Metric: r.Metric, TS: r.TS + int64(i+1)*1e6, Value: float64(i)})
+		}
+	}
+	write(t, w, more...)
+	want = append(want, more...)
+	checkpoint(t, w)
+	if got := checkBuckets(t, s, 10); got != 3*50 {
+		t.Errorf("sealed %d readings after new ones, want 5 buckets of each series", got)
+	}
+	checkStored(t, s, want)
+}
+
+// TestJournal_ReplaySplitsWhatASmallerMemtableCannotTake opens, with a 1
+// MiB memtable, a journal entry written with a 16 MiB one: its runs and
+// records do not fit one transaction of the smaller memtable, and the
+// replay writes them in parts.
+func TestJournal_ReplaySplitsWhatASmallerMemtableCannotTake(t *testing.T) {
+	dir, crashed := t.TempDir(), t.TempDir()
+	base := int64(1763769600) * 1e9
+	var want []Reading
+	for i := range 3000 {
+		want = append(want, Reading{Device: fmt.Sprintf("dev-%04d", i), Metric: "t", TS: base + int64(i)*1e6, Value: float64(i)})
+	}
+	func() {
+		s, err := Open(Options{Dir: dir, MemTableSize: 16 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		tw := &testWriter{Writer: NewWriter(s, holdJournal), cancel: cancel, done: make(chan error)}
+		go func() { tw.done <- tw.Run(ctx) }()
+		defer tw.stop()
+		write(t, tw.Writer, want...)
+		if n := countKeys(t, s, kindJournal); n != 1 {
+			t.Fatalf("journal entries: got %d, want 1", n)
+		}
+		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	s, _ := testStoreOpts(t, Options{Dir: crashed, MemTableSize: 1 << 20}, holdJournal)
+	if n := countKeys(t, s, kindJournal); n != 0 {
+		t.Errorf("journal entries after Open: got %d, want none", n)
 	}
 	checkStored(t, s, want)
 }

@@ -7,12 +7,12 @@ import (
 	"slices"
 )
 
-// Open points are stored in runs. A group commit writes the new readings
-// of a series-day as one run (more when there are more than runMax): one
-// point key, that of the run's first sample, whose value is the run's
-// samples encoded as a bucket, or empty for a run of one reading. A busy
-// series thus costs one key per commit instead of one per reading, and
-// sealing it deletes a few runs instead of every reading.
+// Open points are stored in runs. A checkpoint of the journal (journal.go)
+// writes the new readings of a series-day as one run (more when there are
+// more than runMax): one point key, that of the run's first sample, whose
+// value is the run's samples encoded as a bucket, or empty for a run of one
+// reading. A busy series thus costs one key per checkpoint instead of one
+// per reading, and sealing it deletes a few runs instead of every reading.
 //
 // Runs of a series-day may overlap in time. In memory, a series keeps the
 // open samples of each day run after run (seriesState.open), each run

@@ -84,7 +84,7 @@ func (w *Writer) Prune(ctx context.Context, now time.Time) error {
 	for {
 		var more, full bool
 		var took time.Duration
-		err := w.do(ctx, func() (err error) {
+		err := w.doCheckpointed(ctx, func() (err error) {
 			t0 := time.Now()
 			more, err = w.pruneStep(now, &cur)
 			took = time.Since(t0)
@@ -572,7 +572,7 @@ func (w *Writer) oldestMinute() (int64, bool, error) {
 func (w *Writer) DropOldestRaw(ctx context.Context) (n uint64, newest bool, err error) {
 	var day int32
 	var found bool
-	err = w.do(ctx, func() (err error) {
+	err = w.doCheckpointed(ctx, func() (err error) {
 		day, found, err = w.oldestRawDay()
 		last := int64(math.MinInt64)
 		for _, st := range w.store.series {
@@ -588,7 +588,7 @@ func (w *Writer) DropOldestRaw(ctx context.Context) (n uint64, newest bool, err 
 	var cur pruneCursor
 	for {
 		var more bool
-		err := w.do(ctx, func() (err error) {
+		err := w.doCheckpointed(ctx, func() (err error) {
 			more, err = w.pruneRawBefore(&cur, int64(day+1)*nanosPerDay, pruneChunkKeys)
 			return err
 		})
@@ -604,14 +604,14 @@ func (w *Writer) DropOldestRaw(ctx context.Context) (n uint64, newest bool, err 
 func (w *Writer) DropOldestMinutes(ctx context.Context) (uint64, error) {
 	var oldest int64
 	var found bool
-	if err := w.do(ctx, func() (err error) { oldest, found, err = w.oldestMinute(); return err }); err != nil || !found {
+	if err := w.doCheckpointed(ctx, func() (err error) { oldest, found, err = w.oldestMinute(); return err }); err != nil || !found {
 		return 0, err
 	}
 	cut := [3]int64{aggregate.Day.Truncate(oldest) + int64(aggregate.Day.Duration()), math.MinInt64, math.MinInt64}
 	before := w.pruned.Load()
 	for {
 		var more bool
-		err := w.do(ctx, func() (err error) { more, err = w.pruneStatsBefore(cut, pruneChunkKeys); return err })
+		err := w.doCheckpointed(ctx, func() (err error) { more, err = w.pruneStatsBefore(cut, pruneChunkKeys); return err })
 		if err != nil || !more {
 			return w.pruned.Load() - before, err
 		}

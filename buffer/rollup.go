@@ -11,25 +11,25 @@ import (
 	"github.com/cairn-gateway/cairn/aggregate"
 )
 
-// Rolling up: a commit updates only the minute record of a reading, so that
-// a steady stream costs one record a series per commit, not three. Once an
+// Rolling up: a checkpoint updates only the minute record of a reading, so
+// that a steady stream costs one record a series per checkpoint, not three. Once an
 // hour is over (the series has a newer reading in a later hour, or the
 // clock has passed the hour by rollUpGrace), its record is computed from
 // its minute records; once all hours of a day are rolled up, the day's
 // record from its hours. Both are recomputed whole, so doing it twice, or
 // again after a crash, gives the same records. A reading that arrives late,
 // for an hour or day already rolled up, updates those records in its
-// commit. Queries use minute (hour) records for the hours (days) not rolled
+// checkpoint. Queries use minute (hour) records for the hours (days) not rolled
 // up yet: seriesState.rolled says up to where records exist.
 
 // rollUpGrace is how long after an hour ends the clock alone rolls it up.
 const rollUpGrace = time.Minute
 
 // RollUp has the running Writer roll up the hours and days that are over
-// at now, as it does after commits and every SealCheck, and returns the
+// at now, as it does after checkpoints and every SealCheck, and returns the
 // result. It is the one-step form of that, for tests and tools.
 func (w *Writer) RollUp(ctx context.Context, now time.Time) error {
-	return w.do(ctx, func() error { return w.rollUp(now, nil) })
+	return w.doCheckpointed(ctx, func() error { return w.rollUp(now, nil) })
 }
 
 // rollUp rolls up the series in only, or every series if only is nil.
@@ -125,8 +125,9 @@ func (w *Writer) setKeys(sets []kv) error {
 	return nil
 }
 
-// rollUpTouched rolls up the series of the last commit that have a reading
-// in a newer hour than they have rolled up to.
+// rollUpTouched rolls up the series of w.touched (those the last
+// checkpoints wrote) that have a reading in a newer hour than they have
+// rolled up to.
 func (w *Writer) rollUpTouched() {
 	var due []*seriesState
 	for _, st := range w.touched {

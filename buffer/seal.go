@@ -13,7 +13,7 @@ import (
 // WriterOptions.BucketSamples readings of one UTC day (see kindBucket):
 //
 //   - a series-day with a full bucket's worth of open points is sealed
-//     right after the commit that filled it, whole buckets only;
+//     right after the checkpoint that filled it, whole buckets only;
 //   - every SealCheck, the open points of a series-day are sealed whole
 //     when a newer day has begun (by the series' newest reading or by the
 //     clock), or when the series got nothing new for SealIdle.
@@ -44,8 +44,8 @@ type sealer struct {
 	dels    [][]byte // the planned deletes: runs, then replaced buckets
 }
 
-// queueFull queues the series-days of the last commit that hold a full
-// bucket of open points.
+// queueFull queues the series-days of w.touched (the series the last
+// checkpoints wrote) that hold a full bucket of open points.
 func (w *Writer) queueFull() {
 	for _, st := range w.touched {
 		for day, open := range st.open {

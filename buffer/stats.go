@@ -3,6 +3,7 @@ package buffer
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -121,7 +122,14 @@ func (w *Writer) writeStats(txn *badger.Txn) error {
 			cur = c.Stats
 		} else {
 			var err error
-			if cur, err = getStats(txn, key); err != nil {
+			cur, err = getStats(txn, key)
+			if errors.Is(err, aggregate.ErrBadStats) || errors.Is(err, io.ErrUnexpectedEOF) {
+				// A record that cannot be read must not stop every
+				// checkpoint after it: it starts again from this delta.
+				w.store.log.Error("minute record unreadable: written again from the readings of this checkpoint", "key", fmt.Sprintf("%q", key), "err", err)
+				cur, err = aggregate.Stats{}, nil
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -59,7 +59,9 @@ type Options struct {
 
 const (
 	defaultMemTableSize = 8 << 20
-	defaultCacheSize    = 8 << 20
+	// maxValueThreshold is the largest value threshold Badger takes.
+	maxValueThreshold = 1 << 20
+	defaultCacheSize  = 8 << 20
 )
 
 // Store is an open data directory. Its methods are safe for concurrent use;
@@ -165,8 +167,8 @@ func Open(opts Options) (*Store, error) {
 		maxBytes = int64(fs.Blocks) * int64(fs.Bsize) // Bsize is an int32 on 32-bit ARM
 	}
 	// Values must stay in the LSM tree. Badger allows a threshold of up to
-	// 15% of the memtable size.
-	maxValue := int(opts.MemTableSize / 8)
+	// 15% of the memtable size, and 1 MiB.
+	maxValue := int(min(opts.MemTableSize/8, maxValueThreshold))
 	bopts := badger.DefaultOptions(opts.Dir).
 		WithLogger(badgerLogger{log}).
 		WithSyncWrites(false).

@@ -111,6 +111,7 @@ type WriterStats struct {
 	SealErrors     uint64 // sealing transactions that failed
 	Pruned         uint64 // aggregate records deleted by retention
 	PrunedReadings uint64 // raw readings deleted by retention
+	Checkpoints    uint64 // checkpoints of the journal committed
 }
 
 // Writer is the single writer of a Store: it takes batches of readings from
@@ -126,6 +127,7 @@ type Writer struct {
 	steps chan stepRequest
 
 	stopping  chan struct{} // closed when Run begins to stop
+	stopped   chan struct{} // closed when Run has stopped
 	closeOnce sync.Once
 	mu        sync.RWMutex // guards closed; held for reading by Submit while it sends
 	closed    bool
@@ -146,7 +148,7 @@ type Writer struct {
 	created   map[string]*seriesState     // series new in this commit
 	deltas    map[statKey]aggregate.Stats // aggregates of the commit part under way
 	written   []writtenStats              // records written by the commit part under way
-	touched   []*seriesState              // series written in this commit
+	touched   []*seriesState              // series written in this commit; after a checkpoint, those it wrote
 	outbox    outboxEncoder               // outbox entry of the commit part under way
 	seal      sealer
 
@@ -200,10 +202,12 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 		queue:    make(chan request, opts.QueueSize),
 		steps:    make(chan stepRequest),
 		stopping: make(chan struct{}),
+		stopped:  make(chan struct{}),
 		created:  make(map[string]*seriesState),
 		deltas:   make(map[statKey]aggregate.Stats),
 		ckDeltas: make(map[statKey]aggregate.Stats),
 		ckpt:     newTxnBudget(s.db, 0),
+		jseq:     s.journalNext(),
 	}
 }
 
@@ -241,6 +245,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	defer w.ckptDue.Stop()
 	w.store.setFlusher(w.flush)
 	defer w.store.setFlusher(nil)
+	defer close(w.stopped)
 	for {
 		queue := w.queue
 		if w.full {
@@ -263,9 +268,11 @@ func (w *Writer) Run(ctx context.Context) error {
 				}
 			}
 		case req := <-w.steps:
-			if err := w.checkpointNow(); err != nil {
-				req.done <- err
-				continue
+			if req.checkpoint {
+				if err := w.checkpointNow(); err != nil {
+					req.done <- err
+					continue
+				}
 			}
 			req.done <- req.step()
 		case <-ctx.Done():
@@ -412,7 +419,7 @@ func (w *Writer) sealNow() {
 // as its periodic check does, and returns the result. It is the one-step
 // form of that check, for tests and tools.
 func (w *Writer) SealDue(ctx context.Context, now time.Time) error {
-	return w.do(ctx, func() error {
+	return w.doCheckpointed(ctx, func() error {
 		w.queueDue(now)
 		return w.sealQueued()
 	})
@@ -426,7 +433,17 @@ func (w *Writer) setFull(ctx context.Context, full bool) error {
 
 // do runs step on the Run goroutine and returns its result.
 func (w *Writer) do(ctx context.Context, step func() error) error {
-	req := stepRequest{step: step, done: make(chan error, 1)}
+	return w.doStep(ctx, stepRequest{step: step, done: make(chan error, 1)})
+}
+
+// doCheckpointed is do for a step that reads or changes what is stored:
+// the journal is checkpointed first (and what that wrote sealed and
+// rolled up), so that the step finds every reading in runs and records.
+func (w *Writer) doCheckpointed(ctx context.Context, step func() error) error {
+	return w.doStep(ctx, stepRequest{step: step, done: make(chan error, 1), checkpoint: true})
+}
+
+func (w *Writer) doStep(ctx context.Context, req stepRequest) error {
 	select {
 	case w.steps <- req:
 	case <-w.stopping:
@@ -443,8 +460,9 @@ func (w *Writer) do(ctx context.Context, step func() error) error {
 }
 
 type stepRequest struct {
-	step func() error
-	done chan error
+	step       func() error
+	done       chan error
+	checkpoint bool // checkpoint first
 }
 
 // write stores the readings of w.batch that are not stored yet, syncs, and
@@ -475,7 +493,11 @@ func (w *Writer) write() error {
 	if err != nil {
 		return err
 	}
-	defer func() { txn.Discard() }()
+	defer func() {
+		if txn != nil {
+			txn.Discard()
+		}
+	}()
 	for i, req := range w.batch {
 		for _, r := range req.readings {
 			st := w.state(r.Device, r.Metric, now)
@@ -531,11 +553,23 @@ func (w *Writer) write() error {
 // outbox entries) and the next checkpoint (its run and its records), and
 // counts it in both if so.
 func (w *Writer) reserve(part *txnBudget, st *seriesState, r *Reading) bool {
-	try, ck := *part, w.ckpt
-	if !w.reserveJournal(&try, r) || !w.reserveOutbox(&try, r) || !w.reserveRun(&ck, st, r.TS) || !w.reserveStats(&ck, st, r.TS) {
+	try := *part
+	if !w.reserveJournal(&try, r) || !w.reserveOutbox(&try, r) || !w.reserveReading(&w.ckpt, st, r.TS) {
 		return false
 	}
-	*part, w.ckpt = try, ck
+	*part = try
+	return true
+}
+
+// reserveReading reports whether a reading at ts of st fits the checkpoint
+// budget b (its run and its records), and counts it if so.
+func (w *Writer) reserveReading(b *txnBudget, st *seriesState, ts int64) bool {
+	try, day, run := *b, st.pendDay, st.pendRun
+	if !w.reserveRun(&try, st, ts) || !w.reserveStats(&try, st, ts) {
+		st.pendDay, st.pendRun = day, run
+		return false
+	}
+	*b = try
 	return true
 }
 
@@ -819,5 +853,6 @@ func (w *Writer) Stats() WriterStats {
 		SealErrors:     w.sealErrors.Load(),
 		Pruned:         w.pruned.Load(),
 		PrunedReadings: w.prunedReadings.Load(),
+		Checkpoints:    w.checkpoints.Load(),
 	}
 }
