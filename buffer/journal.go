@@ -137,8 +137,17 @@ func (w *Writer) checkpointNow() error {
 		w.store.log.Error("checkpoint failed; the readings stay in the journal, and it is tried again", "err", err)
 		return err
 	}
+	w.sealFlushed()
+	return nil
+}
+
+// sealFlushed seals and rolls up the series that checkpoints wrote since
+// the last time: right after the checkpoint when it came between commits,
+// after the commit when it came in the middle of one (sealing then would
+// change buckets under the commit's duplicate check).
+func (w *Writer) sealFlushed() {
 	if len(w.flushed) == 0 {
-		return nil
+		return
 	}
 	w.touched = append(w.touched[:0], w.flushed...)
 	if !w.opts.noSeal {
@@ -151,7 +160,6 @@ func (w *Writer) checkpointNow() error {
 	}
 	w.flushed = w.flushed[:0]
 	w.touched = w.touched[:0]
-	return nil
 }
 
 // Checkpoint has the running Writer checkpoint its journal, then seal the

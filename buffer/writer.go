@@ -397,6 +397,7 @@ func (w *Writer) commit() {
 		req.done(res)
 		w.batch[i] = request{} // let the readings go
 	}
+	w.sealFlushed()
 	if len(w.jkeys) > 0 && !w.ckptArmed && w.ckptDue != nil {
 		w.ckptDue.Reset(w.opts.CheckpointInterval)
 		w.ckptArmed = true
