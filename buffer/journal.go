@@ -141,11 +141,18 @@ func (w *Writer) checkpointNow() error {
 	return nil
 }
 
+// sealAfterCommits is how often, at most, the series that checkpoints in
+// the middle of commits wrote are sealed and rolled up after a commit: a
+// busy gateway checkpoints every few commits, and sealing after each of
+// them cost a drain a tenth of its rate.
+const sealAfterCommits = time.Second
+
 // sealFlushed seals and rolls up the series that checkpoints wrote since
 // the last time: right after the checkpoint when it came between commits,
-// after the commit when it came in the middle of one (sealing then would
+// after a commit when it came in the middle of one (sealing then would
 // change buckets under the commit's duplicate check).
 func (w *Writer) sealFlushed() {
+	w.lastSeal = time.Now()
 	if len(w.flushed) == 0 {
 		return
 	}

@@ -162,6 +162,7 @@ type Writer struct {
 	ckptDue   *time.Timer                 // runs while the journal holds readings
 	ckptArmed bool                        // ckptDue runs
 	flushed   []*seriesState              // series checkpointed, not yet sealed and rolled up
+	lastSeal  time.Time                   // when sealFlushed last ran
 	replaying bool                        // the Writer of replayJournal: checkpoints are not synced one by one
 }
 
@@ -397,7 +398,9 @@ func (w *Writer) commit() {
 		req.done(res)
 		w.batch[i] = request{} // let the readings go
 	}
-	w.sealFlushed()
+	if time.Since(w.lastSeal) >= sealAfterCommits {
+		w.sealFlushed()
+	}
 	if len(w.jkeys) > 0 && !w.ckptArmed && w.ckptDue != nil {
 		w.ckptDue.Reset(w.opts.CheckpointInterval)
 		w.ckptArmed = true
