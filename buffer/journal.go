@@ -96,10 +96,8 @@ func (w *Writer) checkpoint() error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	w.checkpointed()
-	if !w.replaying {
-		if err := w.sync(); err != nil {
-			return fmt.Errorf("checkpoint: %w", err)
-		}
+	if err := w.sync(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
 }
@@ -134,7 +132,7 @@ func (w *Writer) checkpointed() {
 // checkpoint: the open points it takes must be runs.
 func (w *Writer) checkpointNow() error {
 	if err := w.checkpoint(); err != nil {
-		w.store.log.Error("checkpoint failed; the readings stay in the journal, and it is tried again", "err", err)
+		w.store.log.Error("checkpoint failed; what it did not write stays in the journal, and it is tried again", "err", err)
 		return err
 	}
 	w.sealFlushed()
@@ -160,6 +158,13 @@ func (w *Writer) sealFlushed() {
 	if !w.opts.noSeal {
 		w.queueFull()
 		w.sealNow()
+	}
+	if len(w.jkeys) > 0 || len(w.dirty) > 0 {
+		// Roll-ups read the minute records on disk, and the journal holds
+		// readings whose deltas are not there yet: the series wait in
+		// w.flushed for the next checkpoint that empties it.
+		w.touched = w.touched[:0]
+		return
 	}
 	w.rollUpTouched()
 	for _, st := range w.flushed {
@@ -245,8 +250,9 @@ func (s *Store) replayJournal() error {
 	// writes its last readings. One too big for the transactions of this
 	// memtable (a smaller one than it was written with) is split: if a
 	// crash comes between the parts, the readings already in runs are
-	// skipped the next time, their aggregates with them. The checkpoints
-	// are synced once, at the end: each is whole or lost.
+	// skipped the next time, their aggregates with them. Each checkpoint
+	// is synced: db.Sync covers only the memtable being written, so a
+	// part synced later would not cover one before a memtable switch.
 	w := NewWriter(s, WriterOptions{})
 	w.replaying = true
 	now := time.Now()
@@ -301,9 +307,6 @@ func (s *Store) replayJournal() error {
 		if err := w.checkpoint(); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
-	}
-	if err := s.db.Sync(); err != nil {
-		return fmt.Errorf("journal: %w", err)
 	}
 	s.log.Info("wrote the readings a stop left in the journal", "entries", len(entries), "readings", replayed)
 	return nil

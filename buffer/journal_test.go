@@ -194,3 +194,36 @@ func TestJournal_ReplaySplitsWhatASmallerMemtableCannotTake(t *testing.T) {
 	}
 	checkStored(t, s, want)
 }
+
+// TestJournal_RollUpWaitsForTheJournal stores, in one commit, more readings
+// of an hour than a checkpoint of a 1 MiB memtable takes, then one of the
+// next hour: the commit checkpoints in its middle, and what follows stays
+// in the journal. The hour's record, rolled up once the journal is empty,
+// counts every reading of the hour.
+func TestJournal_RollUpWaitsForTheJournal(t *testing.T) {
+	s, w := testStoreOpts(t, Options{MemTableSize: 1 << 20}, WriterOptions{CheckpointInterval: time.Hour, SealCheck: 24 * time.Hour})
+	hour := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC).UnixNano()
+	var rs []Reading
+	var want aggregate.Stats
+	for i := range 20000 {
+		r := Reading{Device: "d", Metric: "m", TS: hour + int64(i)*int64(time.Hour)/20000, Value: float64(i % 100)}
+		rs = append(rs, r)
+		want.Add(r.Value)
+	}
+	rs = append(rs, Reading{Device: "d", Metric: "m", TS: hour + int64(time.Hour), Value: 1})
+	write(t, w, rs...)
+	if w.Stats().Checkpoints == 0 {
+		t.Fatal("no checkpoint in the middle of the commit: the test needs one")
+	}
+	checkpoint(t, w)
+	groups, _, err := s.StatsByLevel("d", "m", aggregate.Hour, hour, hour+int64(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 || groups[0].Stats.Count != want.Count || groups[0].Stats.Sum != want.Sum {
+		t.Errorf("hour record: got %+v, want count %d, sum %g", groups, want.Count, want.Sum)
+	}
+	if rolled := s.rolled("d", "m"); rolled.cut(aggregate.Hour) <= hour {
+		t.Errorf("hour not rolled up (rolled to %d)", rolled.cut(aggregate.Hour))
+	}
+}

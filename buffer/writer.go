@@ -163,7 +163,7 @@ type Writer struct {
 	ckptArmed bool                        // ckptDue runs
 	flushed   []*seriesState              // series checkpointed, not yet sealed and rolled up
 	lastSeal  time.Time                   // when sealFlushed last ran
-	replaying bool                        // the Writer of replayJournal: checkpoints are not synced one by one
+	replaying bool                        // the Writer of replayJournal: its series are not left to seal
 }
 
 type request struct {
