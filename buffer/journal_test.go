@@ -227,3 +227,22 @@ func TestJournal_RollUpWaitsForTheJournal(t *testing.T) {
 		t.Errorf("hour not rolled up (rolled to %d)", rolled.cut(aggregate.Hour))
 	}
 }
+
+// TestJournal_ReadingSpanSeesTheJournal checks that the span the status
+// shows counts readings still in the journal.
+func TestJournal_ReadingSpanSeesTheJournal(t *testing.T) {
+	s, w := testStoreWith(t, "", holdJournal)
+	commits := journalReadings()
+	write(t, w, commits[0]...)
+	oldest, newest, ok, err := s.ReadingSpan()
+	if err != nil || !ok {
+		t.Fatalf("span: ok %v, %v; want the readings of the journal", ok, err)
+	}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, r := range commits[0] {
+		lo, hi = min(lo, r.TS), max(hi, r.TS)
+	}
+	if oldest != lo || newest != hi {
+		t.Errorf("span: %d..%d, want %d..%d", oldest, newest, lo, hi)
+	}
+}

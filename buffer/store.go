@@ -767,8 +767,12 @@ func (s *Store) newestReading() int64 {
 }
 
 // ReadingSpan returns the timestamps of the oldest and the newest reading
-// stored; ok is false when there is none. It costs two seeks per series.
+// stored; ok is false when there is none. It costs two seeks per series,
+// and a checkpoint of the journal first. If that fails (the Writer logs
+// it), the readings still in the journal are left out: the status that
+// asks must still answer.
 func (s *Store) ReadingSpan() (oldest, newest int64, ok bool, err error) {
+	_ = s.flushJournal()
 	type series struct{ device, metric string }
 	s.mu.RLock()
 	list := make([]series, 0, len(s.series))
