@@ -293,13 +293,7 @@ func (s *Store) replayJournal() error {
 				w.ckpt.takeSize(journalKeyLen + 2)
 				w.reserveReading(&w.ckpt, st, r.TS)
 			}
-			w.addStats(st, r.TS, r.Value)
-			if !st.touched {
-				st.touched = true
-				w.touched = append(w.touched, st)
-			}
-			st.next = max(st.next, r.TS)
-			st.pend = append(st.pend, smp)
+			w.hold(st, smp)
 			replayed++
 		}
 		part()

@@ -534,23 +534,29 @@ func (w *Writer) write() error {
 				}
 				w.reserve(&budget, st, &r) // an empty part and checkpoint take a reading
 			}
-			w.addStats(st, r.TS, r.Value)
+			w.hold(st, smp)
 			w.jour.add(&r)
 			if w.opts.Outbox {
 				w.outbox.add(&r)
 			}
-			if !st.touched {
-				st.touched = true
-				w.touched = append(w.touched, st)
-			}
-			st.next = max(st.next, r.TS)
-			st.pend = append(st.pend, smp)
 			st.lastWrite = now
 			w.results[i].Stored++
 			added++
 		}
 	}
 	return w.commitAndSync(txn, added)
+}
+
+// hold adds a new sample of st to the part under way: to its aggregates,
+// and to the series' pending points.
+func (w *Writer) hold(st *seriesState, smp Sample) {
+	w.addStats(st, smp.TS, smp.Value)
+	if !st.touched {
+		st.touched = true
+		w.touched = append(w.touched, st)
+	}
+	st.next = max(st.next, smp.TS)
+	st.pend = append(st.pend, smp)
 }
 
 // reserve reports whether r of st fits the part under way (its journal and

@@ -46,9 +46,9 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	if err != nil {
 		return &configError{err}
 	}
-	memoryLimit := "unset"
-	if env := os.Getenv("GOMEMLIMIT"); env != "" {
-		memoryLimit = "GOMEMLIMIT=" + env
+	memoryLimit, envLimit := "unset", os.Getenv("GOMEMLIMIT")
+	if envLimit != "" {
+		memoryLimit = "GOMEMLIMIT=" + envLimit
 	}
 	if cfg.MemoryLimitMiB > 0 {
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMiB) << 20)
@@ -90,7 +90,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}()
 	// memory_limit_mib auto, unless GOMEMLIMIT says otherwise.
 	var limiter *memoryLimiter
-	if cfg.MemoryLimitMiB == AutoMiB && os.Getenv("GOMEMLIMIT") == "" {
+	if cfg.MemoryLimitMiB == AutoMiB && envLimit == "" {
 		limiter = &memoryLimiter{cfg: cfg.Store, store: store}
 		memoryLimit = fmt.Sprintf("auto (%d)", limiter.set()>>20)
 	}
