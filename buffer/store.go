@@ -67,10 +67,13 @@ const (
 // Store is an open data directory. Its methods are safe for concurrent use;
 // writes go through a Writer, of which there must be one per Store.
 type Store struct {
-	db     *badger.DB
-	dir    string
-	noSync bool
-	log    *slog.Logger
+	db  *badger.DB
+	dir string
+	// mapsDir is dir as /proc/self/maps names it (absolute, no symbolic
+	// links), for ReleaseTablePages; empty if it could not be found.
+	mapsDir string
+	noSync  bool
+	log     *slog.Logger
 	// maxValue is the largest value the store may write: anything larger
 	// would go to the value log.
 	maxValue int
@@ -201,6 +204,7 @@ func Open(opts Options) (*Store, error) {
 	s := &Store{
 		db:       db,
 		dir:      opts.Dir,
+		mapsDir:  mapsDir(opts.Dir),
 		noSync:   opts.NoSync,
 		log:      log,
 		maxValue: maxValue,
@@ -222,6 +226,19 @@ func Open(opts Options) (*Store, error) {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
 	}
 	return s, nil
+}
+
+// mapsDir is dir made absolute and rid of symbolic links, or "".
+func mapsDir(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return ""
+	}
+	return real
 }
 
 // recordSchema records the keyspace version this code writes, so that an

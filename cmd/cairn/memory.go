@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -110,4 +111,29 @@ func liveHeap() (live, other uint64) {
 		other = v[1] - heap
 	}
 	return v[0], other
+}
+
+// tablePagesInterval is how often the pages of Badger's mapped tables
+// leave the resident set (buffer.Store.ReleaseTablePages): what one
+// interval's compactions and queries touch is what stays counted.
+const tablePagesInterval = time.Second
+
+// releaseTablePages releases the store's table pages every
+// tablePagesInterval until ctx is done. If that fails (no /proc), it says
+// so once and stops trying: memory then grows with the store, as page
+// cache.
+func releaseTablePages(ctx context.Context, store *buffer.Store, log *slog.Logger) {
+	tick := time.NewTicker(tablePagesInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if _, err := store.ReleaseTablePages(); err != nil {
+				log.Warn("cannot keep the store's table files out of resident memory; they stay as page cache", "err", err)
+				tick.Stop()
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
 }
