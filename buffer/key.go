@@ -58,9 +58,10 @@ const (
 )
 
 // schemaVersion is the version of the keyspace written by this code.
-// Version 3 added the journal; version 2 added runs of points; version 1
-// had a point per reading, and recorded no version.
-const schemaVersion = 3
+// Version 4 moved the outbox before every other kind (moveOutbox); version
+// 3 added the journal; version 2 added runs of points; version 1 had a
+// point per reading, and recorded no version.
+const schemaVersion = 4
 
 // errBadKey is wrapped by every key parser.
 var errBadKey = errors.New("bad key")

@@ -16,7 +16,15 @@ import (
 // WriterOptions.Outbox set writes the readings each group commit stores, in
 // the order they arrived, as one entry of that commit's transaction:
 //
-//	'o' firstSeq(8B BE) → outbox entry
+//	'O' firstSeq(8B BE) → outbox entry
+//
+// The outbox's kind sorts before every other (keyspace version 4; it was
+// 'o' before). While the upstream is down it is most of the store, and new
+// entries come at its end: a table that holds them with keys of other
+// kinds then spans no older entry, so Badger's compactions leave the older
+// ones where they are. Sorted among the other kinds, every such table
+// spanned the whole outbox, and each compaction of one rewrote it all (a
+// hundred tables at 10 M readings, mapped and built in memory at once).
 //
 // Stored readings are numbered from 0 in the order they were stored, for
 // the life of the data directory; an entry holds readings firstSeq to
@@ -41,7 +49,10 @@ import (
 // bytes a reading, which matters twice, for the SD card and for the
 // memory Badger needs to build its tables.
 const (
-	kindOutbox   keyKind = 'o'
+	kindOutbox keyKind = 'O'
+	// kindOutboxV3 is where keyspace versions 1 to 3 kept the outbox
+	// (see moveOutbox).
+	kindOutboxV3 keyKind = 'o'
 	outboxV1     byte    = 1
 	metaOutbox           = "outbox"
 	metaDropped          = "dropped_unsent" // uint64 BE: readings DropOutbox removed unsent
@@ -299,6 +310,66 @@ func (d *outboxDecoder) decode(seq uint64, v []byte, fn func(OutboxReading) bool
 	}
 	if len(p) != 0 {
 		return fmt.Errorf("%w: %d bytes after the last reading", errBadOutbox, len(p))
+	}
+	return nil
+}
+
+// moveOutbox moves the outbox of a directory written before keyspace
+// version 4 to where version 4 keeps it, entry by entry and unchanged, in
+// transactions that each delete what they move: a crash in between leaves
+// the rest to the next Open.
+func (s *Store) moveOutbox() error {
+	var version uint64
+	err := s.db.View(func(txn *badger.Txn) (err error) {
+		version, err = getUint64(txn, metaSchema)
+		return err
+	})
+	if err != nil || version >= 4 {
+		return err
+	}
+	type entry struct{ key, value []byte }
+	moved := 0
+	for {
+		var batch []entry
+		size := 0
+		err := s.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutboxV3)}})
+			defer it.Close()
+			for it.Rewind(); it.Valid() && size < s.maxValue; it.Next() {
+				v, err := it.Item().ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				batch = append(batch, entry{it.Item().KeyCopy(nil), v})
+				size += len(v)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("move the outbox: %w", err)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		err = s.update(func(txn *badger.Txn) error {
+			for _, e := range batch {
+				key := append([]byte{byte(kindOutbox)}, e.key[1:]...)
+				if err := txn.Set(key, e.value); err != nil {
+					return err
+				}
+				if err := txn.Delete(e.key); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("move the outbox: %w", err)
+		}
+		moved += len(batch)
+	}
+	if moved > 0 {
+		s.log.Info("moved the outbox's entries to where this version keeps them", "entries", moved)
 	}
 	return nil
 }

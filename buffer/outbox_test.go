@@ -3,6 +3,7 @@ package buffer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -270,4 +271,92 @@ func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
 	}
 	write(t, w, Reading{Device: "d", Metric: "m", TS: 102e9, Value: 3})
 	checkOutbox(t, readOutbox(t, s), 30, []Reading{{Device: "d", Metric: "m", TS: 102e9, Value: 3}})
+}
+
+// TestOutbox_MovedFromKeyspaceVersion3 opens a directory whose outbox is
+// where keyspace version 3 kept it, half moved already, as a crash in
+// the middle of moving it leaves it: every unsent reading is there, in
+// order, under the cursor it had, and nothing is left where it was.
+func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := NewWriter(s, WriterOptions{Outbox: true})
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	var want []Reading
+	rng := rand.New(rand.NewPCG(3, 4))
+	for b := range 80 {
+		var rs []Reading
+		for i := range 500 {
+			rs = append(rs, Reading{Device: fmt.Sprintf("dev-%d", i%7), Metric: "t", TS: int64(b*1000+i) * 1e6, Value: rng.NormFloat64()})
+		}
+		write(t, w, rs...)
+		want = append(want, rs...)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AdvanceOutbox(700); err != nil {
+		t.Fatal(err)
+	}
+	// Move all but the first three entries back, as Open would have found
+	// them after a crash while it moved them.
+	wb := s.db.NewWriteBatch()
+	entries, size := 0, 0
+	err = s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if entries++; entries <= 3 {
+				continue
+			}
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			size += len(v)
+			if err := wb.Set(append([]byte{byte(kindOutboxV3)}, it.Item().Key()[1:]...), v); err != nil {
+				return err
+			}
+			if err := wb.Delete(it.Item().KeyCopy(nil)); err != nil {
+				return err
+			}
+		}
+		return wb.Set(appendMetaKey(nil, metaSchema), appendUint64(nil, 3))
+	})
+	if err == nil {
+		err = wb.Flush()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size <= 2*s.maxValue {
+		t.Fatalf("%d bytes of entries to move, a few transactions' worth needed", size)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(Options{Dir: dir, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if o := s.Outbox(); o.Cursor != 700 || o.End != uint64(len(want)) {
+		t.Fatalf("Outbox() = %+v, want cursor 700, end %d", o, len(want))
+	}
+	checkOutbox(t, readOutbox(t, s), 700, want[700:])
+	if n := countKeys(t, s, kindOutboxV3); n != 0 {
+		t.Errorf("%d entries left where version 3 kept them", n)
+	}
+	var v uint64
+	s.db.View(func(txn *badger.Txn) (err error) { v, err = getUint64(txn, metaSchema); return err })
+	if v != schemaVersion {
+		t.Errorf("keyspace version recorded %d, want %d", v, schemaVersion)
+	}
 }

@@ -210,6 +210,9 @@ func Open(opts Options) (*Store, error) {
 		maxValue: maxValue,
 		series:   make(map[string]*seriesState),
 	}
+	if err := s.moveOutbox(); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
+	}
 	if err := s.load(); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
 	}
@@ -243,7 +246,8 @@ func mapsDir(dir string) string {
 
 // recordSchema records the keyspace version this code writes, so that an
 // older cairn, which would not read it right, refuses the directory. Every
-// earlier keyspace is a subset of this one: there is nothing to convert.
+// earlier keyspace is a subset of this one but for where the outbox is,
+// which moveOutbox has moved by now.
 func (s *Store) recordSchema() error {
 	if s.schema == schemaVersion {
 		return nil
