@@ -174,8 +174,8 @@ func diskPerReading(b *testing.B, series, hours int, sealed bool) diskUse {
 	if err := s.db.Flatten(2); err != nil {
 		b.Fatal(err)
 	}
-	// Keys and values of a keyspace, as stored (Badger's block
-	// compression finds little in them) before per-entry overhead.
+	// Keys and values of a keyspace, as stored, before per-entry
+	// overhead.
 	share := func(kinds ...keyKind) float64 {
 		var n int64
 		err := s.db.View(func(txn *badger.Txn) error {

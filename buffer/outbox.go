@@ -316,32 +316,38 @@ func (d *outboxDecoder) decode(seq uint64, v []byte, fn func(OutboxReading) bool
 
 // moveOutbox moves the outbox of a directory written before keyspace
 // version 4 to where version 4 keeps it, entry by entry and unchanged, in
-// transactions that each delete what they move: a crash in between leaves
-// the rest to the next Open.
+// transactions that each delete what they move and are synced: a crash in
+// between leaves the rest to the next Open, which looks for entries at the
+// old place whatever version the directory records. The first of them
+// records version 4, so that an older cairn, which would not find the
+// moved entries, refuses the directory from then on.
 func (s *Store) moveOutbox() error {
-	var version uint64
-	err := s.db.View(func(txn *badger.Txn) (err error) {
-		version, err = getUint64(txn, metaSchema)
-		return err
-	})
-	if err != nil || version >= 4 {
-		return err
-	}
 	type entry struct{ key, value []byte }
 	moved := 0
 	for {
 		var batch []entry
-		size := 0
+		budget := newTxnBudget(s.db, 0)
+		budget.take(appendMetaKey(nil, metaSchema), appendUint64(nil, schemaVersion))
 		err := s.db.View(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutboxV3)}})
 			defer it.Close()
-			for it.Rewind(); it.Valid() && size < s.maxValue; it.Next() {
-				v, err := it.Item().ValueCopy(nil)
+			for it.Rewind(); it.Valid(); it.Next() {
+				item := it.Item()
+				fits := item.ValueSize() <= int64(s.maxValue) &&
+					budget.takeSize(int64(len(item.Key()))+item.ValueSize()+2) && budget.take(item.Key(), nil)
+				if !fits && len(batch) > 0 {
+					break
+				}
+				v, err := item.ValueCopy(nil)
 				if err != nil {
 					return err
 				}
-				batch = append(batch, entry{it.Item().KeyCopy(nil), v})
-				size += len(v)
+				batch = append(batch, entry{item.KeyCopy(nil), v})
+				if !fits {
+					// Written with a larger memtable: moved alone, its
+					// value goes to Badger's value log.
+					break
+				}
 			}
 			return nil
 		})
@@ -352,9 +358,11 @@ func (s *Store) moveOutbox() error {
 			break
 		}
 		err = s.update(func(txn *badger.Txn) error {
+			if err := txn.Set(appendMetaKey(nil, metaSchema), appendUint64(nil, schemaVersion)); err != nil {
+				return err
+			}
 			for _, e := range batch {
-				key := append([]byte{byte(kindOutbox)}, e.key[1:]...)
-				if err := txn.Set(key, e.value); err != nil {
+				if err := txn.Set(append([]byte{byte(kindOutbox)}, e.key[1:]...), e.value); err != nil {
 					return err
 				}
 				if err := txn.Delete(e.key); err != nil {
@@ -363,6 +371,9 @@ func (s *Store) moveOutbox() error {
 			}
 			return nil
 		})
+		if err == nil && !s.noSync {
+			err = s.db.Sync()
+		}
 		if err != nil {
 			return fmt.Errorf("move the outbox: %w", err)
 		}

@@ -274,12 +274,13 @@ func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
 }
 
 // TestOutbox_MovedFromKeyspaceVersion3 opens a directory whose outbox is
-// where keyspace version 3 kept it, half moved already, as a crash in
+// where keyspace version 3 kept it, all but three entries, as a crash in
 // the middle of moving it leaves it: every unsent reading is there, in
-// order, under the cursor it had, and nothing is left where it was.
+// order, under the cursor it had, and nothing is left where it was. The
+// entries are too many and too large for one transaction.
 func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(Options{Dir: dir, MemTableSize: 1 << 20})
+	s, err := Open(Options{Dir: dir, MemTableSize: 1 << 20, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,6 +297,12 @@ func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
 		}
 		write(t, w, rs...)
 		want = append(want, rs...)
+	}
+	// Entries of one reading, more than a transaction takes by count.
+	for i := range 4000 {
+		r := Reading{Device: "one", Metric: "t", TS: int64(i) * 1e6, Value: float64(i)}
+		write(t, w, r)
+		want = append(want, r)
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -335,8 +342,8 @@ func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if size <= 2*s.maxValue {
-		t.Fatalf("%d bytes of entries to move, a few transactions' worth needed", size)
+	if size <= 2*s.maxValue || int64(entries) < s.db.MaxBatchCount()/2 {
+		t.Fatalf("%d entries, %d bytes to move: a few transactions' worth needed", entries, size)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

@@ -512,7 +512,8 @@ func getUint64(txn *badger.Txn, name string) (uint64, error) {
 // seriesID names a series in the in-memory index.
 func seriesID(device, metric string) string { return device + "\x00" + metric }
 
-// Close closes the database. The Writer must have stopped first.
+// Close closes the database. The Writer must have stopped first, and
+// ReleaseTablePages must not be running.
 func (s *Store) Close() error {
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", s.dir, err)

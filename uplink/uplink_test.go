@@ -737,13 +737,13 @@ func TestUplink_SkipsAnOutboxEntryThatCannotBeRead(t *testing.T) {
 			s.add(t, c*100, 100)
 		}
 	}()
-	// The entry of readings 100 to 199, key 'o' + its first sequence
+	// The entry of readings 100 to 199, key 'O' + its first sequence
 	// number (docs/storage.md), overwritten with bytes that do not decode.
 	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := binary.BigEndian.AppendUint64([]byte{'o'}, 100)
+	key := binary.BigEndian.AppendUint64([]byte{'O'}, 100)
 	if err := db.Update(func(txn *badger.Txn) error {
 		if _, err := txn.Get(key); err != nil {
 			return fmt.Errorf("the entry of reading 100: %w", err)

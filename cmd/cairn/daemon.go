@@ -256,7 +256,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}
 
 	// Table pages: what Badger maps of its table files leaves the
-	// resident set every few seconds.
+	// resident set every second.
 	{
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {
