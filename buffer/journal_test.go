@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/dgraph-io/badger/v4"
 )
 
 // holdJournal keeps readings in the journal until something checkpoints.
@@ -245,4 +247,40 @@ func TestJournal_ReadingSpanSeesTheJournal(t *testing.T) {
 	if oldest != lo || newest != hi {
 		t.Errorf("span: %d..%d, want %d..%d", oldest, newest, lo, hi)
 	}
+}
+
+// TestJournal_EntriesFitATableBlock stores a commit far larger than a
+// journal or outbox entry may be: none is larger than a block of Badger's
+// tables, and the outbox has several.
+func TestJournal_EntriesFitATableBlock(t *testing.T) {
+	opts := holdJournal
+	opts.Outbox = true
+	// A memtable large enough that no checkpoint comes in the middle.
+	s, w := testStoreOpts(t, Options{MemTableSize: 64 << 20}, opts)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var rs []Reading
+	for i := range 20000 {
+		rs = append(rs, Reading{Device: fmt.Sprintf("dev-%03d", i%300), Metric: "t", TS: int64(i) * 1e6, Value: float64(rng.IntN(1 << 40))})
+	}
+	write(t, w, rs...)
+	for _, kind := range []keyKind{kindJournal, kindOutbox} {
+		entries, largest := 0, 0
+		err := s.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kind)}})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				entries++
+				largest = max(largest, int(it.Item().ValueSize()))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (kind == kindOutbox && entries < 2) || largest >= tableBlockSize {
+			t.Errorf("%c: %d entries, the largest %d bytes; want each within a %d-byte block, and several in the outbox", kind, entries, largest, tableBlockSize)
+		}
+	}
+	checkpoint(t, w)
+	checkStored(t, s, rs)
 }

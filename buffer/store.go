@@ -61,7 +61,18 @@ const (
 	defaultMemTableSize = 8 << 20
 	// maxValueThreshold is the largest value threshold Badger takes.
 	maxValueThreshold = 1 << 20
-	defaultCacheSize  = 8 << 20
+	// tableBlockSize is the size of the blocks of Badger's tables, and
+	// maxEntrySize bounds the journal and outbox entries (before their
+	// compression) so that one fits a block. A table builder that meets
+	// a value larger than a block doubles the block's buffer until it
+	// fits, keeping every smaller one: a table of such values took about
+	// four times its size, and Badger keeps 8 builders for reuse, each
+	// grown to the largest table it built. With entries up to the value
+	// threshold (512 KiB at the default memtable), a 10 M-reading backlog
+	// peaked at 139 MiB RSS; with entries of a block, 95 MiB.
+	tableBlockSize   = 64 << 10
+	maxEntrySize     = 48 << 10
+	defaultCacheSize = 8 << 20
 )
 
 // Store is an open data directory. Its methods are safe for concurrent use;
@@ -74,6 +85,8 @@ type Store struct {
 	mapsDir string
 	noSync  bool
 	log     *slog.Logger
+	// maxEntry bounds a journal or outbox entry (maxEntrySize).
+	maxEntry int
 	// maxValue is the largest value the store may write: anything larger
 	// would go to the value log.
 	maxValue int
@@ -189,6 +202,7 @@ func Open(opts Options) (*Store, error) {
 		WithIndexCacheSize(opts.CacheSize).
 		WithCompression(options.None).
 		WithValueThreshold(int64(maxValue)).
+		WithBlockSize(tableBlockSize).
 		WithValueLogFileSize(64 << 20).
 		WithNumGoroutines(2)
 	// Tables of every level the same size: a table builder holds about
@@ -217,6 +231,7 @@ func Open(opts Options) (*Store, error) {
 		noSync:   opts.NoSync,
 		log:      log,
 		maxValue: maxValue,
+		maxEntry: min(maxValue, maxEntrySize),
 		series:   make(map[string]*seriesState),
 	}
 	if err := s.moveOutbox(); err != nil {

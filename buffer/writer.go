@@ -802,7 +802,7 @@ func (w *Writer) newPart() (*badger.Txn, txnBudget, error) {
 // counts it if so.
 func (w *Writer) reserveJournal(b *txnBudget, r *Reading) bool {
 	n := outboxReadingMax(r)
-	if w.jour.size()+n > w.store.maxValue {
+	if w.jour.size()+n > w.store.maxEntry {
 		return false
 	}
 	return b.grow(int64(n))
@@ -816,7 +816,7 @@ func (w *Writer) reserveOutbox(b *txnBudget, r *Reading) bool {
 		return true
 	}
 	n := outboxReadingMax(r)
-	if w.outbox.size()+n > w.store.maxValue {
+	if w.outbox.size()+n > w.store.maxEntry {
 		return false
 	}
 	return b.grow(int64(n))
