@@ -255,7 +255,8 @@ func TestJournal_ReadingSpanSeesTheJournal(t *testing.T) {
 func TestJournal_EntriesFitATableBlock(t *testing.T) {
 	opts := holdJournal
 	opts.Outbox = true
-	// A memtable large enough that no checkpoint comes in the middle.
+	// Each part of the commit but the last is checkpointed (its journal
+	// entry deleted) when the next begins; the outbox keeps them all.
 	s, w := testStoreOpts(t, Options{MemTableSize: 64 << 20}, opts)
 	rng := rand.New(rand.NewPCG(5, 6))
 	var rs []Reading

@@ -69,7 +69,7 @@ const (
 	// four times its size, and Badger keeps 8 builders for reuse, each
 	// grown to the largest table it built. With entries up to the value
 	// threshold (512 KiB at the default memtable), a 10 M-reading backlog
-	// peaked at 139 MiB RSS; with entries of a block, 95 MiB.
+	// peaked at 139 MiB RSS; with entries of a block, 98 MiB.
 	tableBlockSize   = 64 << 10
 	maxEntrySize     = 48 << 10
 	defaultCacheSize = 8 << 20
@@ -212,12 +212,11 @@ func Open(opts Options) (*Store, error) {
 	//
 	// No block compression: what fills the store is compressed already
 	// (sealed buckets, outbox entries), and a compressing builder holds
-	// each block twice, raw and compressed, at the worst case's size. The
-	// 8 builders Badger keeps for reuse each grow to the largest table
-	// they built, a flushed memtable: with Snappy that was 14 MiB each at
-	// a 4 MiB memtable, and memory grew by 60 MiB as a backlog built; now
-	// it is 6 MiB each. The cost is disk: about a quarter more bytes for
-	// the keys and the minute records (docs/storage.md).
+	// each block twice, raw and compressed, at the worst case's size;
+	// the 8 builders Badger keeps for reuse each grow to the largest
+	// table they built, a flushed memtable. A 10 M-reading backlog peaked
+	// 30 MiB higher with Snappy. The cost is disk: about a fifth more
+	// bytes, for the keys and the minute records (docs/storage.md).
 	bopts.TableSizeMultiplier = 1
 
 	db, err := openBadger(bopts, log)
