@@ -128,10 +128,26 @@ func (b *batchConn) Close() error {
 	return b.Conn.Close()
 }
 
-// openBatchConn dials the broker as the MQTT client would (a proxy from
-// ALL_PROXY and NO_PROXY included) and wraps the connection in a batchConn.
-// It is the client's CustomOpenConnectionFn.
-func openBatchConn(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
+// openBatchConn returns the client's CustomOpenConnectionFn: it dials the
+// broker as the MQTT client would (a proxy from ALL_PROXY and NO_PROXY
+// included) and wraps the connection in a batchConn, over a gatherConn
+// with a window of gather that buffers the client's reads.
+func openBatchConn(gather time.Duration) paho.OpenConnectionFunc {
+	return func(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
+		conn, err := dialBroker(uri, o)
+		if err != nil {
+			return nil, err
+		}
+		return newBatchConn(newGatherConn(conn, gather, gatherBuffer)), nil
+	}
+}
+
+// gatherBuffer is the size of the buffer of the external broker's
+// connection: the MQTT client reads a packet's header a byte at a time.
+const gatherBuffer = 16 << 10
+
+// dialBroker dials the broker as the MQTT client would, TLS included.
+func dialBroker(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
 	var dialer net.Dialer
 	if o.Dialer != nil {
 		dialer = *o.Dialer
@@ -160,7 +176,7 @@ func openBatchConn(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
 		conn.Close()
 		return nil, fmt.Errorf("unknown protocol %q", uri.Scheme)
 	}
-	return newBatchConn(conn), nil
+	return conn, nil
 }
 
 // tlsFor returns c, with the server name to check set to host when c has

@@ -32,6 +32,9 @@ type BrokerOptions struct {
 	Security BrokerSecurity
 	// Refusals counts what the broker refuses; NewBroker makes one if nil.
 	Refusals *Refusals
+	// ReadCoalesce is how long a busy client's messages may gather before
+	// they are read (see gatherConn); 0 reads each as it comes.
+	ReadCoalesce time.Duration
 }
 
 // BrokerSecurity configures authentication, ACLs and limits.
@@ -116,7 +119,7 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 			guard.anonymous[id] = *sec.AllowAnonymous
 		}
 		guard.certUser[id] = tc != nil && tc.ClientCAs != nil
-		l := &listener{id: id, address: addr, tls: tc, maxConns: maxConns, refusals: refusals, log: opts.Logger}
+		l := &listener{id: id, address: addr, tls: tc, maxConns: maxConns, gather: opts.ReadCoalesce, refusals: refusals, log: opts.Logger}
 		if err := srv.AddListener(l); err != nil {
 			return "", fmt.Errorf("%s %s: %w", key, addr, err)
 		}

@@ -32,6 +32,7 @@ type listener struct {
 	address  string
 	tls      *tls.Config // nil for plain TCP
 	maxConns int64
+	gather   time.Duration // gatherConn's window; 0 for none
 	refusals *Refusals
 	log      *slog.Logger
 
@@ -101,6 +102,11 @@ func (l *listener) serveConn(conn net.Conn, establish listeners.EstablishFn) {
 	if err := conn.SetDeadline(time.Now().Add(connectTimeout)); err != nil {
 		conn.Close()
 		return
+	}
+	if l.gather > 0 {
+		// Under TLS, so that its records gather too. mochi reads
+		// through a buffer of its own.
+		conn = newGatherConn(conn, l.gather, 0)
 	}
 	if l.tls != nil {
 		tc := tls.Server(conn, l.tls)

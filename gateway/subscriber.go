@@ -25,6 +25,9 @@ type SubscriberOptions struct {
 	Password string
 	// TLS is used for ssl:// and tls:// URLs.
 	TLS *tls.Config
+	// ReadCoalesce is how long the broker's messages may gather before
+	// they are read (see gatherConn); 0 reads each as it comes.
+	ReadCoalesce time.Duration
 }
 
 // Subscriber reads messages from an external broker in a persistent session
@@ -71,7 +74,7 @@ func NewSubscriber(opts SubscriberOptions) *Subscriber {
 		SetConnectRetry(true).
 		SetConnectRetryInterval(2 * time.Second).
 		SetMaxReconnectInterval(10 * time.Second).
-		SetCustomOpenConnectionFn(openBatchConn).
+		SetCustomOpenConnectionFn(openBatchConn(opts.ReadCoalesce)).
 		SetDefaultPublishHandler(s.handle).
 		SetOnConnectHandler(s.onConnect).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {

@@ -67,6 +67,9 @@ type MQTTConfig struct {
 	// MaxFutureSkew is how far ahead of the gateway's clock a reading may
 	// be; 0 means no limit.
 	MaxFutureSkew Duration `yaml:"max_future_skew"`
+	// ReadCoalesce is how long a busy connection's messages may gather
+	// before they are read, on either broker.
+	ReadCoalesce Duration `yaml:"read_coalesce"`
 	// Username and PasswordFile log in at an external broker; TLS is its
 	// ssl:// connection.
 	Username     string    `yaml:"username"`
@@ -275,6 +278,17 @@ const (
 	defaultPattern        = "sensors/{device}/telemetry"
 )
 
+// defaultReadCoalesce is mqtt.read_coalesce's default: at a steady
+// 10,000 messages a second from one client, reading a millisecond's
+// messages at a time took cairn from 22.6% of a core to 15.3%; a client
+// publishing as fast as its 100 messages in flight allow went from 76,000
+// to 59,000 readings a second, each message read up to a millisecond
+// later (docs/raspberry-pi.md).
+const (
+	defaultReadCoalesce = time.Millisecond
+	maxReadCoalesce     = 100 * time.Millisecond
+)
+
 // DefaultConfig returns the configuration that an empty file means.
 func DefaultConfig() *Config {
 	return &Config{
@@ -285,6 +299,7 @@ func DefaultConfig() *Config {
 			ClientID:      "cairn",
 			MaxPayload:    64 << 10,
 			MaxFutureSkew: Duration(time.Hour),
+			ReadCoalesce:  Duration(defaultReadCoalesce),
 		},
 		HTTP: HTTPConfig{Listen: "127.0.0.1:8080", QueryRate: 100},
 		Retention: RetentionConfig{
@@ -524,6 +539,9 @@ func (c *Config) Validate() error {
 	}
 	if m.MaxFutureSkew < 0 {
 		bad("mqtt.max_future_skew", "must be 0 (no limit) or more (got %s)", m.MaxFutureSkew)
+	}
+	if m.ReadCoalesce < 0 || m.ReadCoalesce > Duration(maxReadCoalesce) {
+		bad("mqtt.read_coalesce", "must be from 0s to %s (got %s)", Duration(maxReadCoalesce), m.ReadCoalesce)
 	}
 	if m.MaxPayload < 16 || m.MaxPayload > 16<<20 {
 		bad("mqtt.max_payload", "must be from 16 bytes to 16 MiB (got %d)", m.MaxPayload)

@@ -174,6 +174,8 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			Logger:    brokerLogger(cfg.Log, stderr),
 			Security:  cfg.brokerSecurity(),
 			Refusals:  gateway.NewRefusals(log.With("component", "broker")),
+
+			ReadCoalesce: time.Duration(cfg.MQTT.ReadCoalesce),
 		})
 		if err != nil {
 			return err // a bad address fails validation; this is the system's answer
@@ -215,6 +217,8 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			Username: cfg.MQTT.Username,
 			Password: cfg.secrets.mqttPassword,
 			TLS:      cfg.secrets.mqttTLS,
+
+			ReadCoalesce: time.Duration(cfg.MQTT.ReadCoalesce),
 		})
 		mqttAddr = cfg.MQTT.URL
 		mqttStatus = func() gateway.MQTTStatus {
