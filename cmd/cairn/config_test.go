@@ -43,6 +43,9 @@ func TestParseConfig_Empty(t *testing.T) {
 	if cfg.Store.CommitLinger != 200*time.Microsecond {
 		t.Errorf("commit_linger: got %v", cfg.Store.CommitLinger)
 	}
+	if cfg.MQTT.ReadCoalesce != Duration(time.Millisecond) {
+		t.Errorf("read_coalesce: got %v", cfg.MQTT.ReadCoalesce)
+	}
 }
 
 func TestParseConfig_External(t *testing.T) {
@@ -66,6 +69,7 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"wrong_type.bad.yaml":               "store.commit_max_readings: cannot use !!str `lots` into int (line 2)",
 		"commit_zero.bad.yaml":              "store.commit_max_readings: must be from 1 to 100000 (got 0)",
 		"linger_too_long.bad.yaml":          "store.commit_linger: must be from 0s to 1s (got 2s)",
+		"read_coalesce_too_long.bad.yaml":   "mqtt.read_coalesce: must be from 0s to 100ms (got 1s)",
 		"both_brokers.bad.yaml":             "mqtt: set either mqtt.embedded",
 		"bad_url.bad.yaml":                  `mqtt.url: want tcp://host:port (got "mosquitto:1883")`,
 		"open_listener_no_users.bad.yaml":   "mqtt.embedded.listen: 0.0.0.0:1883 is not loopback, where anonymous clients are refused, and no one could log in: set mqtt.embedded.password_file",
