@@ -272,7 +272,19 @@ func (h *ingestHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pack
 		// Not ours, but it must not overtake the client's pending acks.
 		h.settle(cl, q, s, nil)
 	}
-	return pk, packets.ErrRejectPacket
+	return held(pk), nil
+}
+
+// held returns what the broker is to do itself with a QoS 1 message the
+// hook holds: nothing. As an ignored QoS 0 message it sends no PUBACK,
+// retains and routes nothing, and is done. (Rejecting it instead had the
+// broker box the whole packet, 800 bytes, for a debug log line that is
+// off: half of what cairn allocated at 10,000 messages a second.)
+func held(pk packets.Packet) packets.Packet {
+	pk.FixedHeader.Qos = 0
+	pk.FixedHeader.Retain = false
+	pk.Ignore = true
+	return pk
 }
 
 // OnDisconnect forgets the client's queue; what it still holds is routed
