@@ -31,8 +31,12 @@ func statsKind(l aggregate.Level) keyKind {
 
 // levels returns the levels every reading updates.
 func levels() [3]aggregate.Level {
-	return [3]aggregate.Level{aggregate.Minute, aggregate.Hour, aggregate.Day}
+	return allLevels
 }
+
+// allLevels is what levels returns, for statsLevels's slices of it; no one
+// changes it.
+var allLevels = [3]aggregate.Level{aggregate.Minute, aggregate.Hour, aggregate.Day}
 
 // appendStatsPrefix appends the prefix of the records of one level of a
 // series.
@@ -65,7 +69,7 @@ const statsEntrySize = 41 + 2
 // were rolled up already (a late reading), since rolling up computes them
 // from the minutes later otherwise.
 func statsLevels(st *seriesState, ts int64) []aggregate.Level {
-	all := levels()
+	all := allLevels[:] // a slice of a local array would be allocated, twice a reading
 	switch {
 	case aggregate.Day.Truncate(ts) < st.rolled[rolledDays]:
 		return all[:3]
