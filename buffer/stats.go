@@ -72,11 +72,11 @@ func statsLevels(st *seriesState, ts int64) []aggregate.Level {
 	all := allLevels[:] // a slice of a local array would be allocated, twice a reading
 	switch {
 	case aggregate.Day.Truncate(ts) < st.rolled[rolledDays]:
-		return all[:3]
+		return all[:3:3]
 	case aggregate.Hour.Truncate(ts) < st.rolled[rolledHours]:
-		return all[:2]
+		return all[:2:2]
 	}
-	return all[:1]
+	return all[:1:1] // an append must not write to allLevels
 }
 
 // Indexes of seriesState.rolled.

@@ -14,9 +14,12 @@ import (
 // A read waits only while the connection is busy: when the last read from
 // the socket began less than window ago and did not fill what it read
 // into. A connection that sends less often than once a window is read as
-// each message comes. So a message waits at most window longer, and only
-// on a connection that sends many; its PUBACK waits for a group commit of
-// a few milliseconds anyway.
+// each message comes. So a message waits about a window longer (the
+// runtime's timers round up to a millisecond), and only on a connection
+// that sends many; its PUBACK waits for a group commit of a few
+// milliseconds anyway. A packet that comes in several pieces, a large
+// one over a slow link, waits a window for each: the window is for
+// streams of small messages.
 //
 // With size > 0 the reads are buffered: the MQTT client reads a packet a
 // byte or a few at a time, each a system call without a buffer. Without,
@@ -45,8 +48,8 @@ func (g *gatherConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if g.buf == nil {
-		return g.readSocket(p)
+	if g.buf == nil || g.r == g.w && len(p) >= len(g.buf) {
+		return g.readSocket(p) // as bufio does: a large read needs no copy
 	}
 	if g.r == g.w {
 		n, err := g.readSocket(g.buf)

@@ -23,20 +23,19 @@ func (c *countingConn) Read(p []byte) (int, error) {
 }
 
 // sendSpaced writes n numbered messages to c, sleeping gap between them,
-// and returns what it wrote.
-func sendSpaced(t *testing.T, c net.Conn, n int, gap time.Duration) []byte {
-	t.Helper()
+// then closes c, and returns what it wrote.
+func sendSpaced(c net.Conn, n int, gap time.Duration) ([]byte, error) {
+	defer c.Close()
 	var all bytes.Buffer
 	for i := range n {
 		m := fmt.Appendf(nil, `{"n":%d,"temperature":21.5}`+"\n", i)
 		all.Write(m)
 		if _, err := c.Write(m); err != nil {
-			t.Error(err)
-			break
+			return all.Bytes(), err
 		}
 		time.Sleep(gap)
 	}
-	return all.Bytes()
+	return all.Bytes(), nil
 }
 
 // readAll reads r until it ends, chunk bytes at a time, as mochi's reader
@@ -71,23 +70,26 @@ func TestGatherConn_ReadsABusyConnectionOncePerWindow(t *testing.T) {
 			if size > 0 {
 				chunk = 3 // the MQTT client's header reads
 			}
-			sent := make(chan []byte, 1)
+			var want []byte
+			var sendErr error
+			sent := make(chan struct{})
 			start := time.Now()
 			go func() {
-				sent <- sendSpaced(t, client, n, 100*time.Microsecond)
-				client.Close()
+				want, sendErr = sendSpaced(client, n, 100*time.Microsecond)
+				close(sent)
 			}()
 			got, err := readAll(g, chunk)
 			elapsed := time.Since(start)
-			if err != nil {
-				t.Fatal(err)
+			<-sent
+			if err != nil || sendErr != nil {
+				t.Fatal(err, sendErr)
 			}
-			if want := <-sent; !bytes.Equal(got, want) {
+			if !bytes.Equal(got, want) {
 				t.Fatalf("read %d bytes, want the %d sent, in order", len(got), len(want))
 			}
-			// One read a window, and a few more for reads that filled the
-			// buffer or came after a quiet moment.
-			if most := int(elapsed/window) + 10; counted.reads > most || counted.reads > n/4 {
+			// One read a window, and a few more: a read that fills the
+			// buffer does not wait, nor does the one after it.
+			if most := int(elapsed/window) + 2*len(want)/2048 + 4; counted.reads > most || counted.reads > n/4 {
 				t.Errorf("%d reads from the socket for %d messages in %v; want at most %d and under %d",
 					counted.reads, n, elapsed.Round(time.Millisecond), most, n/4)
 			}
@@ -107,22 +109,24 @@ func TestGatherConn_ReadsAQuietConnectionAtOnce(t *testing.T) {
 	client, server := tcpPair(t)
 	g := newGatherConn(server, window, 0)
 	go func() {
+		defer client.Close()
 		for range 5 {
 			m := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
 			if _, err := client.Write(m); err != nil {
-				t.Error(err)
+				return // the reader fails on the short stream
 			}
 			time.Sleep(150 * time.Millisecond)
 		}
-		client.Close()
 	}()
 	var got []byte
 	p := make([]byte, 2048)
+	messages := 0
 	for {
 		n, err := g.Read(p)
 		now := time.Now()
 		got = append(got, p[:n]...)
 		for ; len(got) >= 8; got = got[8:] {
+			messages++
 			sent := time.Unix(0, int64(binary.BigEndian.Uint64(got)))
 			if late := now.Sub(sent); late > window/2 {
 				t.Errorf("a message was read %v after it was sent; a connection this quiet must be read at once", late.Round(time.Millisecond))
@@ -134,6 +138,9 @@ func TestGatherConn_ReadsAQuietConnectionAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	if messages != 5 || len(got) != 0 {
+		t.Errorf("read %d messages and %d bytes more, want the 5 sent", messages, len(got))
 	}
 }
 

@@ -280,10 +280,10 @@ const (
 
 // defaultReadCoalesce is mqtt.read_coalesce's default: at a steady
 // 10,000 messages a second from one client, reading a millisecond's
-// messages at a time took cairn from 22.6% of a core to 15.3%; a client
-// publishing as fast as its 100 messages in flight allow went from 76,000
-// to 59,000 readings a second, each message read up to a millisecond
-// later (docs/raspberry-pi.md).
+// messages at a time took cairn from about 22.6% of a core to 15.3%; a
+// client publishing as fast as its 100 messages in flight allow went
+// from about 76,000 to 59,000 readings a second, each message read up to
+// a millisecond later (docs/raspberry-pi.md).
 const (
 	defaultReadCoalesce = time.Millisecond
 	maxReadCoalesce     = 100 * time.Millisecond
