@@ -28,7 +28,7 @@ type gatherConn struct {
 	net.Conn
 	window time.Duration
 	began  time.Time // when the last read from the socket began
-	busy   bool      // that read did not fill its buffer, and began less than a window before the next one
+	busy   bool      // that read did not fill what it read into
 	buf    []byte
 	r, w   int // buf[r:w] is read and not yet taken
 	waits  int // reads from the socket that waited
