@@ -97,14 +97,8 @@ func TestOutbox_HoldsStoredReadingsInOrderAcrossRestarts(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
 
-	s, err = Open(Options{Dir: dir, MemTableSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s)
 	if o := s.Outbox(); o.End != uint64(len(want)) || o.Cursor != 0 || o.BatchEnd != 700 || o.BatchNote != 42 {
 		t.Fatalf("after reopen Outbox() = %+v, want end %d, cursor 0, batch end 700, note 42", o, len(want))
 	}
@@ -120,14 +114,8 @@ func TestOutbox_HoldsStoredReadingsInOrderAcrossRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOutbox(t, part, 1000, want[1000:1010])
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
 
-	s, err = Open(Options{Dir: dir, MemTableSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s)
 	defer s.Close()
 	if o := s.Outbox(); o.Cursor != 700 || o.BatchEnd != 0 || o.End != uint64(len(want)) {
 		t.Fatalf("after advance and reopen Outbox() = %+v", o)
@@ -345,14 +333,8 @@ func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
 	if size <= 2*s.maxValue || int64(entries) < s.db.MaxBatchCount()/2 {
 		t.Fatalf("%d entries, %d bytes to move: a few transactions' worth needed", entries, size)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
 
-	s, err = Open(Options{Dir: dir, MemTableSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s)
 	defer s.Close()
 	if o := s.Outbox(); o.Cursor != 700 || o.End != uint64(len(want)) {
 		t.Fatalf("Outbox() = %+v, want cursor 700, end %d", o, len(want))
@@ -366,4 +348,17 @@ func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
 	if v != schemaVersion {
 		t.Errorf("keyspace version recorded %d, want %d", v, schemaVersion)
 	}
+}
+
+// reopen closes s and opens its directory again with a 1 MiB memtable.
+func reopen(t *testing.T, s *Store) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(Options{Dir: s.dir, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return again
 }

@@ -293,13 +293,7 @@ func TestWriter_CommitLargerThanOneTransaction(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(Options{Dir: dir, MemTableSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s)
 	defer s.Close()
 	if n := s.ReadingCount(); n != uint64(len(rs)) {
 		t.Errorf("ReadingCount after reopen: got %d, want %d", n, len(rs))
