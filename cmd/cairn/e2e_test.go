@@ -518,29 +518,11 @@ func TestRun_Redelivery(t *testing.T) {
 // MQTT 3.1.1 connection, and waits for the PUBACK. paho's client sets DUP
 // only itself, so the packets are built with its codec.
 func publishDup(addr, topic, payload string) error {
-	conn, err := net.DialTimeout("tcp", addr, startTimeout)
+	conn, err := dialMQTT(addr, "dup-sender")
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(ackTimeout)); err != nil {
-		return err
-	}
-	c := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
-	c.ProtocolName, c.ProtocolVersion = "MQTT", 4
-	c.CleanSession = true
-	c.ClientIdentifier = "dup-sender"
-	c.Keepalive = 30
-	if err := c.Write(conn); err != nil {
-		return fmt.Errorf("write CONNECT: %w", err)
-	}
-	pk, err := packets.ReadPacket(conn)
-	if err != nil {
-		return fmt.Errorf("read CONNACK: %w", err)
-	}
-	if ca, ok := pk.(*packets.ConnackPacket); !ok || ca.ReturnCode != packets.Accepted {
-		return fmt.Errorf("got %v, want an accepting CONNACK", pk)
-	}
 	const id = 4711
 	p := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
 	p.Qos, p.Dup = 1, true
@@ -548,7 +530,7 @@ func publishDup(addr, topic, payload string) error {
 	if err := p.Write(conn); err != nil {
 		return fmt.Errorf("write PUBLISH: %w", err)
 	}
-	pk, err = packets.ReadPacket(conn)
+	pk, err := packets.ReadPacket(conn)
 	if err != nil {
 		return fmt.Errorf("read PUBACK: %w", err)
 	}
@@ -559,6 +541,74 @@ func publishDup(addr, topic, payload string) error {
 		return fmt.Errorf("write DISCONNECT: %w", err)
 	}
 	return nil
+}
+
+// dialMQTT opens an MQTT 3.1.1 connection to addr as client id, with a
+// deadline of ackTimeout, for tests that need packets paho would not send
+// or would hide; the packets are built with paho's codec.
+func dialMQTT(addr, id string) (net.Conn, error) {
+	conn, err := net.DialTimeout("tcp", addr, startTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.SetDeadline(time.Now().Add(ackTimeout)); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	c := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
+	c.ProtocolName, c.ProtocolVersion = "MQTT", 4
+	c.CleanSession, c.ClientIdentifier, c.Keepalive = true, id, 30
+	if err := c.Write(conn); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("write CONNECT: %w", err)
+	}
+	pk, err := packets.ReadPacket(conn)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("read CONNACK: %w", err)
+	}
+	if ca, ok := pk.(*packets.ConnackPacket); !ok || ca.ReturnCode != packets.Accepted {
+		conn.Close()
+		return nil, fmt.Errorf("got %v, want an accepting CONNACK", pk)
+	}
+	return conn, nil
+}
+
+// TestRun_OnePubackAfterStoring publishes a QoS 1 message on a raw MQTT
+// connection: it gets exactly one PUBACK, the hook's, once the reading is
+// stored. The broker itself must send none: the hook hands it the held
+// message as one to ignore.
+func TestRun_OnePubackAfterStoring(t *testing.T) {
+	d := startDaemon(t, writeConfig(t, t.TempDir(), embeddedConfig))
+	conn, err := dialMQTT(d.mqtt, "one-puback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const id = 7
+	p := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+	p.Qos, p.TopicName, p.MessageID = 1, "sensors/pantry/telemetry", id
+	p.Payload = []byte(`{"ts":1700000000000,"temperature":4.5}`)
+	if err := p.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	pk, err := packets.ReadPacket(conn)
+	if err != nil {
+		t.Fatalf("read PUBACK: %v", err)
+	}
+	if pa, ok := pk.(*packets.PubackPacket); !ok || pa.MessageID != id {
+		t.Fatalf("got %v, want PUBACK of message %d", pk, id)
+	}
+	if got := newAPIClient(d.http).status(t).Store.Readings; got != 1 {
+		t.Errorf("store.readings at the PUBACK: got %d, want 1", got)
+	}
+	// Nothing more comes: a second PUBACK would be the broker's own.
+	conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if pk, err := packets.ReadPacket(conn); err == nil {
+		t.Errorf("after the PUBACK the client got %v as well", pk)
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Errorf("after the PUBACK: %v, want a read timeout", err)
+	}
 }
 
 // TestRun_ManyInFlight publishes more QoS 1 messages back to back than the
