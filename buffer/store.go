@@ -193,7 +193,7 @@ func Open(opts Options) (*Store, error) {
 		WithMemTableSize(opts.MemTableSize).
 		WithNumMemtables(2).
 		WithBaseTableSize(tableSize(opts.MemTableSize, maxBytes)).
-		WithBaseLevelSize(4 * opts.MemTableSize).
+		WithBaseLevelSize(opts.MemTableSize).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
 		WithNumCompactors(2).
@@ -210,11 +210,17 @@ func Open(opts Options) (*Store, error) {
 	// for reuse), so tables that double per level make memory grow with
 	// the store.
 	//
+	// A base level (the level that level 0 compacts into) of one
+	// memtable: every level-0 table spans the whole keyspace, so each
+	// compaction out of level 0 rewrites the whole base level, and
+	// holds what it writes in memory (builders, and the new tables'
+	// mapped pages) until it ends. At four memtables, a 10 M-reading
+	// backlog peaked about 10 MiB higher.
+	//
 	// No block compression: what fills the store is compressed already
 	// (sealed buckets, outbox entries), and a compressing builder holds
-	// each block twice, raw and compressed, at the worst case's size;
-	// the 8 builders Badger keeps for reuse each grow to the largest
-	// table they built, a flushed memtable. A 10 M-reading backlog peaked
+	// each block twice, raw and compressed, at the worst case's size,
+	// in buffers Badger keeps for reuse. A 10 M-reading backlog peaked
 	// 30 MiB higher with Snappy. The cost is disk: about a fifth more
 	// bytes, for the keys and the minute records (docs/storage.md).
 	bopts.TableSizeMultiplier = 1
@@ -653,9 +659,8 @@ func trimNL(s string) string {
 // systemd unit allows 65,536 open files): a store must not need more
 // than maxTables tables, which leaves room for those a compaction writes
 // before it deletes the ones it replaces, and for the level-0 tables and
-// memtables. Tables are at least minTableSize: at an eighth of the
-// low-memory profile's 4 MiB memtable, a default disk cap of 32 GiB would
-// take 64 Ki tables.
+// memtables. Tables are at least minTableSize: at 512 KiB, a default
+// disk cap of 32 GiB would take 64 Ki tables.
 const (
 	maxTables    = 32 << 10
 	minTableSize = 1 << 20
@@ -663,11 +668,23 @@ const (
 
 // tableSize returns the size of Badger's tables (every level's, see
 // Open) for a memtable of memTable bytes in a store of at most maxBytes:
-// an eighth of the memtable (a table builder holds about twice its table
-// in memory while a compaction writes it), but at least minTableSize,
-// and large enough, in whole MiB, that maxBytes takes at most maxTables.
+// half the memtable, at least minTableSize, and large enough, in whole
+// MiB, that maxBytes takes at most maxTables.
+//
+// Half, because a table builder starts with a buffer of twice its table
+// size, grows it for a larger table, and Badger keeps up to 8 builders'
+// buffers for reuse. A flushed memtable becomes one level-0 table, a
+// little smaller than the memtable (Badger flushes once the memtable's
+// log reaches its size, and a table's keys are shorter), so the first
+// buffer holds it and no builder grows (a test checks it). At an eighth
+// of a 4 MiB memtable (1 MiB tables) each flush grew a builder by
+// 4 MiB, one after another, and the memory the store kept rose for the
+// first several million readings of a backlog. Larger tables than half
+// cost memory too: every table a compaction writes is held in memory
+// until it is on disk, and at five eighths a 10 M-reading backlog's RSS
+// was a sixth higher.
 func tableSize(memTable, maxBytes int64) int64 {
-	size := max(memTable/8, minTableSize)
+	size := max(memTable/2, minTableSize)
 	if need := (maxBytes/maxTables + 1<<20 - 1) &^ (1<<20 - 1); need > size {
 		size = need
 	}

@@ -116,7 +116,9 @@ func liveHeap() (live, other uint64) {
 // tablePagesInterval is how often the pages of Badger's mapped tables
 // leave the resident set (buffer.Store.ReleaseTablePages): what one
 // interval's compactions and queries touch is what stays counted.
-const tablePagesInterval = time.Second
+// Released every second instead, the file pages of a 10 M-reading
+// backlog peaked about 7 MiB higher.
+const tablePagesInterval = 250 * time.Millisecond
 
 // releaseTablePages releases the store's table pages every
 // tablePagesInterval until ctx is done. If that fails (no /proc), it says
