@@ -676,17 +676,17 @@ const (
 // buffers for reuse. A flushed memtable becomes one level-0 table a
 // little smaller than the memtable (Badger flushes once the memtable's
 // log reaches its size, and a table's keys are shorter; 93% of it at
-// most in TestStore_TableBuildersDoNotGrow), so the first buffer holds
-// it. Not always: the write batch that finds the memtable not yet full
-// may take it past its size (Badger allows a batch 15% of it), and one
-// builder then grows by twice its first buffer (seen once over a 20 M
-// backlog). At an eighth of a 4 MiB memtable (1 MiB
-// tables) each flush grew a builder by 4 MiB, one after another, and
-// the memory the store kept rose for the first several million
-// readings of a backlog. Larger tables than half cost memory too: every
-// table a compaction writes is held in memory until it is on disk, and
-// at five eighths the RSS over the second half of a 10 M-reading
-// backlog was about a sixth higher (one run).
+// most in TestStore_LevelZeroTablesFitABuildersFirstBuffer), so the
+// first buffer holds it. Not always: the write batch that finds the
+// memtable not yet full may take it past its size (Badger allows a
+// batch 15% of it), and one builder then grows by twice its first
+// buffer (seen once over a 20 M backlog). At an eighth of a 4 MiB
+// memtable (1 MiB tables) each flush grew a builder by 4 MiB, one after
+// another, and the memory the store kept rose for the first several
+// million readings of a backlog. Larger tables than half cost memory
+// too: every table a compaction writes is held in memory until it is on
+// disk, and at five eighths the RSS over the second half of a 10 M
+// reading backlog was about a sixth higher (one run).
 func tableSize(memTable, maxBytes int64) int64 {
 	size := max(memTable/2, minTableSize)
 	if need := (maxBytes/maxTables + 1<<20 - 1) &^ (1<<20 - 1); need > size {

@@ -3,15 +3,12 @@ package buffer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/ristretto/v2/z"
 	"go.uber.org/goleak"
 )
 
@@ -345,13 +342,15 @@ func TestWriter_LingerGathersASteadyStream(t *testing.T) {
 	t.Logf("commits in 300 ms: %d without linger, %d with", commits[0], commits[linger])
 }
 
-// TestStore_TableBuildersDoNotGrow: a flushed memtable becomes one
-// level-0 table, and Badger's table builder starts with a buffer of
-// twice the table size, grows it for a larger table, and keeps what it
-// grew for reuse (up to 8 builders). At the daemon's default memtable,
-// while memtables are flushed and compacted, every builder must still
-// have only its first buffer.
-func TestStore_TableBuildersDoNotGrow(t *testing.T) {
+// TestStore_LevelZeroTablesFitABuildersFirstBuffer: a flushed memtable
+// becomes one level-0 table, and Badger's table builder starts with a
+// buffer of twice the table size, grows it for a larger table, and
+// keeps what it grew for reuse (up to 8 builders). At the daemon's
+// default memtable, every level-0 table must fit that first buffer.
+// (The builders' buffers themselves are listed by ristretto's
+// z.Allocators, which the race detector rejects: it reads a field that
+// builders write without its lock.)
+func TestStore_LevelZeroTablesFitABuildersFirstBuffer(t *testing.T) {
 	const memTable = 4 << 20
 	s, w := testStoreOpts(t, Options{MemTableSize: memTable}, WriterOptions{SealCheck: 24 * time.Hour})
 	first := 2 * tableSize(memTable, MaxDefaultDiskBytes)
@@ -364,38 +363,14 @@ func TestStore_TableBuildersDoNotGrow(t *testing.T) {
 				largest = max(largest, int64(ti.OnDiskSize))
 			}
 		}
-		n, size := builderBuffers(t)
-		if size > int64(n)*first {
-			t.Fatalf("after %d readings: %d table builders hold %d bytes; each should hold its first buffer of %d", i+2000, n, size, first)
-		}
 	}
 	if largest < memTable/2 {
 		t.Fatalf("largest level-0 table: %d bytes; the test needs more writes", largest)
 	}
+	if largest >= first {
+		t.Errorf("a level-0 table of %d bytes; a builder's first buffer is %d", largest, first)
+	}
 	t.Logf("largest level-0 table: %d bytes; a builder's first buffer: %d", largest, first)
-}
-
-// builderBuffers returns how many of Badger's table builders exist (in
-// use or kept for reuse) and the bytes of their buffers, read from
-// ristretto's list of allocators: "Tag: Builder Num: 3 Size: 12 MiB . ".
-func builderBuffers(t *testing.T) (int, int64) {
-	t.Helper()
-	list := z.Allocators()
-	_, rest, found := strings.Cut(list, "Tag: Builder ")
-	if !found {
-		return 0, 0
-	}
-	var n int
-	var size float64
-	var unit string
-	if _, err := fmt.Sscanf(rest, "Num: %d Size: %g %s", &n, &size, &unit); err != nil {
-		t.Fatalf("allocators %q: %v", list, err)
-	}
-	scale := map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
-	if scale == 0 {
-		t.Fatalf("allocators %q: unit %q", list, unit)
-	}
-	return n, int64(size * scale)
 }
 
 // TestTableSize: tables are half the memtable, at least
