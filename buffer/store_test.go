@@ -373,16 +373,15 @@ func TestStore_LevelZeroTablesFitABuildersFirstBuffer(t *testing.T) {
 	t.Logf("largest level-0 table: %d bytes; a builder's first buffer: %d", largest, first)
 }
 
-// TestTableSize: tables are half the memtable, at least
-// 1 MiB, and large enough that a full store takes at most maxTables of
-// them.
+// TestTableSize: tables are half the memtable, at least 1 MiB, and
+// large enough that a full store takes at most maxTables of them.
 func TestTableSize(t *testing.T) {
 	const mib, gib = 1 << 20, 1 << 30
 	for _, tc := range []struct {
 		memTable, maxBytes, want int64
 	}{
 		{4 * mib, MaxDefaultDiskBytes, 2 * mib}, // the daemon's default
-		{8 * mib, MaxDefaultDiskBytes, 4 * mib}, // the store package's
+		{8 * mib, MaxDefaultDiskBytes, 4 * mib}, // the store package's default
 		{1 * mib, MaxDefaultDiskBytes, 1 * mib}, // not 512 KiB
 		{64 * mib, 16 * gib, 32 * mib},
 		{2 * mib, 100 * gib, 4 * mib}, // 3.125 MiB, in whole MiB
