@@ -197,6 +197,8 @@ func Open(opts Options) (*Store, error) {
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
 		WithNumCompactors(2).
+		WithCompactionBuilders(compactionBuilders).
+		WithTableBuilderPool(tableBuilderPool).
 		WithCompactL0OnClose(true).
 		WithBlockCacheSize(opts.CacheSize).
 		WithIndexCacheSize(opts.CacheSize).
@@ -216,6 +218,15 @@ func Open(opts Options) (*Store, error) {
 	// holds what it writes in memory (builders, and the new tables'
 	// mapped pages) until it ends. At four memtables, a 10 M-reading
 	// backlog peaked 15 MiB higher (one run each).
+	//
+	// Few table builders (options of cairn's copy of Badger, see
+	// buffer/badger/CAIRN.md): a compaction fills one builder per
+	// subcompaction and hands each full one to a goroutine that writes
+	// its table to disk. Upstream lets 8 wait on the disk at once, and
+	// keeps 8 buffers for reuse; a compaction of a large store writes
+	// dozens of tables, so the builders alive grew with the store (3 or 4
+	// at 1 M readings of backlog, 8 by 16 M, each a buffer of twice a
+	// table). One writing and two kept bound it whatever the store's size.
 	//
 	// No block compression: what fills the store is compressed already
 	// (sealed buckets, outbox entries), and a compressing builder holds
@@ -664,6 +675,13 @@ func trimNL(s string) string {
 const (
 	maxTables    = 32 << 10
 	minTableSize = 1 << 20
+)
+
+// Table builders a compaction may have writing tables at once beside the
+// one each subcompaction fills, and builders' buffers kept for reuse.
+const (
+	compactionBuilders = 1
+	tableBuilderPool   = 2
 )
 
 // tableSize returns the size of Badger's tables (every level's, see
