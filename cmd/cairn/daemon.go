@@ -260,7 +260,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}
 
 	// Table pages: what Badger maps of its table files leaves the
-	// resident set every second.
+	// resident set as it grows.
 	{
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
@@ -113,27 +117,101 @@ func liveHeap() (live, other uint64) {
 	return v[0], other
 }
 
-// tablePagesInterval is how often the pages of Badger's mapped tables
-// leave the resident set (buffer.Store.ReleaseTablePages): what one
-// interval's compactions and queries touch is what stays counted.
-// Released every second instead, the RSS over the second half of a
-// 10 M-reading backlog had a 99th percentile of 69 MiB, not 64 to 65
-// (sampled every 100 ms; one run against three).
-const tablePagesInterval = 250 * time.Millisecond
+// Badger's compactions read and write tables through their memory maps,
+// and a large store's compaction moves tens of MB: what they touch stays
+// counted in the resident set until it is released
+// (buffer.Store.ReleaseTablePages). Released every 250 ms, the pages
+// touched within one interval made the peaks while a backlog built. So
+// the file-backed resident set is read every tablePagesCheck (a read of
+// /proc/self/statm: microseconds), and the pages are released as soon as
+// it has grown tablePagesSlack: often while Badger compacts, never while
+// nothing touches the tables. What is left after a compaction, tables it
+// wrote and now in the tree, goes within tablePagesSweep.
+const (
+	tablePagesCheck = 25 * time.Millisecond
+	tablePagesSlack = 2 << 20
+	tablePagesSweep = time.Second
+)
 
-// releaseTablePages releases the store's table pages every
-// tablePagesInterval until ctx is done. If that fails (no /proc), it says
-// so once and stops trying: memory then grows with the store, as page
-// cache.
+// pagesTrigger says when the table pages are due for release, from the
+// file-backed resident set: when it has grown tablePagesSlack above its
+// lowest since the last release, or when it differs at all from what the
+// last release left, tablePagesSweep after it. What a release cannot drop
+// (the memtables' logs, the program's text, tables a compaction is still
+// writing) raises that floor rather than triggering release after
+// release.
+type pagesTrigger struct {
+	left  int64     // the resident file bytes the last release left
+	floor int64     // the fewest seen since
+	at    time.Time // when the last release was
+}
+
+// due reports whether resident file bytes at now call for a release.
+func (p *pagesTrigger) due(resident int64, now time.Time) bool {
+	p.floor = min(p.floor, resident)
+	return resident-p.floor >= tablePagesSlack ||
+		resident != p.left && now.Sub(p.at) >= tablePagesSweep
+}
+
+// released records a release that left resident file bytes at now.
+func (p *pagesTrigger) released(resident int64, now time.Time) {
+	p.left, p.floor, p.at = resident, resident, now
+}
+
+// poll releases store's table pages if the resident file bytes call for it.
+func (p *pagesTrigger) poll(store *buffer.Store) error {
+	resident, err := residentFileBytes()
+	if err != nil || !p.due(resident, time.Now()) {
+		return err
+	}
+	if _, err := store.ReleaseTablePages(); err != nil {
+		return err
+	}
+	resident, err = residentFileBytes()
+	p.released(resident, time.Now())
+	return err
+}
+
+// residentFileBytes returns the file-backed part of the process's resident
+// set: /proc/self/statm's shared pages (file pages and shared memory, of
+// which cairn has none).
+func residentFileBytes() (int64, error) {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0, fmt.Errorf("/proc/self/statm: %q has fewer than 3 fields", b)
+	}
+	pages, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/self/statm: %w", err)
+	}
+	return pages * int64(os.Getpagesize()), nil
+}
+
+// releaseTablePages releases the store's table pages when pagesTrigger
+// says so, until ctx is done. If reading the resident set or releasing
+// fails (no /proc), it says so once and stops trying: memory then grows
+// with the store, as page cache.
 func releaseTablePages(ctx context.Context, store *buffer.Store, log *slog.Logger) {
-	tick := time.NewTicker(tablePagesInterval)
+	const failed = "cannot keep the store's table files out of resident memory; they stay as page cache"
+	resident, err := residentFileBytes()
+	if err != nil {
+		log.Warn(failed, "err", err)
+		return
+	}
+	var trigger pagesTrigger
+	trigger.released(resident, time.Now())
+	tick := time.NewTicker(tablePagesCheck)
 	defer tick.Stop()
 	for {
 		select {
 		case <-tick.C:
-			if _, err := store.ReleaseTablePages(); err != nil {
-				log.Warn("cannot keep the store's table files out of resident memory; they stay as page cache", "err", err)
-				tick.Stop()
+			if err := trigger.poll(store); err != nil {
+				log.Warn(failed, "err", err)
+				return
 			}
 		case <-ctx.Done():
 			return

@@ -130,3 +130,39 @@ func TestRun_AutoMemoryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The trigger releases table pages once the file-backed resident set has
+// grown by the slack above its lowest since the last release, and sweeps
+// up anything else a second after it.
+func TestPagesTrigger(t *testing.T) {
+	const mib = 1 << 20
+	t0 := time.Unix(1_800_000_000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	var p pagesTrigger
+	p.released(10*mib, t0)
+	steps := []struct {
+		resident int64
+		at       time.Duration
+		want     bool
+		why      string
+	}{
+		{10 * mib, 25 * time.Millisecond, false, "unchanged"},
+		{11 * mib, 50 * time.Millisecond, false, "grown by less than the slack"},
+		{12 * mib, 75 * time.Millisecond, true, "grown by the slack"},
+		{12 * mib, 100 * time.Millisecond, true, "still grown by the slack: nothing was released"},
+		{9 * mib, 125 * time.Millisecond, false, "shrunk (a compaction's tables deleted)"},
+		{10*mib + mib/2, 150 * time.Millisecond, false, "grown by less than the slack above the lowest since"},
+		{11 * mib, 175 * time.Millisecond, true, "grown by the slack above the lowest since"},
+		{9*mib + mib/2, 999 * time.Millisecond, false, "differs from what was left, within the sweep"},
+		{9*mib + mib/2, time.Second, true, "differs from what was left, a sweep after the release"},
+	}
+	for _, s := range steps {
+		if got := p.due(s.resident, at(s.at)); got != s.want {
+			t.Fatalf("at %v with %d MiB resident (%s): due %v, want %v", s.at, s.resident/mib, s.why, got, s.want)
+		}
+	}
+	p.released(9*mib, at(2*time.Second))
+	if p.due(9*mib, at(time.Hour)) {
+		t.Error("due an hour after a release with nothing changed, want not: an idle gateway releases nothing")
+	}
+}
