@@ -122,13 +122,16 @@ func liveHeap() (live, other uint64) {
 // counted in the resident set until it is released
 // (buffer.Store.ReleaseTablePages). Released every 250 ms, the pages
 // touched within one interval made the peaks while a backlog built. So
-// the file-backed resident set is read every tablePagesCheck (a read of
-// /proc/self/statm: microseconds), and the pages are released as soon as
-// it has grown tablePagesSlack: often while Badger compacts, never while
-// nothing touches the tables. What is left after a compaction, tables it
-// wrote and now in the tree, goes within tablePagesSweep.
+// the file-backed resident set is read (from /proc/self/statm:
+// microseconds) every tablePagesCheck while it grows, and the pages are
+// released as soon as it has grown tablePagesSlack. While it does not
+// grow, the checks slow down to one every tablePagesIdle: checked every
+// 25 ms, an idle gateway used 1.8% of a core instead of 1.0%. What is left after a compaction,
+// tables it wrote and now in the tree, goes within tablePagesSweep.
 const (
 	tablePagesCheck = 25 * time.Millisecond
+	tablePagesIdle  = 400 * time.Millisecond
+	tablePagesGrow  = 64 << 10 // growth since the last check that keeps checks at tablePagesCheck
 	tablePagesSlack = 2 << 20
 	tablePagesSweep = time.Second
 )
@@ -139,15 +142,26 @@ const (
 // last release left, tablePagesSweep after it. What a release cannot drop
 // (the memtables' logs, the program's text, tables a compaction is still
 // writing) raises that floor rather than triggering release after
-// release.
+// release. It also says when to look next.
 type pagesTrigger struct {
-	left  int64     // the resident file bytes the last release left
-	floor int64     // the fewest seen since
-	at    time.Time // when the last release was
+	left  int64         // the resident file bytes the last release left
+	floor int64         // the fewest seen since
+	at    time.Time     // when the last release was
+	last  int64         // the resident file bytes at the last check
+	wait  time.Duration // until the next check
 }
 
-// due reports whether resident file bytes at now call for a release.
+// due reports whether resident file bytes at now call for a release, and
+// sets the wait until the next check: tablePagesCheck if they grew by
+// tablePagesGrow since the last, twice the last wait (up to
+// tablePagesIdle) if not.
 func (p *pagesTrigger) due(resident int64, now time.Time) bool {
+	if resident-p.last >= tablePagesGrow {
+		p.wait = tablePagesCheck
+	} else {
+		p.wait = min(2*p.wait, tablePagesIdle)
+	}
+	p.last = resident
 	p.floor = min(p.floor, resident)
 	return resident-p.floor >= tablePagesSlack ||
 		resident != p.left && now.Sub(p.at) >= tablePagesSweep
@@ -155,7 +169,8 @@ func (p *pagesTrigger) due(resident int64, now time.Time) bool {
 
 // released records a release that left resident file bytes at now.
 func (p *pagesTrigger) released(resident int64, now time.Time) {
-	p.left, p.floor, p.at = resident, resident, now
+	p.left, p.floor, p.last, p.at = resident, resident, resident, now
+	p.wait = max(p.wait, tablePagesCheck)
 }
 
 // poll releases store's table pages if the resident file bytes call for it.
@@ -204,15 +219,16 @@ func releaseTablePages(ctx context.Context, store *buffer.Store, log *slog.Logge
 	}
 	var trigger pagesTrigger
 	trigger.released(resident, time.Now())
-	tick := time.NewTicker(tablePagesCheck)
-	defer tick.Stop()
+	timer := time.NewTimer(trigger.wait)
+	defer timer.Stop()
 	for {
 		select {
-		case <-tick.C:
+		case <-timer.C:
 			if err := trigger.poll(store); err != nil {
 				log.Warn(failed, "err", err)
 				return
 			}
+			timer.Reset(trigger.wait)
 		case <-ctx.Done():
 			return
 		}

@@ -166,3 +166,32 @@ func TestPagesTrigger(t *testing.T) {
 		t.Error("due an hour after a release with nothing changed, want not: an idle gateway releases nothing")
 	}
 }
+
+// The checks slow down, to one every tablePagesIdle, while the resident
+// set does not grow, and speed up again as soon as it does.
+func TestPagesTrigger_ChecksLessOftenWhileNothingGrows(t *testing.T) {
+	const mib = 1 << 20
+	now := time.Unix(1_800_000_000, 0)
+	var p pagesTrigger
+	p.released(10*mib, now)
+	if p.wait != tablePagesCheck {
+		t.Fatalf("wait after a release %v, want %v", p.wait, tablePagesCheck)
+	}
+	for _, want := range []time.Duration{50, 100, 200, 400, 400} {
+		now = now.Add(p.wait)
+		p.due(10*mib, now)
+		if p.wait != want*time.Millisecond {
+			t.Fatalf("wait with nothing grown %v, want %v", p.wait, want*time.Millisecond)
+		}
+	}
+	now = now.Add(p.wait)
+	p.due(10*mib+tablePagesGrow, now)
+	if p.wait != tablePagesCheck {
+		t.Errorf("wait once grown by %d bytes %v, want %v", tablePagesGrow, p.wait, tablePagesCheck)
+	}
+	now = now.Add(p.wait)
+	p.due(10*mib+tablePagesGrow+tablePagesGrow/2, now)
+	if p.wait != 2*tablePagesCheck {
+		t.Errorf("wait once grown by less than %d bytes %v, want %v", tablePagesGrow, p.wait, 2*tablePagesCheck)
+	}
+}
