@@ -66,8 +66,8 @@ const (
 	// compression) so that one fits a block. A table builder that meets
 	// a value larger than a block doubles the block's buffer until it
 	// fits, keeping every smaller one: a table of such values took about
-	// four times its size, and Badger keeps 8 builders for reuse, each
-	// grown to the largest table it built. With entries up to the value
+	// four times its size, and Badger kept 8 builders for reuse (2 now,
+	// see Open), each grown to the largest table it built. With entries up to the value
 	// threshold (512 KiB at the default memtable), a 10 M-reading backlog
 	// peaked at 139 MiB RSS; with entries of a block, 98 MiB.
 	tableBlockSize   = 64 << 10
@@ -690,8 +690,8 @@ const (
 // MiB, that maxBytes takes at most maxTables.
 //
 // Half, because a table builder starts with a buffer of twice its table
-// size, grows it for a larger table, and Badger keeps up to 8 builders'
-// buffers for reuse. A flushed memtable becomes one level-0 table a
+// size, grows it for a larger table, and Badger keeps builders' buffers
+// for reuse (tableBuilderPool). A flushed memtable becomes one level-0 table a
 // little smaller than the memtable (Badger flushes once the memtable's
 // log reaches its size, and a table's keys are shorter; 93% of it at
 // most in TestStore_LevelZeroTablesFitABuildersFirstBuffer), so the

@@ -345,7 +345,7 @@ func TestWriter_LingerGathersASteadyStream(t *testing.T) {
 // TestStore_LevelZeroTablesFitABuildersFirstBuffer: a flushed memtable
 // becomes one level-0 table, and Badger's table builder starts with a
 // buffer of twice the table size, grows it for a larger table, and
-// keeps what it grew for reuse (up to 8 builders). At the daemon's
+// keeps what it grew for reuse (tableBuilderPool builders). At the daemon's
 // default memtable, every level-0 table must fit that first buffer.
 // (The builders' buffers themselves are listed by ristretto's
 // z.Allocators, which the race detector rejects: it reads a field that

@@ -3,6 +3,8 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see CAIRN.md in the module's root.
+
 package badger
 
 import (
@@ -894,7 +896,10 @@ func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
 		}
 		go func(builder *table.Builder, fileID uint64) {
 			var err error
-			defer inflightBuilders.Done(err)
+			// A table that could not be written fails the compaction:
+			// Done(err) deferred as such would pass the nil err has now,
+			// and the compaction would end without the table's keys.
+			defer func() { inflightBuilders.Done(err) }()
 			defer builder.Close()
 
 			var tbl *table.Table
@@ -960,22 +965,10 @@ func (s *levelsController) compactBuildTables(
 		return append(iters, table.NewConcatIterator(valid, table.NOCACHE))
 	}
 
+	// Tables are taken from res from the start: builders that finished
+	// their tables wait on res holding their throttle slots, and a slot
+	// is what starting the next subcompaction waits for.
 	res := make(chan *table.Table, 3)
-	inflightBuilders := y.NewThrottle(s.kv.opt.CompactionBuilders + len(cd.splits))
-	for _, kr := range cd.splits {
-		// Initiate Do here so we can register the goroutines for buildTables too.
-		if err := inflightBuilders.Do(); err != nil {
-			s.kv.opt.Errorf("cannot start subcompaction: %+v", err)
-			return nil, nil, err
-		}
-		go func(kr keyRange) {
-			defer inflightBuilders.Done(nil)
-			it := table.NewMergeIterator(newIterator(), false)
-			defer it.Close()
-			s.subcompact(it, kr, cd, inflightBuilders, res)
-		}(kr)
-	}
-
 	var newTables []*table.Table
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -986,8 +979,28 @@ func (s *levelsController) compactBuildTables(
 		}
 	}()
 
+	inflightBuilders := y.NewThrottle(s.kv.opt.CompactionBuilders + len(cd.splits))
+	var startErr error
+	for _, kr := range cd.splits {
+		// Initiate Do here so we can register the goroutines for buildTables too.
+		if err := inflightBuilders.Do(); err != nil {
+			s.kv.opt.Errorf("cannot start subcompaction: %+v", err)
+			startErr = err
+			break
+		}
+		go func(kr keyRange) {
+			defer inflightBuilders.Done(nil)
+			it := table.NewMergeIterator(newIterator(), false)
+			defer it.Close()
+			s.subcompact(it, kr, cd, inflightBuilders, res)
+		}(kr)
+	}
+
 	// Wait for all table builders to finish and also for newTables accumulator to finish.
 	err := inflightBuilders.Finish()
+	if err == nil {
+		err = startErr
+	}
 	close(res)
 	wg.Wait() // Wait for all tables to be picked up.
 

@@ -3,6 +3,8 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see CAIRN.md in the module's root.
+
 package y
 
 import (
@@ -190,6 +192,8 @@ type Throttle struct {
 	ch        chan struct{}
 	errCh     chan error
 	finishErr error
+	errOnce   sync.Once
+	firstErr  error // the first error passed to Done
 }
 
 // NewThrottle creates a new throttle with a max number of workers.
@@ -221,6 +225,8 @@ func (t *Throttle) Do() error {
 // pass the error status of work done.
 func (t *Throttle) Done(err error) {
 	if err != nil {
+		// Kept for Finish even if a Do takes it from errCh.
+		t.errOnce.Do(func() { t.firstErr = err })
 		t.errCh <- err
 	}
 	select {
@@ -245,6 +251,7 @@ func (t *Throttle) Finish() error {
 				return
 			}
 		}
+		t.finishErr = t.firstErr
 	})
 
 	return t.finishErr
