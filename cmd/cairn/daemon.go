@@ -264,7 +264,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	{
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {
-			releaseTablePages(ctx, store, log.With("component", "store"))
+			releaseTablePages(ctx, store, residentFileBytes, log.With("component", "store"))
 			return nil
 		}, func(error) { cancel() })
 	}

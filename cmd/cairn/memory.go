@@ -126,8 +126,9 @@ func liveHeap() (live, other uint64) {
 // microseconds) every tablePagesCheck while it grows, and the pages are
 // released as soon as it has grown tablePagesSlack. While it does not
 // grow, the checks slow down to one every tablePagesIdle: checked every
-// 25 ms, an idle gateway used 1.8% of a core instead of 1.0%. What is left after a compaction,
-// tables it wrote and now in the tree, goes within tablePagesSweep.
+// 25 ms, an idle gateway used 1.8% of a core instead of 1.0%. What is
+// left after a compaction, tables it wrote and now in the tree, goes
+// within tablePagesSweep.
 const (
 	tablePagesCheck = 25 * time.Millisecond
 	tablePagesIdle  = 400 * time.Millisecond
@@ -149,6 +150,8 @@ type pagesTrigger struct {
 	at    time.Time     // when the last release was
 	last  int64         // the resident file bytes at the last check
 	wait  time.Duration // until the next check
+
+	read func() (int64, error) // the resident file bytes: residentFileBytes
 }
 
 // due reports whether resident file bytes at now call for a release, and
@@ -175,14 +178,14 @@ func (p *pagesTrigger) released(resident int64, now time.Time) {
 
 // poll releases store's table pages if the resident file bytes call for it.
 func (p *pagesTrigger) poll(store *buffer.Store) error {
-	resident, err := residentFileBytes()
+	resident, err := p.read()
 	if err != nil || !p.due(resident, time.Now()) {
 		return err
 	}
 	if _, err := store.ReleaseTablePages(); err != nil {
 		return err
 	}
-	resident, err = residentFileBytes()
+	resident, err = p.read()
 	p.released(resident, time.Now())
 	return err
 }
@@ -207,30 +210,34 @@ func residentFileBytes() (int64, error) {
 }
 
 // releaseTablePages releases the store's table pages when pagesTrigger
-// says so, until ctx is done. If reading the resident set or releasing
-// fails (no /proc), it says so once and stops trying: memory then grows
-// with the store, as page cache.
-func releaseTablePages(ctx context.Context, store *buffer.Store, log *slog.Logger) {
-	const failed = "cannot keep the store's table files out of resident memory; they stay as page cache"
-	resident, err := residentFileBytes()
-	if err != nil {
-		log.Warn(failed, "err", err)
-		return
-	}
-	var trigger pagesTrigger
-	trigger.released(resident, time.Now())
-	timer := time.NewTimer(trigger.wait)
-	defer timer.Stop()
-	for {
-		select {
-		case <-timer.C:
-			if err := trigger.poll(store); err != nil {
-				log.Warn(failed, "err", err)
-				return
-			}
-			timer.Reset(trigger.wait)
-		case <-ctx.Done():
-			return
+// says so, reading the resident file bytes with read, until ctx is done.
+// If reading them or releasing fails (no /proc), it says so once and
+// stops trying, but not the gateway: memory then grows with the store, as
+// page cache.
+func releaseTablePages(ctx context.Context, store *buffer.Store, read func() (int64, error), log *slog.Logger) {
+	trigger := pagesTrigger{read: read}
+	err := func() error {
+		resident, err := read()
+		if err != nil {
+			return err
 		}
+		trigger.released(resident, time.Now())
+		timer := time.NewTimer(trigger.wait)
+		defer timer.Stop()
+		for {
+			select {
+			case <-timer.C:
+				if err := trigger.poll(store); err != nil {
+					return err
+				}
+				timer.Reset(trigger.wait)
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}()
+	if err != nil {
+		log.Warn("cannot keep the store's table files out of resident memory; they stay as page cache", "err", err)
+		<-ctx.Done()
 	}
 }

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,7 +162,7 @@ func TestPagesTrigger(t *testing.T) {
 	}
 	for _, s := range steps {
 		if got := p.due(s.resident, at(s.at)); got != s.want {
-			t.Fatalf("at %v with %d MiB resident (%s): due %v, want %v", s.at, s.resident/mib, s.why, got, s.want)
+			t.Fatalf("at %v with %.1f MiB resident (%s): due %v, want %v", s.at, float64(s.resident)/mib, s.why, got, s.want)
 		}
 	}
 	p.released(9*mib, at(2*time.Second))
@@ -194,4 +198,45 @@ func TestPagesTrigger_ChecksLessOftenWhileNothingGrows(t *testing.T) {
 	if p.wait != 2*tablePagesCheck {
 		t.Errorf("wait once grown by less than %d bytes %v, want %v", tablePagesGrow, p.wait, 2*tablePagesCheck)
 	}
+}
+
+// If the resident set cannot be read (no /proc), the loop says so and
+// stops trying, but returns only when the gateway stops: returning would
+// stop every other part of it.
+func TestReleaseTablePages_FailureDoesNotStopTheGateway(t *testing.T) {
+	store, err := buffer.Open(buffer.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logged}, nil))
+	noProc := func() (int64, error) { return 0, errors.New("open /proc/self/statm: no such file or directory") }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		releaseTablePages(ctx, store, noProc, log)
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("releaseTablePages returned before the gateway stopped")
+	case <-time.After(300 * time.Millisecond):
+	}
+	cancel()
+	<-done
+	if !strings.Contains(logged.String(), "cannot keep the store's table files out of resident memory") {
+		t.Errorf("log %q, want the warning", logged.String())
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
