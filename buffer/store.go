@@ -67,9 +67,10 @@ const (
 	// a value larger than a block doubles the block's buffer until it
 	// fits, keeping every smaller one: a table of such values took about
 	// four times its size, and Badger kept 8 builders for reuse (2 now,
-	// see Open), each grown to the largest table it built. With entries up to the value
-	// threshold (512 KiB at the default memtable), a 10 M-reading backlog
-	// peaked at 139 MiB RSS; with entries of a block, 98 MiB.
+	// see Open), each grown to the largest table it built. With entries
+	// up to the value threshold (512 KiB at the default memtable), a
+	// 10 M-reading backlog peaked at 139 MiB RSS; with entries of a
+	// block, 98 MiB.
 	tableBlockSize   = 64 << 10
 	maxEntrySize     = 48 << 10
 	defaultCacheSize = 8 << 20
@@ -691,11 +692,11 @@ const (
 //
 // Half, because a table builder starts with a buffer of twice its table
 // size, grows it for a larger table, and Badger keeps builders' buffers
-// for reuse (tableBuilderPool). A flushed memtable becomes one level-0 table a
-// little smaller than the memtable (Badger flushes once the memtable's
-// log reaches its size, and a table's keys are shorter; 93% of it at
-// most in TestStore_LevelZeroTablesFitABuildersFirstBuffer), so the
-// first buffer holds it. Not always: the write batch that finds the
+// for reuse (tableBuilderPool). A flushed memtable becomes one level-0
+// table a little smaller than the memtable (Badger flushes once the
+// memtable's log reaches its size, and a table's keys are shorter; 93% of
+// it at most in TestStore_LevelZeroTablesFitABuildersFirstBuffer), so
+// the first buffer holds it. Not always: the write batch that finds the
 // memtable not yet full may take it past its size (Badger allows a
 // batch 15% of it), and one builder then grows by twice its first
 // buffer (seen once over a 20 M backlog). At an eighth of a 4 MiB
