@@ -35,18 +35,18 @@ func (s *Store) ReleaseTablePages() (int64, error) {
 	if s.mapsDir == "" {
 		return 0, nil
 	}
-	before := s.db.Tables()
+	before := s.db.TableIDs()
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
 	it := txn.NewIterator(badger.IteratorOptions{})
 	defer it.Close()
 	held := make(map[uint64]bool, len(before))
-	for _, t := range before {
-		held[t.ID] = false
+	for _, id := range before {
+		held[id] = false
 	}
-	for _, t := range s.db.Tables() {
-		if _, ok := held[t.ID]; ok {
-			held[t.ID] = true
+	for _, id := range s.db.TableIDs() {
+		if _, ok := held[id]; ok {
+			held[id] = true
 		}
 	}
 

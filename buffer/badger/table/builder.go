@@ -3,11 +3,14 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see CAIRN.md in the module's root.
+
 package table
 
 import (
 	"crypto/aes"
 	"errors"
+	"io"
 	"math"
 	"runtime"
 	"sync"
@@ -413,6 +416,29 @@ func (bd *buildData) Copy(dst []byte) int {
 	written += copy(dst[written:], bd.checksum)
 	written += copy(dst[written:], y.U32ToBytes(uint32(len(bd.checksum))))
 	return written
+}
+
+// WriteTo writes the table to w, as Copy lays it out, and returns the
+// bytes written.
+func (bd *buildData) WriteTo(w io.Writer) (int, error) {
+	var written int
+	write := func(p []byte) error {
+		n, err := w.Write(p)
+		written += n
+		return err
+	}
+	for _, bl := range bd.blockList {
+		if err := write(bl.data[:bl.end]); err != nil {
+			return written, err
+		}
+	}
+	for _, p := range [][]byte{bd.index, y.U32ToBytes(uint32(len(bd.index))),
+		bd.checksum, y.U32ToBytes(uint32(len(bd.checksum)))} {
+		if err := write(p); err != nil {
+			return written, err
+		}
+	}
+	return written, nil
 }
 
 func (b *Builder) Done() buildData {
