@@ -444,6 +444,10 @@ func (w *Writer) deleteCounted(dels []counted) error {
 		}
 		s.mu.Lock()
 		s.readings, s.uncompacted = total, uncompacted
+		if gone > 0 {
+			s.oldestGen++
+			s.oldestValid = false
+		}
 		s.mu.Unlock()
 		w.prunedReadings.Add(gone)
 		dels = dels[n:]

@@ -67,9 +67,6 @@ type Retention struct {
 	full      bool      // the Writer was told to take no batches
 	sizes     [2]sizeAt // the last two measurements of the directory, oldest first
 
-	spanMu sync.Mutex // guards span
-	span   oldestAt   // what Status last found
-
 	compactions int // one goroutine at a time: Run's, or a prune's disk watcher while Run waits (pruneKeepingDiskCap)
 }
 
@@ -147,7 +144,7 @@ func (r *Retention) schedulePrune(ctx context.Context, now time.Time) error {
 		return err
 	}
 	if maxAge > 0 {
-		oldest, _, ok, err := r.store.ReadingSpan()
+		oldest, ok, err := r.store.OldestReading()
 		if err != nil {
 			return err
 		}
@@ -503,8 +500,9 @@ type RetentionStatus struct {
 	MaxDiskBytes int64 `json:"max_disk_bytes"`
 }
 
-// Status returns what retention did. It walks the data directory and
-// seeks the oldest reading of every series.
+// Status returns what retention did. It walks the data directory; the
+// oldest reading is the store's (OldestReading), sought again only after a
+// prune removed readings.
 func (r *Retention) Status() (RetentionStatus, error) {
 	r.mu.Lock()
 	st := RetentionStatus{PausedReason: r.paused, MaxDiskBytes: r.maxDisk}
@@ -519,35 +517,13 @@ func (r *Retention) Status() (RetentionStatus, error) {
 	if st.DiskBytes, err = r.diskBytes(); err != nil {
 		return st, err
 	}
-	r.spanMu.Lock()
-	defer r.spanMu.Unlock()
-	if !r.span.ok || r.span.removed != st.RemovedReadings || time.Since(r.span.at) >= spanTTL {
-		oldest, _, ok, err := r.store.ReadingSpan()
-		if err != nil {
-			return st, err
-		}
-		r.span = oldestAt{oldest, ok, st.RemovedReadings, time.Now()}
+	oldest, ok, err := r.store.OldestReading()
+	if err != nil {
+		return st, err
 	}
-	if r.span.ok {
-		o, n := time.Unix(0, r.span.oldest).UTC(), time.Unix(0, r.store.newestReading()).UTC()
+	if ok {
+		o, n := time.Unix(0, oldest).UTC(), time.Unix(0, r.store.newestReading()).UTC()
 		st.OldestReading, st.NewestReading = &o, &n
 	}
 	return st, nil
-}
-
-// spanTTL is how long Status reuses the oldest reading it found, unless
-// retention has removed readings since. Status is polled (the status
-// endpoint, Prometheus), and the oldest reading costs two seeks per
-// series, each stepping over the tombstones that sealing and retention
-// leave until compaction: polled 20 times a second during a drain of
-// 400,000 readings, it took 17% of cairn's CPU. Only a late reading
-// older than all others shows up to spanTTL late.
-const spanTTL = time.Second
-
-// oldestAt is the oldest reading stored, as Status last found it.
-type oldestAt struct {
-	oldest  int64
-	ok      bool   // there was one
-	removed uint64 // RemovedReadings then
-	at      time.Time
 }

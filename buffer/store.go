@@ -92,12 +92,18 @@ type Store struct {
 	// would go to the value log.
 	maxValue int
 
-	mu sync.RWMutex // guards series, seriesState.last, readings and uncompacted
+	mu sync.RWMutex // guards series, seriesState.last, readings, uncompacted and oldest*
 	// series maps a series id (device 0x00 metric) to its state. It is
 	// loaded at Open; after that only the Writer adds to it.
 	series      map[string]*seriesState
 	readings    uint64 // distinct readings stored
 	uncompacted uint64 // readings deleted since the last compaction (meta)
+	// oldest is the oldest reading's timestamp (math.MaxInt64: none) as
+	// OldestReading last sought it, lowered by every commit since; valid
+	// until a prune removes readings, which counts oldestGen up.
+	oldest      int64
+	oldestValid bool
+	oldestGen   uint64
 	schema      uint64 // keyspace version of the directory as opened (0: none recorded)
 
 	outbox outbox // what the uplink has still to send (outbox.go)
@@ -105,6 +111,9 @@ type Store struct {
 	// cover it: db.Sync syncs only the memtable being written, and a write
 	// in between could start a new one.
 	syncMu sync.Mutex
+
+	oldestMu sync.Mutex // one OldestReading seeks at a time
+	sought   int        // how many times it did; guarded by oldestMu
 
 	flushMu sync.Mutex
 	flusher func(context.Context) error // checkpoints the running Writer's journal; nil when none runs
@@ -250,6 +259,7 @@ func Open(opts Options) (*Store, error) {
 		maxValue: maxValue,
 		maxEntry: min(maxValue, maxEntrySize),
 		series:   make(map[string]*seriesState),
+		oldest:   math.MaxInt64,
 	}
 	if err := s.moveOutbox(); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
@@ -855,19 +865,64 @@ func (s *Store) newestReading() int64 {
 // stored; ok is false when there is none. It costs two seeks per series,
 // and a checkpoint of the journal first. If that fails (the Writer logs
 // it), the readings still in the journal are left out: the status that
-// asks must still answer.
+// asks must still answer. OldestReading is the cheap way to the oldest.
 func (s *Store) ReadingSpan() (oldest, newest int64, ok bool, err error) {
 	_ = s.flushJournal()
+	newest = s.newestReading()
+	oldest, err = s.seekOldest()
+	if err != nil || oldest == math.MaxInt64 {
+		return 0, 0, false, err
+	}
+	return oldest, newest, true, nil
+}
+
+// OldestReading returns the timestamp of the oldest reading stored; ok is
+// false when there is none. It seeks as ReadingSpan does only the first
+// time and after a prune removed readings: in between, each commit lowers
+// what it found to the oldest reading committed, if older. The seeks
+// touch a block of the store's tables for each series and level, tens of
+// megabytes of a large store mapped into memory at once, and the status
+// asks for the oldest reading each time it is polled.
+func (s *Store) OldestReading() (oldest int64, ok bool, err error) {
+	s.mu.RLock()
+	oldest, valid := s.oldest, s.oldestValid
+	s.mu.RUnlock()
+	if !valid {
+		s.oldestMu.Lock()
+		defer s.oldestMu.Unlock()
+		s.mu.Lock()
+		gen := s.oldestGen
+		s.oldest = math.MaxInt64 // commits from here on lower it
+		s.mu.Unlock()
+		flushErr := s.flushJournal()
+		s.sought++
+		found, err := s.seekOldest()
+		if err != nil {
+			return 0, false, err
+		}
+		s.mu.Lock()
+		s.oldest = min(s.oldest, found)
+		// Readings left in the journal by a failed checkpoint were not
+		// seen: the next call seeks again.
+		s.oldestValid = s.oldestGen == gen && flushErr == nil
+		oldest = s.oldest
+		s.mu.Unlock()
+	}
+	return oldest, oldest != math.MaxInt64, nil
+}
+
+// seekOldest returns the timestamp of the oldest reading of the tree
+// (math.MaxInt64: none), seeking the first point and the first bucket of
+// every series.
+func (s *Store) seekOldest() (int64, error) {
 	type series struct{ device, metric string }
 	s.mu.RLock()
 	list := make([]series, 0, len(s.series))
-	newest = math.MinInt64
 	for _, st := range s.series {
 		list = append(list, series{st.device, st.metric})
-		newest = max(newest, st.last)
 	}
 	s.mu.RUnlock()
-	oldest = math.MaxInt64
+	oldest := int64(math.MaxInt64)
 	first := func(txn *badger.Txn, prefix []byte) []byte {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
@@ -876,7 +931,7 @@ func (s *Store) ReadingSpan() (oldest, newest int64, ok bool, err error) {
 		}
 		return it.Item().KeyCopy(nil)
 	}
-	err = s.db.View(func(txn *badger.Txn) error {
+	err := s.db.View(func(txn *badger.Txn) error {
 		for _, sr := range list {
 			prefix := appendSeriesPrefix(nil, sr.device, sr.metric)
 			if k := first(txn, prefix); len(k) == len(prefix)+pointKeyFixed {
@@ -892,8 +947,5 @@ func (s *Store) ReadingSpan() (oldest, newest int64, ok bool, err error) {
 		}
 		return nil
 	})
-	if err != nil || oldest == math.MaxInt64 {
-		return 0, 0, false, err
-	}
-	return oldest, newest, true, nil
+	return oldest, err
 }

@@ -396,3 +396,62 @@ func TestTableSize(t *testing.T) {
 		}
 	}
 }
+
+// TestStore_OldestReadingSeeksOnlyAfterAPrune checks that the oldest
+// reading follows commits without seeking the tree again, older readings
+// of a new series among them, and is sought again once a prune has removed
+// readings.
+func TestStore_OldestReadingSeeksOnlyAfterAPrune(t *testing.T) {
+	floor := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 24 * time.Hour, ClockFloor: floor})
+	oldest := func() (int64, bool) {
+		t.Helper()
+		ts, ok, err := s.OldestReading()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _, wantOK, err := s.ReadingSpan(); err != nil || ok != wantOK || ok && ts != want {
+			t.Fatalf("oldest reading %d (%v), the tree's %d (%v, %v)", ts, ok, want, wantOK, err)
+		}
+		return ts, ok
+	}
+	if _, ok := oldest(); ok {
+		t.Fatal("an empty store has an oldest reading")
+	}
+	base := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	var rs []Reading
+	for h := range 3 * 24 {
+		rs = append(rs, Reading{Device: "d", Metric: "m", TS: base + int64(h)*3600e9, Value: float64(h)})
+	}
+	write(t, w, rs...)
+	if ts, _ := oldest(); ts != base {
+		t.Errorf("oldest reading %s, want %s", time.Unix(0, ts).UTC(), time.Unix(0, base).UTC())
+	}
+	late := Reading{Device: "late", Metric: "m", TS: base - 3600e9, Value: 1}
+	write(t, w, late)
+	checkpoint(t, w)
+	if ts, _ := oldest(); ts != late.TS {
+		t.Errorf("oldest reading %s, want the late one's %s", time.Unix(0, ts).UTC(), time.Unix(0, late.TS).UTC())
+	}
+	s.oldestMu.Lock()
+	sought := s.sought
+	s.oldestMu.Unlock()
+	if sought != 1 {
+		t.Errorf("sought the oldest reading %d times, want once", sought)
+	}
+
+	r := NewRetention(s, w, RetentionOptions{Now: func() time.Time { return floor }})
+	now := time.Unix(0, base+3*24*3600e9)
+	if err := r.PruneAge(context.Background(), now); err != nil {
+		t.Fatal(err)
+	}
+	if ts, _ := oldest(); ts != now.Add(-24*time.Hour).UnixNano() {
+		t.Errorf("after the prune: oldest reading %s, want %s", time.Unix(0, ts).UTC(), now.Add(-24*time.Hour).UTC())
+	}
+	s.oldestMu.Lock()
+	sought = s.sought
+	s.oldestMu.Unlock()
+	if sought != 2 {
+		t.Errorf("sought the oldest reading %d times, want twice (once more after the prune)", sought)
+	}
+}

@@ -764,6 +764,9 @@ func (w *Writer) journaled(jkey []byte, total *uint64) {
 	}
 	for _, st := range w.touched {
 		st.last = st.next
+		for _, p := range st.pend {
+			s.oldest = min(s.oldest, p.TS)
+		}
 	}
 	s.mu.Unlock()
 	for _, st := range w.touched {
