@@ -887,27 +887,33 @@ func (s *Store) OldestReading() (oldest int64, ok bool, err error) {
 	s.mu.RLock()
 	oldest, valid := s.oldest, s.oldestValid
 	s.mu.RUnlock()
-	if !valid {
-		s.oldestMu.Lock()
-		defer s.oldestMu.Unlock()
-		s.mu.Lock()
-		gen := s.oldestGen
-		s.oldest = math.MaxInt64 // commits from here on lower it
-		s.mu.Unlock()
-		flushErr := s.flushJournal()
-		s.sought++
-		found, err := s.seekOldest()
-		if err != nil {
-			return 0, false, err
-		}
-		s.mu.Lock()
-		s.oldest = min(s.oldest, found)
-		// Readings left in the journal by a failed checkpoint were not
-		// seen: the next call seeks again.
-		s.oldestValid = s.oldestGen == gen && flushErr == nil
+	if valid {
+		return oldest, oldest != math.MaxInt64, nil
+	}
+	s.oldestMu.Lock()
+	defer s.oldestMu.Unlock()
+	s.mu.Lock()
+	if s.oldestValid { // sought meanwhile
 		oldest = s.oldest
 		s.mu.Unlock()
+		return oldest, oldest != math.MaxInt64, nil
 	}
+	gen := s.oldestGen
+	s.oldest = math.MaxInt64 // commits from here on lower it
+	s.mu.Unlock()
+	flushErr := s.flushJournal()
+	s.sought++
+	found, err := s.seekOldest()
+	if err != nil {
+		return 0, false, err
+	}
+	s.mu.Lock()
+	s.oldest = min(s.oldest, found)
+	// Readings left in the journal by a failed checkpoint were not seen:
+	// the next call seeks again, as it does after a prune meanwhile.
+	s.oldestValid = s.oldestGen == gen && flushErr == nil
+	oldest = s.oldest
+	s.mu.Unlock()
 	return oldest, oldest != math.MaxInt64, nil
 }
 
