@@ -12,12 +12,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Badger maps each table file into memory and never unmaps a page it has
-// touched. A table written by a compaction, or read by one, stays in the
-// process's resident set until the table is deleted: while a backlog
-// builds, that is the whole store, growing with it, although every such
-// page is the kernel's page cache of a file on disk and nothing of cairn's
-// own.
+// Badger maps each table file into memory and, but for a compaction's
+// reads and writes (see badger/CAIRN.md), never unmaps a page it has
+// touched: what queries, the outbox and sealing read of a table stays in
+// the process's resident set until the table is deleted, although every
+// such page is the kernel's page cache of a file on disk and nothing of
+// cairn's own.
 //
 // ReleaseTablePages unmaps those pages (madvise MADV_DONTNEED on the
 // store's table mappings, which are shared file mappings): the file and

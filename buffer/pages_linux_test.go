@@ -4,35 +4,49 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dgraph-io/badger/v4/table"
+	"github.com/dgraph-io/badger/v4/y"
+	"github.com/dgraph-io/ristretto/v2/z"
 )
 
 // tableResident is the resident bytes of the store's table mappings, from
 // /proc/self/smaps.
 func tableResident(t *testing.T, s *Store) int64 {
 	t.Helper()
+	return mappedResident(t, func(path string) bool {
+		_, isTable := tableFileID(filepath.Base(path))
+		return isTable && filepath.Dir(path) == s.mapsDir
+	})
+}
+
+// mappedResident is the resident bytes of the file mappings whose path
+// mapped says are wanted, from /proc/self/smaps.
+func mappedResident(t *testing.T, mapped func(path string) bool) int64 {
+	t.Helper()
 	data, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var total int64
-	table := false
+	wanted := false
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		line := sc.Bytes()
 		if key, _, _ := bytes.Cut(line, []byte(" ")); !bytes.HasSuffix(key, []byte(":")) {
 			// A mapping's first line, anonymous ones included.
 			_, _, path, ok := parseMapping(line)
-			_, isTable := tableFileID(filepath.Base(path))
-			table = ok && isTable && filepath.Dir(path) == s.mapsDir
+			wanted = ok && mapped(path)
 			continue
 		}
-		if kb, ok := bytes.CutPrefix(line, []byte("Rss:")); ok && table {
+		if kb, ok := bytes.CutPrefix(line, []byte("Rss:")); ok && wanted {
 			n, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(kb, []byte("kB")))), 10, 64)
 			if err != nil {
 				t.Fatalf("smaps: %q: %v", line, err)
@@ -41,6 +55,65 @@ func tableResident(t *testing.T, s *Store) int64 {
 		}
 	}
 	return total
+}
+
+// TestBadgerTable_CompactionReadsGiveBackTheirPages writes a table the
+// way cairn's build of Badger does and reads it through, as a compaction
+// does (table.NOCACHE) and as a query does: the table just written is not
+// resident, what a compaction's iterator read is given back, and what any
+// other reader read stays (the mapping is measured right).
+func TestBadgerTable_CompactionReadsGiveBackTheirPages(t *testing.T) {
+	pool := z.NewAllocatorPool(1)
+	defer pool.Release()
+	b := table.NewTableBuilder(table.Options{BlockSize: tableBlockSize, TableSize: 8 << 20,
+		BloomFalsePositive: 0.01, AllocPool: pool})
+	defer b.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	val := make([]byte, 200)
+	for i := range 20_000 {
+		for j := range val {
+			val[j] = byte(rng.Uint32())
+		}
+		b.Add(y.KeyWithTs(fmt.Appendf(nil, "key-%08d", i), 1), y.ValueStruct{Value: val}, 0)
+	}
+	name := table.NewFilename(1, t.TempDir())
+	tbl, err := table.CreateTable(name, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := tbl.DecrRef(); err != nil {
+			t.Error(err)
+		}
+	}()
+	size := tbl.Size()
+	resident := func() int64 {
+		return mappedResident(t, func(path string) bool { return path == name })
+	}
+	readAll := func(opt int) (n int) {
+		it := tbl.NewIterator(opt)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if len(it.Value().Value) == len(val) {
+				n++
+			}
+		}
+		return n
+	}
+	written := resident()
+	if n := readAll(table.NOCACHE); n != 20_000 {
+		t.Fatalf("read %d entries back, want 20000", n)
+	}
+	compacted := resident()
+	readAll(0)
+	queried := resident()
+	t.Logf("table of %d bytes: resident %d once written, %d after a compaction's read, %d after another's", size, written, compacted, queried)
+	if written > size/8 || compacted > size/8 {
+		t.Errorf("table of %d bytes: %d resident once written, %d after a compaction read it; want under an eighth", size, written, compacted)
+	}
+	if queried < size/2 {
+		t.Errorf("table of %d bytes: %d resident after an iterator that caches read it all; the measure is wrong", size, queried)
+	}
 }
 
 // tableReadings are n readings of 50 devices, 1 Hz from a fixed day.
@@ -93,6 +166,50 @@ func TestStore_ReleaseTablePagesKeepsTheData(t *testing.T) {
 	}
 	if after > before/10 {
 		t.Errorf("table pages resident: %d bytes before, %d after releasing them", before, after)
+	}
+	checkStored(t, s, want)
+}
+
+// TestStore_CompactionsLeaveNoTablePages stores enough readings for
+// Badger to flush and compact several tables, without releasing table
+// pages: the tables written (with write(2), then mapped) and those a
+// compaction read (given back block by block) must not stay in the
+// resident set; only what opening a table reads of its index does.
+func TestStore_CompactionsLeaveNoTablePages(t *testing.T) {
+	s, w := testStoreOpts(t, Options{MemTableSize: 1 << 20}, WriterOptions{SealCheck: 24 * time.Hour})
+	want := tableReadings(1_000_000)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range want {
+		// Noisier than a counter, so more bytes; small enough integers
+		// that sums and sums of squares come out exact in any order.
+		want[i].Value = float64(rng.IntN(1 << 18))
+	}
+	for i := 0; i < len(want); i += 5000 {
+		write(t, w, want[i:i+5000]...)
+	}
+	checkpoint(t, w)
+	if err := s.db.Flatten(1); err != nil {
+		t.Fatal(err)
+	}
+	tables, err := filepath.Glob(filepath.Join(s.dir, "*.sst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for _, name := range tables {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size += fi.Size()
+	}
+	if len(tables) < 3 || size < 2<<20 {
+		t.Fatalf("%d tables of %d bytes in all; the test needs more readings", len(tables), size)
+	}
+	resident := tableResident(t, s)
+	t.Logf("%d bytes of %d resident in %d tables", resident, size, len(tables))
+	if resident > size/4 {
+		t.Errorf("table pages resident after the compactions: %d bytes of %d in %d tables", resident, size, len(tables))
 	}
 	checkStored(t, s, want)
 }

@@ -117,18 +117,19 @@ func liveHeap() (live, other uint64) {
 	return v[0], other
 }
 
-// Badger's compactions read and write tables through their memory maps,
-// and a large store's compaction moves tens of MB: what they touch stays
-// counted in the resident set until it is released
-// (buffer.Store.ReleaseTablePages). Released every 250 ms, the pages
-// touched within one interval made the peaks while a backlog built. So
-// the file-backed resident set is read (from /proc/self/statm:
+// Badger reads its tables through their memory maps, and what a read
+// touches stays counted in the resident set until it is released
+// (buffer.Store.ReleaseTablePages). Compactions give back what they read
+// and write themselves (see buffer/badger/CAIRN.md); queries, the outbox,
+// sealing and Badger's own lookups do not. Released every 250 ms, the
+// pages touched within one interval made the peaks while a backlog
+// built. So the file-backed resident set is read (from /proc/self/statm:
 // microseconds) every tablePagesCheck while it grows, and the pages are
 // released as soon as it has grown tablePagesSlack. While it does not
 // grow, the checks slow down to one every tablePagesIdle: checked every
 // 25 ms, an idle gateway used 1.8% of a core instead of 1.0%. What is
-// left after a compaction, tables it wrote and now in the tree, goes
-// within tablePagesSweep.
+// left after a burst of reads smaller than that goes within
+// tablePagesSweep.
 const (
 	tablePagesCheck = 25 * time.Millisecond
 	tablePagesIdle  = 400 * time.Millisecond
