@@ -418,9 +418,9 @@ func (bd *buildData) Copy(dst []byte) int {
 	return written
 }
 
-// WriteTo writes the table to w, as Copy lays it out, and returns the
+// writeTo writes the table to w, as Copy lays it out, and returns the
 // bytes written.
-func (bd *buildData) WriteTo(w io.Writer) (int, error) {
+func (bd *buildData) writeTo(w io.Writer) (int, error) {
 	var written int
 	write := func(p []byte) error {
 		n, err := w.Write(p)

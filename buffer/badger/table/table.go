@@ -257,7 +257,7 @@ func CreateTable(fname string, builder *Builder) (*Table, error) {
 	} else if err != nil {
 		return nil, y.Wrapf(err, "while creating table: %s", fname)
 	}
-	written, err := bd.WriteTo(fd)
+	written, err := bd.writeTo(fd)
 	if err == nil && written != bd.Size {
 		err = fmt.Errorf("wrote %d bytes of %d", written, bd.Size)
 	}
@@ -275,7 +275,12 @@ func CreateTable(fname string, builder *Builder) (*Table, error) {
 		_ = os.Remove(fname)
 		return nil, y.Wrapf(err, "while mapping table: %s", fname)
 	}
-	return OpenTable(mf, *builder.opts)
+	t, err := OpenTable(mf, *builder.opts)
+	if err != nil {
+		_ = os.Remove(fname)
+		return nil, err
+	}
+	return t, nil
 }
 
 // OpenTable assumes file has only one table and opens it. Takes ownership of fd upon function
