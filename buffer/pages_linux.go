@@ -13,8 +13,8 @@ import (
 )
 
 // Badger maps each table file into memory and, but for a compaction's
-// reads and writes (see badger/CAIRN.md), never unmaps a page it has
-// touched: what queries, the outbox and sealing read of a table stays in
+// reads (see badger/CAIRN.md), never unmaps a page it has touched: what
+// opening a table, queries, the outbox and sealing read of it stays in
 // the process's resident set until the table is deleted, although every
 // such page is the kernel's page cache of a file on disk and nothing of
 // cairn's own.

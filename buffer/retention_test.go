@@ -100,6 +100,11 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 			t.Fatal(err)
 		}
 		peak = max(peak, st.DiskBytes)
+		// As the status asks: the oldest reading it keeps must follow
+		// what the disk cap deletes (checked below).
+		if _, _, err := s.OldestReading(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The last batches may have taken the directory over the high mark,
 	// or a pass may be under way (see below): retention, still running,
@@ -146,6 +151,10 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 	}
 	if after > limit {
 		t.Errorf("data directory 15 s after the last write: %d bytes; want under the cap of %d", after, limit)
+	}
+	oldest, ok, err := s.OldestReading()
+	if want, _, wantOK, spanErr := s.ReadingSpan(); err != nil || spanErr != nil || ok != wantOK || oldest != want {
+		t.Errorf("oldest reading %d (%v, %v), the tree's %d (%v, %v)", oldest, ok, err, want, wantOK, spanErr)
 	}
 	if got, want := s.ReadingCount(), stored-w.Stats().PrunedReadings; got != want {
 		t.Errorf("reading count: got %d, want %d stored less %d removed", got, want, w.Stats().PrunedReadings)

@@ -100,10 +100,12 @@ type Store struct {
 	uncompacted uint64 // readings deleted since the last compaction (meta)
 	// oldest is the oldest reading's timestamp (math.MaxInt64: none) as
 	// OldestReading last sought it, lowered by every commit since; valid
-	// until a prune removes readings, which counts oldestGen up.
+	// until a prune removes readings, which counts oldestGen up, or until
+	// oldestUntil if that is set (the seek could not see everything).
 	oldest      int64
 	oldestValid bool
 	oldestGen   uint64
+	oldestUntil time.Time
 	schema      uint64 // keyspace version of the directory as opened (0: none recorded)
 
 	outbox outbox // what the uplink has still to send (outbox.go)
@@ -882,10 +884,16 @@ func (s *Store) ReadingSpan() (oldest, newest int64, ok bool, err error) {
 // what it found to the oldest reading committed, if older. The seeks
 // touch a block of the store's tables for each series and level, tens of
 // megabytes of a large store mapped into memory at once, and the status
-// asks for the oldest reading each time it is polled.
+// asks for the oldest reading each time it is polled. When the journal
+// could not be checkpointed first, the readings still in it were not
+// seen, and it seeks again a second later at the earliest
+// (oldestRecheck), not at every call.
+//
+// It waits for the Writer to checkpoint the journal: never call it on the
+// Writer's goroutine, or holding mu.
 func (s *Store) OldestReading() (oldest int64, ok bool, err error) {
 	s.mu.RLock()
-	oldest, valid := s.oldest, s.oldestValid
+	oldest, valid := s.oldest, s.oldestCurrent()
 	s.mu.RUnlock()
 	if valid {
 		return oldest, oldest != math.MaxInt64, nil
@@ -893,7 +901,7 @@ func (s *Store) OldestReading() (oldest int64, ok bool, err error) {
 	s.oldestMu.Lock()
 	defer s.oldestMu.Unlock()
 	s.mu.Lock()
-	if s.oldestValid { // sought meanwhile
+	if s.oldestCurrent() { // sought meanwhile
 		oldest = s.oldest
 		s.mu.Unlock()
 		return oldest, oldest != math.MaxInt64, nil
@@ -909,12 +917,25 @@ func (s *Store) OldestReading() (oldest int64, ok bool, err error) {
 	}
 	s.mu.Lock()
 	s.oldest = min(s.oldest, found)
-	// Readings left in the journal by a failed checkpoint were not seen:
-	// the next call seeks again, as it does after a prune meanwhile.
-	s.oldestValid = s.oldestGen == gen && flushErr == nil
+	s.oldestValid = s.oldestGen == gen
+	s.oldestUntil = time.Time{}
+	if flushErr != nil {
+		s.oldestUntil = time.Now().Add(oldestRecheck)
+	}
 	oldest = s.oldest
 	s.mu.Unlock()
 	return oldest, oldest != math.MaxInt64, nil
+}
+
+// oldestRecheck is how long OldestReading keeps what it found while the
+// journal could not be checkpointed. Sought at every call, a status polled
+// 20 times a second took 17% of cairn's CPU (docs/storage.md).
+const oldestRecheck = time.Second
+
+// oldestCurrent reports whether oldest may be returned as it is. The
+// caller holds mu.
+func (s *Store) oldestCurrent() bool {
+	return s.oldestValid && (s.oldestUntil.IsZero() || time.Now().Before(s.oldestUntil))
 }
 
 // seekOldest returns the timestamp of the oldest reading of the tree

@@ -119,9 +119,9 @@ func liveHeap() (live, other uint64) {
 
 // Badger reads its tables through their memory maps, and what a read
 // touches stays counted in the resident set until it is released
-// (buffer.Store.ReleaseTablePages). Compactions give back what they read
-// and write themselves (see buffer/badger/CAIRN.md); queries, the outbox,
-// sealing and Badger's own lookups do not. Released every 250 ms, the
+// (buffer.Store.ReleaseTablePages). Compactions write tables without
+// mapping them and give back what they read (see buffer/badger/CAIRN.md);
+// opening a new table, queries, the outbox and sealing do not. Released every 250 ms, the
 // pages touched within one interval made the peaks while a backlog
 // built. So the file-backed resident set is read (from /proc/self/statm:
 // microseconds) every tablePagesCheck while it grows, and the pages are
