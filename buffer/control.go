@@ -32,13 +32,15 @@ func (w *Writer) SetRetention(ctx context.Context, rawMaxAge time.Duration, stat
 // SetRawLimits has the running Writer keep at most maxReadings readings
 // of each series and the readings within window of each series' newest
 // one (0: no limit), and cap the data directory at maxDiskBytes (0: no
-// cap), as the WriterOptions of those names do. Retention applies them at
-// its next run.
-func (w *Writer) SetRawLimits(ctx context.Context, maxReadings int, window time.Duration, maxDiskBytes int64) error {
+// cap) while keeping the newest keepRecent of each series as long as
+// anything older is left, as the WriterOptions of those names do.
+// Retention applies them at its next run.
+func (w *Writer) SetRawLimits(ctx context.Context, maxReadings int, window time.Duration, maxDiskBytes int64, keepRecent time.Duration) error {
 	return w.do(ctx, func() error {
 		w.opts.RawMaxReadingsPerSeries = maxReadings
 		w.opts.RawWindowFromLatest = window
 		w.opts.MaxDiskBytes = maxDiskBytes
+		w.opts.KeepRecent = keepRecent
 		return nil
 	})
 }

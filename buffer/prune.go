@@ -89,7 +89,7 @@ func (w *Writer) Prune(ctx context.Context, now time.Time) error {
 			more, err = w.pruneStep(now, &cur)
 			took = time.Since(t0)
 			w.pruneBusy.Add(int64(took))
-			full = w.full
+			full = w.paused()
 			return err
 		})
 		if err != nil || !more {
@@ -522,30 +522,48 @@ func (w *Writer) deleteKeys(keys [][]byte) error {
 	return nil
 }
 
-// oldestRawDay returns the oldest UTC day that holds raw readings.
-func (w *Writer) oldestRawDay() (int32, bool, error) {
-	day, found := int32(math.MaxInt32), false
+// oldestRaw returns the timestamp of the oldest raw reading that the disk
+// cap may delete: of the series whose newest reading is more than
+// keepRecent newer than it (with a negative keepRecent, of every series).
+func (w *Writer) oldestRaw(keepRecent time.Duration) (int64, bool, error) {
+	oldest, found := int64(math.MaxInt64), false
 	err := w.store.db.View(func(txn *badger.Txn) error {
 		for _, st := range w.store.series {
-			for d := range st.open {
-				day, found = min(day, d), true
+			first := int64(math.MaxInt64)
+			for _, pts := range st.open {
+				for _, p := range pts {
+					first = min(first, p.TS)
+				}
 			}
 			prefix := appendBucketPrefix(nil, st.device, st.metric)
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 			it.Rewind()
 			if it.Valid() {
-				first, err := parseBucketTail(it.Item().Key())
+				b, err := parseBucketTail(it.Item().Key())
 				if err != nil {
 					it.Close()
 					return err
 				}
-				day, found = min(day, dayOf(first.TS)), true
+				first = min(first, b.TS)
 			}
 			it.Close()
+			if first == math.MaxInt64 || keepRecent >= 0 && first >= keepCut(st, keepRecent) {
+				continue
+			}
+			oldest, found = min(oldest, first), true
 		}
 		return nil
 	})
-	return day, found, err
+	return oldest, found, err
+}
+
+// keepCut is the time from which the readings of st are within keepRecent
+// of its newest one.
+func keepCut(st *seriesState, keepRecent time.Duration) int64 {
+	if st.next == math.MinInt64 {
+		return math.MinInt64
+	}
+	return st.next - int64(keepRecent)
 }
 
 // oldestMinute returns the start of the oldest minute record that may be
@@ -569,37 +587,46 @@ func (w *Writer) oldestMinute() (int64, bool, error) {
 	return oldest, found, err
 }
 
-// DropOldestRaw has the running Writer delete the oldest UTC day of raw
-// readings of every series, in steps between group commits, whatever the
-// clock says. It returns the readings deleted (0 when there were none),
-// and whether that day was the newest one with readings.
-func (w *Writer) DropOldestRaw(ctx context.Context) (n uint64, newest bool, err error) {
-	var day int32
-	var found bool
-	err = w.doCheckpointed(ctx, func() (err error) {
-		day, found, err = w.oldestRawDay()
-		last := int64(math.MinInt64)
-		for _, st := range w.store.series {
-			last = max(last, st.next)
-		}
-		newest = day >= dayOf(last)
-		return err
-	})
-	if err != nil || !found {
-		return 0, true, err
-	}
+// DropOldestRaw has the running Writer delete the oldest raw readings for
+// the disk cap, whatever the clock says, an hour at a time in steps
+// between group commits: the readings of the oldest UTC hour that holds
+// any, in every series, then of the next, until at least want readings
+// are gone. The readings within keepRecent of their series' newest one
+// stay (a negative keepRecent keeps none). It returns the readings
+// deleted, the span of their hours, and whether nothing deletable is
+// left.
+func (w *Writer) DropOldestRaw(ctx context.Context, keepRecent time.Duration, want uint64) (n uint64, from, to int64, done bool, err error) {
 	before := w.prunedReadings.Load()
-	var cur pruneCursor
-	for {
-		var more bool
-		err := w.doCheckpointed(ctx, func() (err error) {
-			more, err = w.pruneRawBefore(&cur, int64(day+1)*nanosPerDay, pruneChunkKeys)
-			return err
-		})
-		if err != nil || !more {
-			return w.prunedReadings.Load() - before, newest, err
+	from = math.MaxInt64
+	for n < want {
+		var oldest int64
+		var found bool
+		if err = w.doCheckpointed(ctx, func() (err error) { oldest, found, err = w.oldestRaw(keepRecent); return err }); err != nil {
+			return n, from, to, false, err
+		}
+		if !found {
+			return n, from, to, true, nil
+		}
+		hourEnd := aggregate.Hour.Truncate(oldest) + int64(time.Hour)
+		from, to = min(from, aggregate.Hour.Truncate(oldest)), hourEnd
+		cutoffOf := func(_ *badger.Txn, st *seriesState) (int64, error) {
+			if keepRecent < 0 {
+				return hourEnd, nil
+			}
+			return min(hourEnd, keepCut(st, keepRecent)), nil
+		}
+		var cur pruneCursor
+		for more := true; more; {
+			if err = w.doCheckpointed(ctx, func() (err error) { more, err = w.pruneRaw(&cur, cutoffOf, pruneChunkKeys); return err }); err != nil {
+				return w.prunedReadings.Load() - before, from, to, false, err
+			}
+		}
+		was := n
+		if n = w.prunedReadings.Load() - before; n == was {
+			return n, from, to, true, nil // nothing went: do not go round again
 		}
 	}
+	return n, from, to, false, nil
 }
 
 // DropOldestMinutes has the running Writer delete the minute records of

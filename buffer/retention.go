@@ -65,6 +65,7 @@ type Retention struct {
 	paused    string    // why retention by age is paused; empty when it is not
 	maxDisk   int64     // the disk cap, as of the last check
 	full      bool      // the Writer was told to take no batches
+	foreign   string    // names of the files not cairn's, as last logged
 	sizes     [2]sizeAt // the last two measurements of the directory, oldest first
 
 	compactions int // one goroutine at a time: Run's, or a prune's disk watcher while Run waits (pruneKeepingDiskCap)
@@ -327,7 +328,7 @@ func (r *Retention) compact(ctx context.Context, limit int64) error {
 				continue
 			}
 			if size, err := r.diskBytes(); err == nil && float64(size) >= diskFullMark*float64(limit) {
-				if err := r.setFull(ctx, true); err != nil && ctx.Err() == nil {
+				if err := r.setFull(ctx, size, limit); err != nil && ctx.Err() == nil {
 					r.log.Error("stopping ingest at the disk cap failed", "err", err)
 				}
 			}
@@ -335,17 +336,25 @@ func (r *Retention) compact(ctx context.Context, limit int64) error {
 	}
 }
 
-// EnforceDiskCap measures the data directory and, when it is above the
-// high mark of the disk cap, deletes the oldest data until it is below the
-// low mark: whole UTC days of raw readings of every series, oldest first
-// (the outbox keeps its own copy of unsent ones); then the oldest minute
-// records (those rolled up into hours); and only then the oldest unsent
-// readings of the outbox, which are counted (DroppedUnsent) and logged at
-// warning level. The store is compacted after each step and measured
-// again.
+// EnforceDiskCap measures cairn's files in the data directory and, when
+// they are above the high mark of the disk cap, deletes the oldest data
+// until they are below the low mark, in small units, oldest first: raw
+// readings an hour of every series at a time, but never the newest
+// KeepRecent of a series (the outbox keeps its own copy of unsent ones);
+// then the oldest minute records (those rolled up into hours); then the
+// oldest unsent readings of the outbox, which are counted (DroppedUnsent);
+// and only when nothing else is left, the newest raw readings. Each step
+// deletes about what must go, judged from the bytes per reading, and is
+// logged at warning level; the store is compacted after it and measured
+// again. Files in the data directory that are not cairn's are not
+// counted and not deleted; they are reported (Status, and the log).
 func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 	var limit int64
-	if err := r.writer.do(ctx, func() error { limit = r.writer.opts.MaxDiskBytes; return nil }); err != nil {
+	var keepRecent time.Duration
+	if err := r.writer.do(ctx, func() error {
+		limit, keepRecent = r.writer.opts.MaxDiskBytes, r.writer.opts.KeepRecent
+		return nil
+	}); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -356,11 +365,11 @@ func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 		return err
 	}
 	if limit <= 0 || float64(size) <= diskHighMark*float64(limit) {
-		return r.setFull(ctx, false)
+		return r.setFull(ctx, size, limit)
 	}
 	low := int64(diskLowMark * float64(limit))
 	r.log.Warn("data directory above the disk cap's high mark: deleting the oldest data", "disk_bytes", size, "max_disk_bytes", limit)
-	if err := r.setFull(ctx, float64(size) >= diskFullMark*float64(limit)); err != nil {
+	if err := r.setFull(ctx, size, limit); err != nil {
 		return err
 	}
 	defer func() {
@@ -374,7 +383,7 @@ func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 			r.log.Warn("data directory still above the disk cap's low mark; going on at the next check", "disk_bytes", size, "max_disk_bytes", limit)
 			return nil
 		}
-		deleted, err := r.dropOldest(ctx, &tier, size, low)
+		deleted, err := r.dropOldest(ctx, &tier, keepRecent, size, low, limit)
 		if err != nil {
 			return err
 		}
@@ -388,30 +397,35 @@ func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 		if size, err = r.diskBytes(); err != nil {
 			return err
 		}
-		if err := r.setFull(ctx, float64(size) >= diskFullMark*float64(limit)); err != nil {
+		if err := r.setFull(ctx, size, limit); err != nil {
 			return err
 		}
 	}
-	r.log.Info("data directory back under the disk cap's low mark", "disk_bytes", size, "max_disk_bytes", limit)
-	return r.setFull(ctx, false)
+	r.log.Warn("data directory back under the disk cap's low mark", "disk_bytes", size, "max_disk_bytes", limit)
+	return nil
 }
 
-// setFull has the Writer stop or resume taking batches, and logs the
+// setFull has the Writer stop taking batches while size is at the full
+// mark of limit, or take them again below the high mark, and logs the
 // change.
-func (r *Retention) setFull(ctx context.Context, full bool) error {
+func (r *Retention) setFull(ctx context.Context, size, limit int64) error {
 	r.mu.Lock()
 	was := r.full
+	full := limit > 0 && float64(size) >= diskFullMark*float64(limit) ||
+		was && limit > 0 && float64(size) > diskHighMark*float64(limit)
 	r.full = full
 	r.mu.Unlock()
 	if full == was {
 		return nil
 	}
+	reason := ""
 	if full {
-		r.log.Warn("data directory at the disk cap: ingest waits until retention has made room")
+		reason = fmt.Sprintf("the data directory is at the disk cap (%s of %s)", formatBytes(size), formatBytes(limit))
+		r.log.Warn("data directory at the disk cap: ingest waits until retention has made room", "disk_bytes", size, "max_disk_bytes", limit)
 	} else {
-		r.log.Info("ingest resumes: the data directory is under the disk cap's high mark")
+		r.log.Info("ingest resumes: the data directory is under the disk cap's high mark", "disk_bytes", size, "max_disk_bytes", limit)
 	}
-	return r.writer.setFull(ctx, full)
+	return r.writer.setPause(ctx, PauseDiskCap, reason)
 }
 
 // The kinds of data the disk cap deletes, in order.
@@ -419,24 +433,30 @@ const (
 	tierRaw = iota
 	tierMinutes
 	tierOutbox
+	tierRecent
 )
 
 // dropOldest deletes the oldest data of the kind *tier names or, when it
 // has none left, of the next kind, and reports whether it deleted
 // anything. A kind, once done, is not gone back to within a pass: new
-// readings keep arriving, and the raw readings of the newest day must not
-// keep the outbox from ever being reached.
-func (r *Retention) dropOldest(ctx context.Context, tier *int, size, low int64) (bool, error) {
+// readings keep arriving, and the raw readings of the newest hour must
+// not keep the outbox from ever being reached.
+func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.Duration, size, low, limit int64) (bool, error) {
+	// The readings to delete: the share of the directory that must go.
+	readings := r.store.ReadingCount()
+	want := max(1, uint64(float64(readings)*float64(size-low)/float64(max(size, 1))))
 	if *tier == tierRaw {
-		n, newest, err := r.writer.DropOldestRaw(ctx)
+		n, from, to, done, err := r.writer.DropOldestRaw(ctx, keepRecent, want)
 		if err != nil {
 			return false, err
 		}
-		if newest {
+		if done {
 			*tier = tierMinutes
 		}
 		if n > 0 {
-			r.log.Info("disk cap: deleted the oldest day of raw readings", "readings", n)
+			r.log.Warn("disk cap: deleted the oldest raw readings", "readings", n,
+				"from", time.Unix(0, from).UTC(), "to", time.Unix(0, to).UTC(), "keep_recent", keepRecent,
+				"disk_bytes", size, "max_disk_bytes", limit)
 			return true, nil
 		}
 	}
@@ -446,34 +466,60 @@ func (r *Retention) dropOldest(ctx context.Context, tier *int, size, low int64) 
 			return false, err
 		}
 		if n > 0 {
-			r.log.Info("disk cap: deleted the oldest day of minute records", "records", n)
+			r.log.Warn("disk cap: deleted the oldest day of minute records (hours and days stay)", "records", n,
+				"disk_bytes", size, "max_disk_bytes", limit)
 			return true, nil
 		}
 		*tier = tierOutbox
 	}
-	pending := r.store.Outbox().Pending()
-	if pending == 0 {
+	if *tier == tierOutbox {
+		if pending := r.store.Outbox().Pending(); pending > 0 {
+			// The share of the outbox to go is the share of the directory
+			// that must go; at least one entry.
+			d, err := r.store.DropOutbox(max(1, uint64(float64(pending)*float64(size-low)/float64(size))))
+			if err != nil {
+				return false, err
+			}
+			if d.Readings() > 0 {
+				r.log.Warn("disk cap: dropped readings that were never sent upstream", "readings", d.Readings(),
+					"first_seq", d.From, "oldest", time.Unix(0, d.OldestTS).UTC(), "newest", time.Unix(0, d.NewestTS).UTC(),
+					"dropped_unsent", r.store.DroppedUnsent(), "disk_bytes", size, "max_disk_bytes", limit)
+				return true, nil
+			}
+		}
+		*tier = tierRecent
+	}
+	if keepRecent <= 0 {
 		return false, nil
 	}
-	// The share of the outbox to go is the share of the directory that
-	// must go; at least one entry.
-	d, err := r.store.DropOutbox(max(1, uint64(float64(pending)*float64(size-low)/float64(size))))
-	if err != nil || d.Readings() == 0 {
+	n, from, to, _, err := r.writer.DropOldestRaw(ctx, -1, want)
+	if err != nil || n == 0 {
 		return false, err
 	}
-	r.log.Warn("disk cap: dropped readings that were never sent upstream", "readings", d.Readings(),
-		"first_seq", d.From, "oldest", time.Unix(0, d.OldestTS).UTC(), "newest", time.Unix(0, d.NewestTS).UTC(),
-		"dropped_unsent", r.store.DroppedUnsent())
+	r.log.Warn("disk cap: nothing older is left; deleted the oldest of the newest raw readings", "readings", n,
+		"from", time.Unix(0, from).UTC(), "to", time.Unix(0, to).UTC(), "keep_recent", keepRecent,
+		"disk_bytes", size, "max_disk_bytes", limit)
 	return true, nil
 }
 
-// diskBytes measures the data directory.
+// diskBytes measures cairn's files in the data directory, and logs the
+// files there that are not cairn's when they change.
 func (r *Retention) diskBytes() (int64, error) {
 	st, err := r.store.Stats()
-	if err == nil {
-		r.measured(st.DiskBytes)
+	if err != nil {
+		return 0, err
 	}
-	return st.DiskBytes, err
+	r.measured(st.DiskBytes)
+	foreign := strings.Join(st.ForeignFiles, "\x00")
+	r.mu.Lock()
+	changed := foreign != r.foreign
+	r.foreign = foreign
+	r.mu.Unlock()
+	if changed && foreign != "" {
+		r.log.Warn("files in the data directory that are not cairn's: the disk cap neither counts nor deletes them, but they take space on its file system",
+			"files", st.ForeignFiles, "bytes", st.ForeignBytes)
+	}
+	return st.DiskBytes, nil
 }
 
 // RetentionStatus says what retention did and why it may be waiting.
@@ -494,8 +540,8 @@ type RetentionStatus struct {
 	// nothing is.
 	OldestReading *time.Time `json:"oldest_reading"`
 	NewestReading *time.Time `json:"newest_reading"`
-	// DiskBytes is the data directory's size; MaxDiskBytes the cap (0:
-	// none).
+	// DiskBytes is what cairn's files in the data directory take;
+	// MaxDiskBytes the cap (0: none).
 	DiskBytes    int64 `json:"disk_bytes"`
 	MaxDiskBytes int64 `json:"max_disk_bytes"`
 }

@@ -655,7 +655,7 @@ func TestRetention_DiskCapKeptDuringALongPrune(t *testing.T) {
 	// The directory may still be over the cap's stop mark, which no
 	// retention run brings down now: ingest then waits for room for ever.
 	// Lift the cap, so that the last write goes through.
-	if err := w.do(ctx, func() error { w.opts.MaxDiskBytes, w.full = 0, false; return nil }); err != nil {
+	if err := w.do(ctx, func() error { w.opts.MaxDiskBytes, w.pauses[PauseDiskCap] = 0, ""; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	<-done

@@ -86,6 +86,8 @@ type Store struct {
 	mapsDir string
 	noSync  bool
 	log     *slog.Logger
+	// memTable is Badger's memtable size in bytes.
+	memTable int64
 	// maxEntry bounds a journal or outbox entry (maxEntrySize).
 	maxEntry int
 	// maxValue is the largest value the store may write: anything larger
@@ -248,8 +250,14 @@ func Open(opts Options) (*Store, error) {
 	// bytes, for the keys and the minute records (docs/storage.md).
 	bopts.TableSizeMultiplier = 1
 
+	if _, err := releaseReserveToOpen(opts.Dir, openNeed(opts.MemTableSize), log); err != nil {
+		log.Warn("could not check the free space before opening the store", "err", err)
+	}
 	db, err := openBadger(bopts, log)
 	if err != nil {
+		if isNoSpace(err) {
+			err = fmt.Errorf("%w: %w", ErrNoSpace, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", opts.Dir, err)
 	}
 	s := &Store{
@@ -258,28 +266,19 @@ func Open(opts Options) (*Store, error) {
 		mapsDir:  mapsDir(opts.Dir),
 		noSync:   opts.NoSync,
 		log:      log,
+		memTable: opts.MemTableSize,
 		maxValue: maxValue,
 		maxEntry: min(maxValue, maxEntrySize),
 		series:   make(map[string]*seriesState),
 		oldest:   math.MaxInt64,
 	}
-	if err := s.moveOutbox(); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
-	}
-	if err := s.load(); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
-	}
-	if err := s.replayJournal(); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
-	}
-	if err := s.repair(); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
-	}
-	if err := s.dropBadNewest(); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
-	}
-	if err := s.recordSchema(); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
+	for _, step := range []func() error{s.moveOutbox, s.load, s.replayJournal, s.repair, s.dropBadNewest, s.recordSchema} {
+		if err := step(); err != nil {
+			if isNoSpace(err) {
+				err = fmt.Errorf("%w: %w", ErrNoSpace, err)
+			}
+			return nil, errors.Join(fmt.Errorf("open store %s: %w", opts.Dir, err), db.Close())
+		}
 	}
 	return s, nil
 }
@@ -572,7 +571,14 @@ func (s *Store) Dir() string { return s.dir }
 type Stats struct {
 	Readings  uint64 // distinct readings stored
 	Series    int    // series with at least one reading
-	DiskBytes int64  // bytes allocated to the files of the data directory
+	DiskBytes int64  // bytes allocated to cairn's files in the data directory, the reserve file left out
+	// ReserveFileBytes is what the reserve file holds (Headroom).
+	ReserveFileBytes int64
+	// ForeignBytes is what the files in the data directory that are not
+	// cairn's hold; ForeignFiles names a few of them. The disk cap does
+	// not count them, nor delete them.
+	ForeignBytes int64
+	ForeignFiles []string
 }
 
 // SeriesCount returns the number of series with at least one reading.
@@ -595,9 +601,23 @@ func (s *Store) Stats() (Stats, error) {
 			}
 			return err
 		}
-		if d.Type().IsRegular() {
-			if info, err := d.Info(); err == nil {
-				st.DiskBytes += allocated(info)
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil // removed meanwhile
+		}
+		rel, _ := filepath.Rel(s.dir, path)
+		switch n := allocated(info); {
+		case rel == ReserveFile:
+			st.ReserveFileBytes += n
+		case ownFile(rel):
+			st.DiskBytes += n
+		default:
+			st.ForeignBytes += n
+			if len(st.ForeignFiles) < maxForeignNames {
+				st.ForeignFiles = append(st.ForeignFiles, rel)
 			}
 		}
 		return nil

@@ -83,6 +83,9 @@ type WriterOptions struct {
 	// MaxDiskBytes caps the data directory's size (0: no cap); a
 	// Retention keeps it (retention.go).
 	MaxDiskBytes int64
+	// KeepRecent is how much of each series' newest readings the disk cap
+	// keeps while anything older is left to delete (0: none).
+	KeepRecent time.Duration
 
 	// Outbox has every group commit also append the readings it stores to
 	// the outbox, for the uplink (see outbox.go).
@@ -135,12 +138,13 @@ type Writer struct {
 	commits, stored, duplicates, failures, syncNanos atomic.Uint64
 	sealed, sealErrors, pruned, prunedReadings       atomic.Uint64
 	checkpoints                                      atomic.Uint64
-	pruneBusy                                        atomic.Int64 // nanoseconds of prune steps
+	pausedWhy                                        atomic.Pointer[string] // PausedReason; nil when taking batches
+	pruneBusy                                        atomic.Int64           // nanoseconds of prune steps
 
 	// Used by the Run goroutine only.
-	lastStart time.Time // when the last commit began
-	runMax    int       // the most readings of a run (see open.go)
-	full      bool      // the disk cap is reached: take no new batches (see Retention)
+	lastStart time.Time              // when the last commit began
+	runMax    int                    // the most readings of a run (see open.go)
+	pauses    [numPauseCauses]string // why no new batches are taken, by cause ("" for none; pause.go)
 	batch     []request
 	results   []Result
 	scratch   []byte
@@ -249,7 +253,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	defer close(w.stopped)
 	for {
 		queue := w.queue
-		if w.full {
+		if w.paused() {
 			queue = nil // batches wait in the queue, and Submit blocks once it is full
 		}
 		select {
@@ -427,12 +431,6 @@ func (w *Writer) SealDue(ctx context.Context, now time.Time) error {
 		w.queueDue(now)
 		return w.sealQueued()
 	})
-}
-
-// setFull has the running Writer stop taking new batches (full) or take
-// them again. Steps still run meanwhile.
-func (w *Writer) setFull(ctx context.Context, full bool) error {
-	return w.do(ctx, func() error { w.full = full; return nil })
 }
 
 // do runs step on the Run goroutine and returns its result.

@@ -40,10 +40,12 @@ type APIOptions struct {
 	Uplink   *uplink.Uplink // nil when the gateway works offline
 	// Retention, when set, is reported under "retention".
 	Retention *buffer.Retention
-	Version   string
-	Started   time.Time
-	Registry  *prometheus.Registry
-	Logger    *slog.Logger
+	// Headroom, when set, reports the free space under "store".
+	Headroom *buffer.Headroom
+	Version  string
+	Started  time.Time
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
 }
 
 // API serves the local HTTP status and query endpoints.
@@ -76,12 +78,18 @@ func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// readyz answers 200 once the store is open and MQTT is connected.
+// readyz answers 200 once the store is open and MQTT is connected, and
+// while the store takes new readings.
 func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if m := a.opts.MQTT(); !m.Connected {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintf(w, "not ready: mqtt (%s %s) not connected\n", m.Mode, m.Address)
+		return
+	}
+	if why := a.opts.Writer.PausedReason(); why != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: ingest paused: %s\n", why)
 		return
 	}
 	fmt.Fprintln(w, "ready")
@@ -103,16 +111,27 @@ type Status struct {
 
 // StoreStatus is the store part of Status.
 type StoreStatus struct {
-	Readings     uint64  `json:"readings"`
-	Series       int     `json:"series"`
-	DiskBytes    int64   `json:"disk_bytes"`
-	Commits      uint64  `json:"commits"`
-	CommitErrors uint64  `json:"commit_errors"`
-	Sealed       uint64  `json:"sealed"`
-	SealErrors   uint64  `json:"seal_errors"`
-	StatsPruned  uint64  `json:"stats_pruned"`
-	Pruned       uint64  `json:"readings_pruned"`
-	CommitMillis float64 `json:"commit_ms_avg"`
+	Readings  uint64 `json:"readings"`
+	Series    int    `json:"series"`
+	DiskBytes int64  `json:"disk_bytes"`
+	// DiskFreeBytes is what the data directory's file system has free;
+	// ingest pauses below DiskReserveBytes. ReserveFileBytes is held by
+	// the reserve file, given up when the disk is full.
+	DiskFreeBytes    int64 `json:"disk_free_bytes"`
+	DiskReserveBytes int64 `json:"disk_reserve_bytes"`
+	ReserveFileBytes int64 `json:"reserve_file_bytes"`
+	// ForeignBytes is held by files in the data directory that are not
+	// cairn's (ForeignFiles names a few): not counted by the disk cap,
+	// never deleted.
+	ForeignBytes int64    `json:"foreign_bytes"`
+	ForeignFiles []string `json:"foreign_files,omitempty"`
+	Commits      uint64   `json:"commits"`
+	CommitErrors uint64   `json:"commit_errors"`
+	Sealed       uint64   `json:"sealed"`
+	SealErrors   uint64   `json:"seal_errors"`
+	StatsPruned  uint64   `json:"stats_pruned"`
+	Pruned       uint64   `json:"readings_pruned"`
+	CommitMillis float64  `json:"commit_ms_avg"`
 }
 
 func (a *API) status(w http.ResponseWriter, _ *http.Request) {
@@ -129,16 +148,25 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 		MQTT:          a.opts.MQTT(),
 		Ingest:        a.opts.Ingester.Stats(),
 		Store: StoreStatus{
-			Readings:     st.Readings,
-			Series:       st.Series,
-			DiskBytes:    st.DiskBytes,
-			Commits:      ws.Commits,
-			CommitErrors: ws.Failures,
-			Sealed:       ws.Sealed,
-			SealErrors:   ws.SealErrors,
-			StatsPruned:  ws.Pruned,
-			Pruned:       ws.PrunedReadings,
+			Readings:         st.Readings,
+			Series:           st.Series,
+			DiskBytes:        st.DiskBytes,
+			ReserveFileBytes: st.ReserveFileBytes,
+			ForeignBytes:     st.ForeignBytes,
+			ForeignFiles:     st.ForeignFiles,
+			Commits:          ws.Commits,
+			CommitErrors:     ws.Failures,
+			Sealed:           ws.Sealed,
+			SealErrors:       ws.SealErrors,
+			StatsPruned:      ws.Pruned,
+			Pruned:           ws.PrunedReadings,
 		},
+	}
+	s.Ingest.PausedReason = a.opts.Writer.PausedReason()
+	s.Ingest.Paused = s.Ingest.PausedReason != ""
+	if a.opts.Headroom != nil {
+		hs := a.opts.Headroom.Status()
+		s.Store.DiskFreeBytes, s.Store.DiskReserveBytes = hs.FreeBytes, hs.ReserveBytes
 	}
 	if n := ws.Commits + ws.Failures; n > 0 {
 		s.Store.CommitMillis = float64(ws.SyncNanos) / float64(n) / 1e6

@@ -229,6 +229,11 @@ type IngestStats struct {
 	Rejected   uint64            `json:"rejected"`
 	ByReason   map[string]uint64 `json:"rejected_by_reason"`
 	Examples   []Rejection       `json:"recent_rejections"`
+	// Paused is true while the store takes no new readings (the disk
+	// cap, or too little free space), PausedReason says why; the API
+	// fills them in from the Writer.
+	Paused       bool   `json:"paused"`
+	PausedReason string `json:"paused_reason"`
 }
 
 // Stats returns a snapshot of the counters, newest rejection first.

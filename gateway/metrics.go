@@ -14,6 +14,7 @@ type collector struct {
 	messages, readings, stored, duplicates, ignored, failed, rejected *prometheus.Desc
 	commits, commitErrors, commitSeconds                              *prometheus.Desc
 	storeReadings, storeSeries, diskBytes, mqttConnected              *prometheus.Desc
+	diskFree, diskReserve, foreignBytes, paused                       *prometheus.Desc
 	upPending, upOldest, upSent, upBatches, upRetries, upParked       *prometheus.Desc
 	upSkipped, upLastSuccess, upNextAttempt                           *prometheus.Desc
 	mqttRefused                                                       *prometheus.Desc
@@ -39,7 +40,11 @@ func newCollector(opts APIOptions) *collector {
 		commitSeconds: d("store_commit_seconds_total", "Time spent writing and syncing group commits."),
 		storeReadings: d("store_readings", "Distinct readings in the store."),
 		storeSeries:   d("store_series", "Series (device and metric) in the store."),
-		diskBytes:     d("store_disk_bytes", "Size of the data directory."),
+		diskBytes:     d("store_disk_bytes", "Size of cairn's files in the data directory (what the disk cap counts)."),
+		diskFree:      d("store_disk_free_bytes", "Free space on the data directory's file system."),
+		diskReserve:   d("store_disk_reserve_bytes", "Free space below which ingest pauses."),
+		foreignBytes:  d("store_foreign_bytes", "Size of the files in the data directory that are not cairn's."),
+		paused:        d("ingest_paused", "1 while the store takes no new readings (the disk cap, or too little free space)."),
 		mqttConnected: d("mqtt_connected", "1 when the broker listens or the subscriber is connected."),
 		upPending:     d("uplink_pending_readings", "Stored readings not yet accepted upstream."),
 		upOldest:      d("uplink_oldest_pending_timestamp_seconds", "Timestamp of the first reading not yet sent (0 when none)."),
@@ -90,7 +95,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.storeReadings, float64(st.Readings))
 		gauge(c.storeSeries, float64(st.Series))
 		gauge(c.diskBytes, float64(st.DiskBytes))
+		gauge(c.foreignBytes, float64(st.ForeignBytes))
 	}
+	if c.opts.Headroom != nil {
+		hs := c.opts.Headroom.Status()
+		gauge(c.diskFree, float64(hs.FreeBytes))
+		gauge(c.diskReserve, float64(hs.ReserveBytes))
+	}
+	paused := 0.0
+	if c.opts.Writer.PausedReason() != "" {
+		paused = 1
+	}
+	gauge(c.paused, paused)
 	m := c.opts.MQTT()
 	connected := 0.0
 	if m.Connected {

@@ -92,6 +92,9 @@ type StoreConfig struct {
 	SealIdle          time.Duration `yaml:"seal_idle"`
 	MemTableMiB       int           `yaml:"memtable_mib"`
 	CacheMiB          int           `yaml:"cache_mib"`
+	// DiskReserve is the free space on the data directory's file system
+	// below which ingest pauses (auto: buffer.DefaultDiskReserve).
+	DiskReserve ByteSize `yaml:"disk_reserve"`
 }
 
 // RetentionConfig is the retention: section.
@@ -109,6 +112,9 @@ type RetentionConfig struct {
 	// MaxDiskBytes caps the data directory (0: no cap; auto: 70% of the
 	// free space at first start, remembered in the store).
 	MaxDiskBytes ByteSize `yaml:"max_disk_bytes"`
+	// KeepRecent is how much of each series' newest readings the disk
+	// cap keeps while anything older is left.
+	KeepRecent Duration `yaml:"keep_recent"`
 }
 
 // ByteSize is a number of bytes in the configuration file: a plain
@@ -308,6 +314,7 @@ func DefaultConfig() *Config {
 			HourStatsMaxAge:   Duration(5 * 365 * 24 * time.Hour),
 			DayStatsMaxAge:    Duration(5 * 365 * 24 * time.Hour),
 			MaxDiskBytes:      AutoBytes,
+			KeepRecent:        Duration(time.Hour),
 		},
 		Uplink: UplinkConfig{
 			Format:        "influx",
@@ -330,10 +337,18 @@ func DefaultConfig() *Config {
 			SealIdle:          time.Hour,
 			MemTableMiB:       4,
 			CacheMiB:          4,
+			DiskReserve:       AutoBytes,
 		},
 		MemoryLimitMiB: AutoMiB,
 	}
 }
+
+// The bounds of store.disk_reserve: below a few MiB Badger could not
+// finish a flush, and above 64 GiB it is surely a typo.
+const (
+	minDiskReserve ByteSize = 4 << 20
+	maxDiskReserve ByteSize = 64 << 30
+)
 
 // configError is a configuration that cannot run; main exits with 78
 // (EX_CONFIG) for it, so that systemd does not restart in a loop.
@@ -598,6 +613,9 @@ func (c *Config) Validate() error {
 	if s.CacheMiB < 1 || s.CacheMiB > 1024 {
 		bad("store.cache_mib", "must be from 1 to 1024 (got %d)", s.CacheMiB)
 	}
+	if s.DiskReserve != AutoBytes && (s.DiskReserve < minDiskReserve || s.DiskReserve > maxDiskReserve) {
+		bad("store.disk_reserve", "must be auto or from %s to %s (got %s)", minDiskReserve, maxDiskReserve, s.DiskReserve)
+	}
 	r := c.Retention
 	for _, a := range []struct {
 		key string
@@ -606,6 +624,9 @@ func (c *Config) Validate() error {
 		if a.d < 0 || (a.d > 0 && time.Duration(a.d) < time.Hour) {
 			bad("retention."+a.key, "must be 0 (for ever) or at least 1h (got %s)", a.d)
 		}
+	}
+	if r.KeepRecent < 0 {
+		bad("retention.keep_recent", "must be 0 or more (got %s)", r.KeepRecent)
 	}
 	if r.RawMaxReadingsPerSeries < 0 {
 		bad("retention.raw_max_readings_per_series", "must be 0 (no limit) or more (got %d)", r.RawMaxReadingsPerSeries)

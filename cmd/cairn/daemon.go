@@ -72,15 +72,15 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	case 0:
 		maxBytes = -1 // no cap: the file system's size
 	}
-	store, err := buffer.Open(buffer.Options{
+	store, err := openStore(ctx, buffer.Options{
 		Dir:          cfg.DataDir,
 		MemTableSize: int64(cfg.Store.MemTableMiB) << 20,
 		CacheSize:    int64(cfg.Store.CacheMiB) << 20,
 		MaxBytes:     maxBytes,
 		NoSync:       os.Getenv(noSyncEnv) == "1",
 		Logger:       log.With("component", "store"),
-	})
-	if err != nil {
+	}, sigs, log)
+	if err != nil || store == nil {
 		return err
 	}
 	defer func() {
@@ -119,12 +119,17 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		RawMaxReadingsPerSeries: cfg.Retention.RawMaxReadingsPerSeries,
 		RawWindowFromLatest:     time.Duration(cfg.Retention.RawWindowFromLatest),
 		MaxDiskBytes:            maxDisk,
+		KeepRecent:              time.Duration(cfg.Retention.KeepRecent),
 		ClockFloor:              buildTime(),
 		// Readings up to max_future_skew ahead are accepted: the newest
 		// one may be that far ahead of a clock that is right.
 		ClockSlack: time.Duration(cfg.MQTT.MaxFutureSkew),
 	})
 	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{Logger: log.With("component", "retention")})
+	headroom := buffer.NewHeadroom(store, writer, buffer.HeadroomOptions{
+		Reserve: int64(max(cfg.Store.DiskReserve, 0)), // auto: 0, the default
+		Logger:  log.With("component", "store"),
+	})
 	ingester := gateway.NewIngester(writer, gateway.IngesterOptions{
 		Routes:        cfg.routes,
 		MaxPayload:    cfg.MQTT.MaxPayload,
@@ -253,6 +258,13 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		g.Add(func() error { return retention.Run(ctx) }, func(error) { cancel() })
 	}
 
+	// Headroom: pauses ingest while the file system is nearly full, and
+	// resumes it once there is room again.
+	{
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return headroom.Run(ctx) }, func(error) { cancel() })
+	}
+
 	// Memory: the auto limit follows the number of series.
 	if limiter != nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -295,6 +307,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		MQTT:      mqttStatus,
 		Uplink:    up,
 		Retention: retention,
+		Headroom:  headroom,
 		Version:   version,
 		Started:   started,
 		Registry:  reg,
@@ -362,6 +375,36 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	ws := writer.Stats()
 	log.Info("cairn stopped", "commits", ws.Commits, "stored", ws.Stored)
 	return err
+}
+
+// openStore opens the store. On a file system too full for it to open
+// (and without the reserve file that Open gives up then), it waits for
+// free space, trying again every few seconds and telling systemd to wait
+// too, rather than exit and be restarted in a loop; it returns a nil
+// store and nil if a signal on sigs or the end of ctx stops it meanwhile.
+func openStore(ctx context.Context, opts buffer.Options, sigs <-chan os.Signal, log *slog.Logger) (*buffer.Store, error) {
+	const retry = 5 * time.Second
+	for logged := false; ; logged = true {
+		store, err := buffer.Open(opts)
+		if !errors.Is(err, buffer.ErrNoSpace) {
+			return store, err
+		}
+		if !logged {
+			log.Error("the store cannot open: its file system is full; waiting for free space", "dir", opts.Dir, "err", err)
+		}
+		status := fmt.Sprintf("STATUS=waiting for free space on %s\nEXTEND_TIMEOUT_USEC=%d", opts.Dir, (3 * retry).Microseconds())
+		if _, nerr := daemon.SdNotify(false, status); nerr != nil {
+			log.Warn("systemd notify", "err", nerr)
+		}
+		select {
+		case <-time.After(retry):
+		case sig := <-sigs:
+			log.Info("stopping while waiting for free space", "signal", sig.String())
+			return nil, nil
+		case <-ctx.Done():
+			return nil, nil
+		}
+	}
 }
 
 // buildTime is the build date stamped into the binary (main.date), below

@@ -114,7 +114,7 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 				maxDisk, err = r.store.DefaultMaxDiskBytes()
 			}
 			if err == nil {
-				err = r.writer.SetRawLimits(ctx, rt.RawMaxReadingsPerSeries, time.Duration(rt.RawWindowFromLatest), maxDisk)
+				err = r.writer.SetRawLimits(ctx, rt.RawMaxReadingsPerSeries, time.Duration(rt.RawWindowFromLatest), maxDisk, time.Duration(rt.KeepRecent))
 			}
 		}
 		if err != nil {

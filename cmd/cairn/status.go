@@ -136,6 +136,9 @@ func printStatus(w io.Writer, st gateway.Status, r *rates) {
 		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
 	}
 	fmt.Fprintln(w)
+	if in.Paused {
+		fmt.Fprintf(w, "        PAUSED: messages are not acknowledged until there is room: %s\n", in.PausedReason)
+	}
 	if len(in.Examples) > 0 {
 		ex := in.Examples[0]
 		fmt.Fprintf(w, "        last rejected: %s on %s: %s\n", ex.Time.Format(time.RFC3339), ex.Topic, ex.Detail)
@@ -143,6 +146,17 @@ func printStatus(w io.Writer, st gateway.Status, r *rates) {
 	s := st.Store
 	fmt.Fprintf(w, "store:  %d readings in %d series, %s on disk, %d commits (%.2f ms each), %d commit errors, %d seal errors\n",
 		s.Readings, s.Series, size(s.DiskBytes), s.Commits, s.CommitMillis, s.CommitErrors, s.SealErrors)
+	if s.DiskReserveBytes > 0 {
+		fmt.Fprintf(w, "        %s free on its file system (ingest pauses below %s)", size(s.DiskFreeBytes), size(s.DiskReserveBytes))
+		if s.ReserveFileBytes == 0 {
+			fmt.Fprint(w, ", no reserve file")
+		}
+		fmt.Fprintln(w)
+	}
+	if s.ForeignBytes > 0 {
+		fmt.Fprintf(w, "        %s in files that are not cairn's (%s): not counted by the cap, never deleted\n",
+			size(s.ForeignBytes), strings.Join(s.ForeignFiles, ", "))
+	}
 	if s.Pruned > 0 || s.StatsPruned > 0 {
 		fmt.Fprintf(w, "        retention removed %d readings and %d aggregate records\n", s.Pruned, s.StatsPruned)
 	}
