@@ -378,7 +378,7 @@ func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 		r.mu.Unlock()
 	}()
 	tier := tierRaw
-	for step := 0; size > low; step++ {
+	for step, was := 0, size; size > low; step, was = step+1, size {
 		if step == maxDiskSteps {
 			r.log.Warn("data directory still above the disk cap's low mark; going on at the next check", "disk_bytes", size, "max_disk_bytes", limit)
 			return nil
@@ -399,6 +399,14 @@ func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 		}
 		if err := r.setFull(ctx, size, limit); err != nil {
 			return err
+		}
+		// The newest readings go only while that gives space back: a
+		// directory whose files are mostly not readings must not lose
+		// them all for nothing.
+		if tier == tierRecent && was-size < limit/100 {
+			r.log.Error("data directory above the disk cap's low mark, and deleting the newest readings gives no space back: raise retention.max_disk_bytes",
+				"disk_bytes", size, "max_disk_bytes", limit)
+			return nil
 		}
 	}
 	r.log.Warn("data directory back under the disk cap's low mark", "disk_bytes", size, "max_disk_bytes", limit)

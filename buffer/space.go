@@ -22,10 +22,12 @@ import (
 // ENOSPC instead of faulting. Headroom keeps cairn from getting there:
 // it pauses ingest while the file system has less than a reserve free,
 // which leaves Badger room to flush its memtables and finish its
-// compactions. A reserve file in the data directory, allocated while
-// there is room, is given up when the file system fills all the same (a
-// file that is not cairn's, say), and by Open when the store could not
-// open otherwise.
+// compactions. Something else may fill the file system all the same (a
+// file that is not cairn's, say): then Badger's flushes and commits fail,
+// and are tried again, until there is room. A reserve file in the data
+// directory, allocated while there is room, is given up by Open when the
+// store could not open otherwise: a gateway restarted on a full disk
+// still opens, serves its data and waits for room.
 
 // ReserveFile is the name of the reserve file in the data directory.
 const ReserveFile = "reserve"
@@ -133,10 +135,10 @@ type HeadroomOptions struct {
 // less than the reserve is free, the Writer takes no new batches: their
 // messages wait unacknowledged (at the publisher, or redelivered by an
 // external broker), and nothing is lost. Once the reserve and a margin
-// are free again, it takes them again. It keeps the reserve file: made
-// (allocated) once there is room for it beside the reserve, given up
-// when the file system gets so full that Badger could not start a new
-// memtable. Don't forget to Run it.
+// are free again, it takes them again. It makes the reserve file
+// (allocated) once there is room for it beside the reserve; only Open
+// gives it up, when the store could not open without it, so that a
+// gateway restarted on a full disk still opens. Don't forget to Run it.
 type Headroom struct {
 	store  *Store
 	writer *Writer
@@ -144,7 +146,6 @@ type Headroom struct {
 	log    *slog.Logger
 
 	fileBytes int64 // the reserve file's size
-	openNeed  int64 // free space below which the reserve file is given up
 
 	mu        sync.Mutex // guards the fields below
 	free      int64      // bytes free at the last check
@@ -167,7 +168,7 @@ func NewHeadroom(s *Store, w *Writer, opts HeadroomOptions) *Headroom {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Headroom{store: s, writer: w, opts: opts, log: log,
-		fileBytes: ReserveFileBytes(s.memTable), openNeed: openNeed(s.memTable)}
+		fileBytes: ReserveFileBytes(s.memTable)}
 }
 
 // openNeed is the free space the store needs to open, or to start a new
@@ -195,8 +196,9 @@ func (h *Headroom) Run(ctx context.Context) error {
 	}
 }
 
-// CheckOnce measures the free space, gives up or makes the reserve file,
-// and pauses or resumes the Writer. It is the one-step form of Run.
+// CheckOnce measures the free space, makes the reserve file if it is
+// missing and there is room, and pauses or resumes the Writer. It is the
+// one-step form of Run.
 func (h *Headroom) CheckOnce(ctx context.Context) error {
 	path := filepath.Join(h.store.dir, ReserveFile)
 	free, err := FreeBytes(h.store.dir)
@@ -206,21 +208,8 @@ func (h *Headroom) CheckOnce(ctx context.Context) error {
 	}
 	held := int64(0)
 	if info, err := os.Stat(path); err == nil {
-		held = allocated(info)
+		held = info.Size() // allocated whole when it was made
 	}
-	if held > 0 && free < h.openNeed {
-		if err := os.Remove(path); err != nil {
-			h.failed(fmt.Errorf("remove the reserve file: %w", err))
-		} else {
-			h.log.Warn("the file system is nearly full: gave up the reserve file so that the store can finish its flushes and compactions",
-				"free_bytes", free, "reserve_file_bytes", held)
-			held = 0
-			if free, err = FreeBytes(h.store.dir); err != nil {
-				return err
-			}
-		}
-	}
-
 	h.mu.Lock()
 	paused := h.pausedFor != ""
 	h.mu.Unlock()

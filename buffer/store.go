@@ -71,7 +71,12 @@ const (
 	// up to the value threshold (512 KiB at the default memtable), a
 	// 10 M-reading backlog peaked at 139 MiB RSS; with entries of a
 	// block, 98 MiB.
-	tableBlockSize   = 64 << 10
+	tableBlockSize = 64 << 10
+	// valueLogFileSize is the size of Badger's value-log files, the least
+	// it takes: no value goes there (see maxValueThreshold), and each
+	// file, of twice this size, is allocated whole when it is created so
+	// that a full disk is an error, not a fault.
+	valueLogFileSize = 1 << 20
 	maxEntrySize     = 48 << 10
 	defaultCacheSize = 8 << 20
 )
@@ -219,7 +224,7 @@ func Open(opts Options) (*Store, error) {
 		WithCompression(options.None).
 		WithValueThreshold(int64(maxValue)).
 		WithBlockSize(tableBlockSize).
-		WithValueLogFileSize(64 << 20).
+		WithValueLogFileSize(valueLogFileSize).
 		WithNumGoroutines(2)
 	// Tables of every level the same size: a table builder holds about
 	// twice its table in memory (and Badger keeps the builders' buffers

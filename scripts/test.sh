@@ -2,10 +2,12 @@
 # Runs cairn's whole test suite on a Debian machine with Go installed:
 # installs what the tests need (Mosquitto, FUSE, InfluxDB 1.x and
 # VictoriaMetrics as upstreams for the uplink, qemu-user for the arm and
-# arm64 builds, systemd for systemd-analyze and systemd-sysusers), then
+# arm64 builds, systemd for systemd-analyze and systemd-sysusers, e2fsprogs
+# for the full-disk tests' ext4 images), then
 # gofmt, go vet and the tests under the race detector. Needs root for
 # apt-get, for the FUSE mounts of the power-cut and watchdog tests, and
-# for installing the .deb into a throw-away root.
+# for installing the .deb into a throw-away root, and for the full-disk
+# tests' tmpfs and loop-device mounts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +19,7 @@ command -v influxd >/dev/null 2>&1 || need_pkgs+=(influxdb)
 command -v victoria-metrics >/dev/null 2>&1 || need_pkgs+=(victoria-metrics)
 command -v qemu-arm >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 || need_pkgs+=(qemu-user)
 command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || need_pkgs+=(systemd)
+command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || need_pkgs+=(e2fsprogs)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "test.sh: missing ${need_pkgs[*]}; run as root or: sudo apt-get install ${need_pkgs[*]}" >&2

@@ -1,0 +1,522 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"golang.org/x/sys/unix"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// The file systems the full-disk tests run on: tmpfs, and ext4 on a loop
+// device, so that what they prove does not hang on tmpfs behaviour.
+var fullDiskKinds = []string{"tmpfs", "ext4"}
+
+// mountFS mounts a new file system of kind of size bytes on a new
+// directory and returns it; it is unmounted when the test ends. It needs
+// root (and mkfs.ext4 from e2fsprogs for ext4: scripts/test.sh installs
+// it).
+func mountFS(t *testing.T, kind string, size int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts a file system: run it as root (scripts/test.sh does)")
+	}
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	switch kind {
+	case "tmpfs":
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+			t.Fatalf("mount tmpfs: %v", err)
+		}
+	case "ext4":
+		mkfs, err := exec.LookPath("mkfs.ext4")
+		if err != nil {
+			t.Fatalf("this test needs mkfs.ext4: scripts/test.sh installs it (apt-get install e2fsprogs): %v", err)
+		}
+		img := filepath.Join(t.TempDir(), "fs.img")
+		if err := os.WriteFile(img, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(img, size); err != nil {
+			t.Fatal(err)
+		}
+		// -m 0: no blocks reserved for root, who runs the tests.
+		if out, err := exec.Command(mkfs, "-q", "-F", "-m", "0", img).CombinedOutput(); err != nil {
+			t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+		}
+		if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+			t.Fatalf("mount -o loop: %v\n%s", err, out)
+		}
+	default:
+		t.Fatalf("unknown file system %q", kind)
+	}
+	t.Cleanup(func() {
+		for i := 0; ; i++ {
+			err := unix.Unmount(dir, 0)
+			if err == nil || i == 50 {
+				if err != nil {
+					t.Errorf("unmount %s: %v", dir, err)
+				}
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // a process that was killed may still hold a file
+		}
+	})
+	return dir
+}
+
+// freeBytes returns the bytes free on the file system of dir.
+func freeBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+// fill creates the file path so that leave bytes stay free on its file
+// system (leave 0: none at all, with writes until ENOSPC).
+func fill(t *testing.T, path string, leave int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n := freeBytes(t, filepath.Dir(path)) - leave; n > 0 {
+		if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil && !errors.Is(err, unix.ENOSPC) {
+			t.Fatalf("fallocate %s: %v", path, err)
+		}
+	}
+	if leave > 0 {
+		return
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); errors.Is(err, syscall.ENOSPC) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// bulkPublisher publishes messages of many readings each with strictly
+// increasing times, so that a disk fills soon, and records which got their
+// PUBACK. Message i carries seq = i and fields f00…f29.
+type bulkPublisher struct {
+	mu    sync.Mutex // guards acked
+	acked map[int]bool
+	sent  int // messages published; used by run's goroutine only
+}
+
+const bulkFields = 30
+
+// bulkT0 is the time of message 0, in milliseconds.
+var bulkT0 = time.Now().Add(-2 * time.Hour).UnixMilli()
+
+func bulkDevice(i int) string { return fmt.Sprintf("bulk-%d", i%16) }
+
+func bulkPayload(i int) string {
+	rng := rand.New(rand.NewPCG(uint64(i), 1))
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"ts":%d,"seq":%d`, bulkT0+int64(i), i)
+	for f := range bulkFields {
+		fmt.Fprintf(&b, `,"f%02d":%v`, f, rng.Float64())
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// run publishes new messages, window in flight, until stop is closed or
+// the connection is lost, and waits up to ackTimeout for the PUBACKs of
+// those in flight.
+func (p *bulkPublisher) run(addr, id string, window int, stop <-chan struct{}) error {
+	c, err := connectPublisher(addr, id)
+	if err != nil {
+		return err
+	}
+	defer c.Disconnect(0)
+	sem := make(chan struct{}, window)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case sem <- struct{}{}:
+		case <-stop:
+			return nil
+		}
+		if !c.IsConnectionOpen() {
+			return errors.New("connection lost")
+		}
+		i := p.sent
+		p.sent++
+		tok := c.Publish("sensors/"+bulkDevice(i)+"/telemetry", 1, false, bulkPayload(i))
+		wg.Add(1)
+		go func(tok paho.Token) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if tok.WaitTimeout(ackTimeout) && tok.Error() == nil {
+				p.mu.Lock()
+				p.acked[i] = true
+				p.mu.Unlock()
+			}
+		}(tok)
+	}
+}
+
+func (p *bulkPublisher) ackedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.acked)
+}
+
+// check opens the stopped gateway's data directory and checks that every
+// acknowledged message is stored whole, and returns how many were.
+func (p *bulkPublisher) check(t *testing.T, dataDir string) int {
+	t.Helper()
+	type key struct {
+		device, metric string
+		ms             int64
+	}
+	store, err := buffer.Open(buffer.Options{Dir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	stored := make(map[key]float64)
+	for _, s := range store.SeriesList() {
+		rs, err := store.Readings(buffer.Query{Device: s.Device, Metric: s.Metric, From: math.MinInt64, To: math.MaxInt64, Limit: buffer.MaxQueryLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) == buffer.MaxQueryLimit {
+			t.Fatalf("series %s/%s has too many readings for one query", s.Device, s.Metric)
+		}
+		for _, r := range rs {
+			stored[key{r.Device, r.Metric, r.TS / 1e6}] = r.Value
+		}
+	}
+	if n := store.ReadingCount(); n != uint64(len(stored)) {
+		t.Errorf("the store counts %d readings and holds %d", n, len(stored))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	missing := 0
+	for i := range p.acked {
+		ms := bulkT0 + int64(i)
+		if v, ok := stored[key{bulkDevice(i), "seq", ms}]; !ok || v != float64(i) {
+			missing++
+			if missing <= 5 {
+				t.Errorf("acknowledged message %d is not stored (seq: %v, %v)", i, v, ok)
+			}
+			continue
+		}
+		for f := range bulkFields {
+			if _, ok := stored[key{bulkDevice(i), fmt.Sprintf("f%02d", f), ms}]; !ok {
+				t.Errorf("acknowledged message %d: field f%02d is not stored", i, f)
+			}
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d acknowledged messages are not stored", missing, len(p.acked))
+	}
+	return len(p.acked)
+}
+
+// pauseDoc is the part of the status the full-disk tests read.
+type pauseDoc struct {
+	Ingest struct {
+		Stored       uint64 `json:"stored"`
+		Failed       uint64 `json:"failed"`
+		Paused       bool   `json:"paused"`
+		PausedReason string `json:"paused_reason"`
+	} `json:"ingest"`
+	Store struct {
+		DiskBytes        int64    `json:"disk_bytes"`
+		DiskFreeBytes    int64    `json:"disk_free_bytes"`
+		DiskReserveBytes int64    `json:"disk_reserve_bytes"`
+		ReserveFileBytes int64    `json:"reserve_file_bytes"`
+		ForeignBytes     int64    `json:"foreign_bytes"`
+		ForeignFiles     []string `json:"foreign_files"`
+	} `json:"store"`
+}
+
+func pauseStatus(t *testing.T, api *apiClient) pauseDoc {
+	t.Helper()
+	var st pauseDoc
+	if code := api.get(t, "/v1/status", &st); code != http.StatusOK {
+		t.Fatalf("GET /v1/status: %d", code)
+	}
+	return st
+}
+
+// checkPaused checks that the gateway says it is paused for want of space:
+// the status, /readyz, /metrics and `cairn status`.
+func checkPaused(t *testing.T, bin string, p *cairnProcess, api *apiClient) {
+	t.Helper()
+	st := pauseStatus(t, api)
+	if !st.Ingest.Paused || !strings.Contains(st.Ingest.PausedReason, "less than the reserve") {
+		t.Errorf("status: paused %v (%q), want paused for the reserve", st.Ingest.Paused, st.Ingest.PausedReason)
+	}
+	if st.Store.DiskReserveBytes <= 0 || st.Store.DiskFreeBytes >= st.Store.DiskReserveBytes {
+		t.Errorf("status: %d bytes free, reserve %d; want less free than the reserve", st.Store.DiskFreeBytes, st.Store.DiskReserveBytes)
+	}
+	code, body, err := api.fetch("/readyz")
+	if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(string(body), "ingest paused: the file system") {
+		t.Errorf("GET /readyz: %d %q (%v), want 503 with the reason", code, body, err)
+	}
+	_, body, err = api.fetch("/metrics")
+	if err != nil || !strings.Contains(string(body), "\ncairn_ingest_paused 1\n") || !strings.Contains(string(body), "\ncairn_store_disk_free_bytes ") {
+		t.Errorf("GET /metrics: %v; want cairn_ingest_paused 1 and the free space", err)
+	}
+	out, err := exec.Command(bin, "status", "-url", "http://"+p.http).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "PAUSED: messages are not acknowledged") || !strings.Contains(string(out), "free on its file system") {
+		t.Errorf("cairn status: %v\n%s", err, out)
+	}
+	if !strings.Contains(p.out.String(), `level=WARN msg="ingest paused: the file system is nearly full`) {
+		t.Errorf("no warning that ingest paused in the log:\n%s", p.out)
+	}
+}
+
+// waitResumed waits until the gateway takes messages again, and checks
+// that it says so.
+func waitResumed(t *testing.T, p *cairnProcess, api *apiClient) {
+	t.Helper()
+	waitUntil(t, 15*time.Second, "ingest to resume once space is freed", func() (bool, string) {
+		st := pauseStatus(t, api)
+		return !st.Ingest.Paused, fmt.Sprintf("paused: %q, %d bytes free", st.Ingest.PausedReason, st.Store.DiskFreeBytes)
+	})
+	if code, body, err := api.fetch("/readyz"); err != nil || code != http.StatusOK {
+		t.Errorf("GET /readyz after resuming: %d %q (%v)", code, body, err)
+	}
+	if _, err := p.out.waitLine(`msg="ingest resumed: the file system has room again"`, p.exited, 5*time.Second); err != nil {
+		t.Errorf("no line saying ingest resumed: %v\n%s", err, p.out)
+	}
+}
+
+// publishFor publishes until n more messages are acknowledged, or fails
+// the test after timeout.
+func (p *bulkPublisher) publishFor(t *testing.T, addr, id string, n int, timeout time.Duration) {
+	t.Helper()
+	want := p.ackedCount() + n
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- p.run(addr, id, 50, stop) }()
+	waitUntil(t, timeout, fmt.Sprintf("%d more PUBACKs", n), func() (bool, string) {
+		got := p.ackedCount()
+		return got >= want, fmt.Sprintf("%d of %d acknowledged", got, want)
+	})
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatalf("publisher: %v", err)
+	}
+}
+
+const fullDiskConfig = `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+http:
+  listen: "127.0.0.1:0"
+store:
+  commit_interval: 2ms
+retention:
+  max_disk_bytes: %CAP%
+uplink:
+  url: http://127.0.0.1:%PORT%/write
+  retry_wait_min: 1s
+  retry_wait_max: 2s
+`
+
+// fullDiskSize is the size of the file systems the tests fill.
+const fullDiskSize = 160 << 20
+
+// TestFullDisk_CairnFillsItsFileSystem lets cairn fill its file system
+// itself, with no disk cap and the upstream down: PUBACKs must stop
+// before the disk is full, the gateway must say why and stay up, every
+// acknowledged reading must be stored, and ingest must resume by itself
+// once space is freed.
+func TestFullDisk_CairnFillsItsFileSystem(t *testing.T) {
+	for _, kind := range fullDiskKinds {
+		t.Run(kind, func(t *testing.T) {
+			bin := cairnBinary.get(t)
+			mnt := mountFS(t, kind, fullDiskSize)
+			dataDir := filepath.Join(mnt, "data")
+			// What cairn does not fill itself is taken beforehand by a
+			// file beside the data directory, so the test is short: the
+			// reserve (32 MiB), the reserve file (16 MiB) and 40 MiB are
+			// left for cairn.
+			filler := filepath.Join(mnt, "filler")
+			fill(t, filler, 88<<20)
+			cfg := strings.NewReplacer("%CAP%", "0", "%PORT%", fmt.Sprint(freePort(t))).Replace(fullDiskConfig)
+			p := startCairn(t, bin, writeConfig(t, dataDir, cfg))
+			api := newAPIClient(p.http)
+
+			pub := &bulkPublisher{acked: make(map[int]bool)}
+			stop := make(chan struct{})
+			done := make(chan error, 1)
+			go func() { done <- pub.run(p.mqtt, "filler", 100, stop) }()
+			waitUntil(t, 3*time.Minute, "ingest to pause for want of space", func() (bool, string) {
+				st := pauseStatus(t, api)
+				return st.Ingest.Paused, fmt.Sprintf("%d acknowledged, %d bytes free, %d in the store", pub.ackedCount(), st.Store.DiskFreeBytes, st.Store.DiskBytes)
+			})
+			// PUBACKs stop: none for two seconds in a row.
+			last := pub.ackedCount()
+			waitUntil(t, 30*time.Second, "PUBACKs to stop", func() (bool, string) {
+				time.Sleep(2 * time.Second)
+				n := pub.ackedCount()
+				stopped := n == last
+				last = n
+				return stopped, fmt.Sprintf("%d acknowledged", n)
+			})
+			checkPaused(t, bin, p, api)
+			if free := freeBytes(t, mnt); free <= 0 {
+				t.Errorf("the file system filled up: %d bytes free", free)
+			}
+			if !p.running() {
+				t.Fatalf("cairn exited:\n%s", p.out)
+			}
+			t.Logf("%s: paused after %d messages acknowledged, %d bytes free", kind, pub.ackedCount(), freeBytes(t, mnt))
+
+			// Space comes back: ingest resumes without a restart, and what
+			// was held is acknowledged.
+			if err := os.Remove(filler); err != nil {
+				t.Fatal(err)
+			}
+			waitResumed(t, p, api)
+			close(stop)
+			if err := <-done; err != nil {
+				t.Fatalf("publisher: %v", err)
+			}
+			pub.publishFor(t, p.mqtt, "after", 200, time.Minute)
+			if err := p.signal(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("cairn after SIGTERM: %v\n%s", err, p.out)
+			}
+			if strings.Contains(p.out.String(), "SIGBUS") || strings.Contains(p.out.String(), "panic") {
+				t.Errorf("cairn faulted:\n%s", p.out)
+			}
+			n := pub.check(t, dataDir)
+			t.Logf("%s: %d acknowledged messages stored", kind, n)
+		})
+	}
+}
+
+// TestFullDisk_ForeignFileAndRestart fills the file system with a file
+// in the data directory that is not cairn's, under the automatic disk
+// cap. cairn must pause, report the file and keep it; restarted while the
+// disk is still full it must open and answer queries within 5 s; once the
+// file is removed, ingest resumes by itself, and no acknowledged reading
+// is lost.
+func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
+	for _, kind := range fullDiskKinds {
+		t.Run(kind, func(t *testing.T) {
+			bin := cairnBinary.get(t)
+			mnt := mountFS(t, kind, fullDiskSize)
+			dataDir := filepath.Join(mnt, "data")
+			cfg := writeConfig(t, dataDir, strings.NewReplacer("%CAP%", "auto", "%PORT%", fmt.Sprint(freePort(t))).Replace(fullDiskConfig))
+			p := startCairn(t, bin, cfg)
+			t.Cleanup(func() {
+				if t.Failed() {
+					out, _ := exec.Command("sh", "-c", "df "+mnt+"; ls -las "+dataDir).CombinedOutput()
+					t.Logf("cairn's output:\n%s\n%s", p.out, out)
+				}
+			})
+			api := newAPIClient(p.http)
+			pub := &bulkPublisher{acked: make(map[int]bool)}
+			pub.publishFor(t, p.mqtt, "first", 2000, time.Minute)
+			if !p.running() {
+				t.Fatalf("cairn exited:\n%s", p.out)
+			}
+			waitUntil(t, 10*time.Second, "the reserve file", func() (bool, string) {
+				st := pauseStatus(t, api)
+				return st.Store.ReserveFileBytes > 0, "no reserve file yet"
+			})
+
+			// Something else fills the disk while sensors keep sending.
+			stop := make(chan struct{})
+			done := make(chan error, 1)
+			go func() { done <- pub.run(p.mqtt, "during", 50, stop) }()
+			foreign := filepath.Join(dataDir, "camera.mp4")
+			fill(t, foreign, 0)
+			waitUntil(t, 15*time.Second, "ingest to pause for want of space", func() (bool, string) {
+				st := pauseStatus(t, api)
+				return st.Ingest.Paused, fmt.Sprintf("%d bytes free", st.Store.DiskFreeBytes)
+			})
+			time.Sleep(2 * time.Second) // a while on the full disk
+			close(stop)
+			<-done // the connection may have been closed for a commit that failed
+			checkPaused(t, bin, p, api)
+			st := pauseStatus(t, api)
+			if st.Store.ForeignBytes < 64<<20 || len(st.Store.ForeignFiles) != 1 || st.Store.ForeignFiles[0] != "camera.mp4" {
+				t.Errorf("status: foreign %d bytes in %q; want camera.mp4", st.Store.ForeignBytes, st.Store.ForeignFiles)
+			}
+			if !strings.Contains(p.out.String(), "files in the data directory that are not cairn's") {
+				t.Errorf("the foreign file was not logged:\n%s", p.out)
+			}
+			if err := p.signal(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("cairn after SIGTERM on a full disk: %v\n%s", err, p.out)
+			}
+
+			// Started again on the full disk: it opens and answers.
+			started := time.Now()
+			p = startCairn(t, bin, cfg)
+			api = newAPIClient(p.http)
+			var readings struct {
+				Readings []readingDoc `json:"readings"`
+			}
+			if code := api.get(t, "/v1/devices/"+bulkDevice(0)+"/readings?metric=seq&limit=5", &readings); code != http.StatusOK || len(readings.Readings) == 0 {
+				t.Fatalf("readings after a restart on a full disk: %d, %d readings", code, len(readings.Readings))
+			}
+			ready := time.Since(started)
+			if ready > 5*time.Second {
+				t.Errorf("ready for queries %s after the start on a full disk, want within 5s", ready)
+			}
+			t.Logf("%s: restarted on a full disk (%d bytes free), answering queries after %s", kind, freeBytes(t, mnt), ready.Round(time.Millisecond))
+			waitUntil(t, 10*time.Second, "the status to say ingest is paused", func() (bool, string) {
+				st := pauseStatus(t, api)
+				return st.Ingest.Paused, "not paused"
+			})
+			checkPaused(t, bin, p, api)
+			if _, err := os.Stat(foreign); err != nil {
+				t.Errorf("the foreign file: %v", err)
+			}
+
+			if err := os.Remove(foreign); err != nil {
+				t.Fatal(err)
+			}
+			waitResumed(t, p, api)
+			pub.publishFor(t, p.mqtt, "after", 500, time.Minute)
+			waitUntil(t, 10*time.Second, "the reserve file to be made again", func() (bool, string) {
+				st := pauseStatus(t, api)
+				return st.Store.ReserveFileBytes > 0, "no reserve file"
+			})
+			if err := p.signal(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("cairn after SIGTERM: %v\n%s", err, p.out)
+			}
+			n := pub.check(t, dataDir)
+			t.Logf("%s: %d acknowledged messages stored", kind, n)
+		})
+	}
+}
