@@ -70,8 +70,41 @@ func NewAPI(opts APIOptions) (*API, error) {
 	return a, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A request that no route takes gets
+// the router's 404 or 405 (with its Allow header) as JSON, like every
+// other error of the API.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := a.mux.Handler(r)
+	if pattern != "" {
+		a.mux.ServeHTTP(w, r)
+		return
+	}
+	rec := &routerAnswer{header: make(http.Header), code: http.StatusOK}
+	h.ServeHTTP(rec, r)
+	var msg string
+	switch rec.code {
+	case http.StatusNotFound:
+		msg = fmt.Sprintf("no such endpoint: %s", r.URL.Path)
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		msg = fmt.Sprintf("method %s not allowed for %s (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))
+	default: // a redirect, say: the router's own answer
+		a.mux.ServeHTTP(w, r)
+		return
+	}
+	writeJSON(w, rec.code, map[string]string{"error": msg})
+}
+
+// routerAnswer takes what the router answers a request no route takes, to
+// be told again as JSON.
+type routerAnswer struct {
+	header http.Header
+	code   int
+}
+
+func (a *routerAnswer) Header() http.Header         { return a.header }
+func (a *routerAnswer) Write(p []byte) (int, error) { return len(p), nil }
+func (a *routerAnswer) WriteHeader(code int)        { a.code = code }
 
 func (a *API) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -285,12 +318,12 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	from, to := int64(math.MinInt64), time.Now().UnixNano()
 	var err error
 	if s := v.Get("from"); s == "" {
-		errs = append(errs, "from: required (RFC 3339 or Unix milliseconds)")
-	} else if from, err = parseTime(s); err != nil {
+		errs = append(errs, "from: required (RFC 3339 or Unix seconds or milliseconds)")
+	} else if from, err = parseTime(s, false); err != nil {
 		errs = append(errs, "from: "+err.Error())
 	}
 	if s := v.Get("to"); s != "" {
-		if to, err = parseTime(s); err != nil {
+		if to, err = parseTime(s, true); err != nil {
 			errs = append(errs, "to: "+err.Error())
 		}
 	}
@@ -311,6 +344,10 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(errs) > 0 {
 		a.fail(w, http.StatusBadRequest, errors.New(strings.Join(errs, "; ")))
+		return
+	}
+	if !a.knownDevice(device) {
+		a.fail(w, http.StatusNotFound, fmt.Errorf("device %q has no readings", device))
 		return
 	}
 	var groups []buffer.StatsAt
@@ -372,12 +409,12 @@ func parseReadingsQuery(device string, r *http.Request) (buffer.Query, error) {
 	}
 	var err error
 	if s := v.Get("from"); s != "" {
-		if q.From, err = parseTime(s); err != nil {
+		if q.From, err = parseTime(s, false); err != nil {
 			return q, fmt.Errorf("from: %w", err)
 		}
 	}
 	if s := v.Get("to"); s != "" {
-		if q.To, err = parseTime(s); err != nil {
+		if q.To, err = parseTime(s, true); err != nil {
 			return q, fmt.Errorf("to: %w", err)
 		}
 	}
@@ -401,17 +438,58 @@ func parseReadingsQuery(device string, r *http.Request) (buffer.Query, error) {
 	return q, nil
 }
 
-// parseTime reads RFC 3339 or integer Unix milliseconds, in nanoseconds.
-func parseTime(s string) (int64, error) {
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if ms > math.MaxInt64/1_000_000 || ms < math.MinInt64/1_000_000 {
-			return 0, fmt.Errorf("%q: out of range", s)
+// The times a query can name: those of an int64 of nanoseconds since the
+// epoch, as the store keeps them.
+var (
+	minQueryTime = time.Unix(0, math.MinInt64).UTC()
+	maxQueryTime = time.Unix(0, math.MaxInt64).UTC()
+)
+
+// errTimeRange says which times a query may name.
+var errTimeRange = fmt.Errorf("outside the times the store can hold (%s to %s)",
+	minQueryTime.Format(time.RFC3339), maxQueryTime.Format(time.RFC3339))
+
+// parseTime reads a time parameter, in nanoseconds since the epoch: RFC
+// 3339, or a non-negative integer of Unix seconds, milliseconds,
+// microseconds or nanoseconds told apart by its magnitude as payload
+// timestamps are (EpochMillisFrom). A time after what the store can hold
+// is math.MaxInt64 when upper (for "to": no upper bound), else an error,
+// as is one before it.
+func parseTime(s string, upper bool) (int64, error) {
+	beyond := func() (int64, error) {
+		if upper {
+			return math.MaxInt64, nil
 		}
-		return ms * 1e6, nil
+		return 0, fmt.Errorf("%q: %w", s, errTimeRange)
+	}
+	if s != "" && isDigit(s[0]) && strings.Trim(s, "0123456789") == "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return beyond() // more digits than any time the store holds
+		}
+		unit := uint64(time.Second)
+		switch {
+		case v >= EpochNanosFrom:
+			unit = 1
+		case v >= EpochMicrosFrom:
+			unit = uint64(time.Microsecond)
+		case v >= EpochMillisFrom:
+			unit = uint64(time.Millisecond)
+		}
+		if v > math.MaxInt64/unit {
+			return beyond()
+		}
+		return int64(v * unit), nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return 0, fmt.Errorf("%q: want RFC 3339 (2026-11-22T10:00:00Z) or Unix milliseconds", s)
+		return 0, fmt.Errorf("%q: want RFC 3339 (2026-11-22T10:00:00Z) or Unix seconds or milliseconds", s)
+	}
+	switch {
+	case t.After(maxQueryTime):
+		return beyond()
+	case t.Before(minQueryTime):
+		return 0, fmt.Errorf("%q: %w", s, errTimeRange)
 	}
 	return t.UnixNano(), nil
 }

@@ -202,7 +202,7 @@ func (d *Decoder) Decode(dst []buffer.Reading, format Format, payload []byte, de
 		return dst, 0, fmt.Errorf("decode: unknown payload format %d", int(format))
 	}
 	if device != "" {
-		if prob := checkName(device, MaxDeviceLen); prob != "" {
+		if prob := checkDevice(device); prob != "" {
 			return dst, 0, rejectf(ReasonBadDevice, "device %s from topic: %s", quote(device), prob)
 		}
 	}
@@ -328,8 +328,17 @@ func (d *Decoder) intern(b []byte) string {
 }
 
 // ValidDevice reports whether s is a valid device id: 1 to MaxDeviceLen
-// bytes from NameChars.
-func ValidDevice(s string) bool { return checkName(s, MaxDeviceLen) == "" }
+// bytes from NameChars, and not "." or "..", which a URL path would take
+// for a step up or none.
+func ValidDevice(s string) bool { return checkDevice(s) == "" }
+
+// checkDevice is checkName for a device id.
+func checkDevice[T ~string | ~[]byte](s T) string {
+	if string(s) == "." || string(s) == ".." {
+		return "a path step, not a name"
+	}
+	return checkName(s, MaxDeviceLen)
+}
 
 // ValidMetric reports whether s is a valid metric name: 1 to MaxMetricLen
 // bytes from NameChars.

@@ -285,7 +285,7 @@ func (p *jsonParser) deviceField() *RejectError {
 		p.d.str = unescape(p.d.str[:0], b)
 		b = p.d.str
 	}
-	if prob := checkName(b, MaxDeviceLen); prob != "" {
+	if prob := checkDevice(b); prob != "" {
 		p.fail(rejectf(ReasonBadDevice, "device %s: %s", quote(b), prob))
 		return nil
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -309,6 +310,15 @@ func TestRun_EmbeddedEndToEnd(t *testing.T) {
 			{"limit=1&order=asc", []readingDoc{doc("humidity", t0, 40)}},
 			{"metric=humidity&to=1700000000000", []readingDoc{}},
 			{"metric=no_such_metric", []readingDoc{}},
+			// Unix seconds, told from milliseconds by their magnitude.
+			{"metric=temperature&from=1700000001&to=1700000008&order=asc", []readingDoc{
+				doc("temperature", t0+1000, 21.75), doc("temperature", t0+2500, 22),
+			}},
+			// A to past what the store can hold is no upper bound.
+			{"metric=temperature&to=9999-12-31T23:59:59Z&order=asc", []readingDoc{
+				doc("temperature", t0, 21.5), doc("temperature", t0+1000, 21.75),
+				doc("temperature", t0+2500, 22), doc("temperature", t0+8000, 23),
+			}},
 		}
 		for _, tt := range tests {
 			checkReadings(t, api, "greenhouse-1", tt.query, tt.want)
@@ -329,6 +339,11 @@ func TestRun_EmbeddedEndToEnd(t *testing.T) {
 			{"/v1/devices/greenhouse-1/readings?to=2023-13-01T00:00:00Z", 400, "to"},
 			{"/v1/devices/greenhouse-1/readings?from=1700000002000&to=1700000001000", 400, "after"},
 			{"/v1/devices/nobody/readings", 404, "nobody"},
+			{"/v1/devices/nobody/stats?metric=t&from=0", 404, "nobody"},
+			{"/v1/devices/greenhouse-1/readings?from=2263-01-01T00:00:00Z", 400, "1677-09-21T00:12:43Z to 2262-04-11T23:47:16Z"},
+			{"/v1/devices/greenhouse-1/readings?from=0001-01-01T00:00:00Z", 400, "outside the times the store can hold"},
+			{"/v1/devices/greenhouse-1/stats?metric=temperature&from=0001-01-01T00:00:00Z&to=9999-12-31T00:00:00Z", 400, "from"},
+			{"/v1/no-such-endpoint", 404, "no such endpoint"},
 		}
 		for _, tt := range tests {
 			var got struct {
@@ -338,6 +353,21 @@ func TestRun_EmbeddedEndToEnd(t *testing.T) {
 			if code != tt.wantCode || !strings.Contains(got.Error, tt.wantText) {
 				t.Errorf("GET %s: got %d %q, want %d and an error that mentions %q", tt.path, code, got.Error, tt.wantCode, tt.wantText)
 			}
+		}
+	})
+
+	t.Run("router errors are JSON", func(t *testing.T) {
+		resp, err := http.Post("http://"+d.http+"/v1/status", "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got struct {
+			Error string `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusMethodNotAllowed ||
+			resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(got.Error, "POST") || resp.Header.Get("Allow") == "" {
+			t.Errorf("POST /v1/status: %d %s %q (%v), want 405 as JSON with Allow", resp.StatusCode, resp.Header.Get("Content-Type"), got.Error, err)
 		}
 	})
 
