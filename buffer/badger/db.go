@@ -103,6 +103,11 @@ type DB struct {
 	// polled flushChan from writeRequests.
 	flushCond *sync.Cond
 
+	// cairn: flushFailing is set while a memtable flush fails (a full
+	// disk) and is tried again; close then leaves the memtables' logs for
+	// the next Open to replay instead of waiting for a flush for ever.
+	flushFailing atomic.Bool
+
 	// Initialized via openMemTables.
 	nextMemFid int
 
@@ -630,6 +635,15 @@ func (db *DB) close() (err error) {
 				if pushedMemTable {
 					break
 				}
+				// cairn: flushes fail (a full disk), so the queue will not
+				// drain: the memtable's log is kept for the next Open.
+				if db.flushFailing.Load() {
+					db.opt.Warningf("memtable not flushed on close: flushes are failing; its log is kept for the next open")
+					db.lock.Lock()
+					db.mt = nil
+					db.lock.Unlock()
+					break
+				}
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
@@ -1060,6 +1074,14 @@ func (db *DB) ensureRoomForWrite() error {
 	if !db.mt.isFull() {
 		return nil
 	}
+	// cairn: the next memtable is made before the full one is handed to
+	// the flush, so that a failure (a full disk: its log is allocated
+	// whole) leaves the full one in place and the write fails cleanly;
+	// the release made it after, and left db.mt nil.
+	next, err := db.newMemTable()
+	if err != nil {
+		return y.Wrapf(err, "cannot create new mem table")
+	}
 
 	for {
 		select {
@@ -1068,10 +1090,7 @@ func (db *DB) ensureRoomForWrite() error {
 				db.mt.sl.MemSize(), len(db.flushChan))
 			// We manage to push this task. Let's modify imm.
 			db.imm = append(db.imm, db.mt)
-			db.mt, err = db.newMemTable()
-			if err != nil {
-				return y.Wrapf(err, "cannot create new mem table")
-			}
+			db.mt = next
 			// New memtable is empty. We certainly have room.
 			return nil
 		default:
@@ -1092,6 +1111,7 @@ func (db *DB) ensureRoomForWrite() error {
 			// drain, so waiting for room is safe and cannot deadlock). This matches
 			// the pre-cond behavior, which looped until the push succeeded.
 			if db.IsClosed() {
+				next.DecrRef() // cairn: deletes its log
 				return errNoRoom
 			}
 			db.flushCond.Wait()
@@ -1169,10 +1189,23 @@ func (db *DB) flushMemtable(lc *z.Closer) {
 		for {
 			if err := db.handleMemTableFlush(mt, nil); err != nil {
 				// Encountered error. Retry indefinitely.
+				db.flushFailing.Store(true)
+				// cairn: but not once the DB closes: the memtables' logs
+				// stay, and the next Open replays them.
+				select {
+				case <-lc.HasBeenClosed():
+					db.opt.Errorf("error flushing memtable to disk: %v; closing: the memtable's log is kept for the next open", err)
+					return
+				default:
+				}
 				db.opt.Errorf("error flushing memtable to disk: %v, retrying", err)
-				time.Sleep(time.Second)
+				select {
+				case <-time.After(time.Second):
+				case <-lc.HasBeenClosed():
+				}
 				continue
 			}
+			db.flushFailing.Store(false)
 
 			// Update s.imm. Need a lock.
 			db.lock.Lock()

@@ -3,10 +3,13 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see CAIRN.md in the module's root.
+
 package badger
 
 import (
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"sort"
@@ -33,6 +36,22 @@ func InitDiscardStats(opt Options) (*discardStats, error) {
 
 	// 1MB file can store 65.536 discard entries. Each entry is 16 bytes.
 	mf, err := z.OpenMmapFile(fname, os.O_CREATE|os.O_RDWR, 1<<20)
+	// cairn: written through its map, so its blocks are allocated first
+	// (allocate_linux.go).
+	if err == nil || err == z.NewFile {
+		if aerr := allocate(mf.Fd, int64(len(mf.Data)), err == z.NewFile); aerr != nil {
+			aerr = y.Wrapf(aerr, "while allocating %s", fname)
+			if cerr := mf.Close(-1); cerr != nil {
+				aerr = errors.Join(aerr, cerr)
+			}
+			if err == z.NewFile {
+				if rerr := os.Remove(fname); rerr != nil {
+					aerr = errors.Join(aerr, rerr)
+				}
+			}
+			return nil, aerr
+		}
+	}
 	lf := &discardStats{
 		MmapFile: mf,
 		opt:      opt,
@@ -127,6 +146,7 @@ func (lf *discardStats) Update(fidu uint32, discard int64) int64 {
 	lf.nextEmptySlot++
 	for lf.nextEmptySlot >= lf.maxSlot() {
 		y.Check(lf.Truncate(2 * int64(len(lf.Data))))
+		y.Check(allocate(lf.Fd, int64(len(lf.Data)), false)) // cairn: see InitDiscardStats
 	}
 	lf.zeroOut()
 

@@ -3,6 +3,8 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see CAIRN.md in the module's root.
+
 package badger
 
 import (
@@ -11,6 +13,7 @@ import (
 	"crypto/aes"
 	cryptorand "crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -537,6 +540,25 @@ func (lf *logFile) zeroNextEntry() {
 func (lf *logFile) open(path string, flags int, fsize int64) error {
 	mf, ferr := z.OpenMmapFile(path, flags, int(fsize))
 	lf.MmapFile = mf
+
+	// cairn: the file is written through its map; give it its blocks
+	// now, so that a full disk is an error here and not a SIGBUS later
+	// (allocate_linux.go). A file just made that cannot have them goes.
+	if (ferr == nil || ferr == z.NewFile) && flags != os.O_RDONLY {
+		if err := allocate(mf.Fd, int64(len(mf.Data)), ferr == z.NewFile); err != nil {
+			err = y.Wrapf(err, "while allocating %d bytes for %s", len(mf.Data), path)
+			if cerr := mf.Close(-1); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			if ferr == z.NewFile {
+				if rerr := os.Remove(path); rerr != nil {
+					err = errors.Join(err, rerr)
+				}
+			}
+			lf.MmapFile = nil
+			return err
+		}
+	}
 
 	if ferr == z.NewFile {
 		if err := lf.bootstrap(); err != nil {
