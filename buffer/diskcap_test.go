@@ -24,7 +24,7 @@ func TestRetention_DiskCapTakesTheOldestHours(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	const series, step, hours = 40, 5 * int64(time.Second), 6
+	const series, step, hours = 120, 4 * int64(time.Second), 6
 	per := hours * int64(time.Hour) / step
 	var rs []Reading
 	for i := range per {
@@ -112,8 +112,13 @@ func TestRetention_DiskCapTakesTheOldestHours(t *testing.T) {
 	if left != s.ReadingCount() || total-left != w.Stats().PrunedReadings {
 		t.Errorf("readings left %d, count %d; deleted %d, pruned counted %d", left, s.ReadingCount(), total-left, w.Stats().PrunedReadings)
 	}
-	if deleted := float64(total-left) / float64(total); deleted > 0.6 {
-		t.Errorf("deleted %.0f%% of the readings to go from 95%% of the cap to under 75%%", 100*deleted)
+	// It stopped once under the low mark: readings older than the newest
+	// hour are left.
+	if oldestLeft >= newest-int64(time.Hour) {
+		t.Errorf("only the newest hour is left (from %s): the cap went on past the low mark", time.Unix(0, oldestLeft).UTC())
+	}
+	if !strings.Contains(logs.String(), `msg="data directory back under the disk cap's low mark"`) {
+		t.Errorf("no line saying the directory is back under the low mark:\n%s", logs.String())
 	}
 	if !strings.Contains(logs.String(), `level=WARN msg="disk cap: deleted the oldest raw readings"`) {
 		t.Errorf("no warning of what the cap deleted:\n%s", logs.String())

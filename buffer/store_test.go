@@ -342,6 +342,58 @@ func TestWriter_LingerGathersASteadyStream(t *testing.T) {
 	t.Logf("commits in 300 ms: %d without linger, %d with", commits[0], commits[linger])
 }
 
+// TestWriter_WaitGathersALightStream: with Wait, a light stream (one
+// reading every 5 ms) is committed about once a Wait, not once a reading;
+// a burst of WaitReadings readings or more is committed at once.
+func TestWriter_WaitGathersALightStream(t *testing.T) {
+	const wait = 100 * time.Millisecond
+	_, w := testStoreWith(t, "", WriterOptions{Interval: 2 * time.Millisecond, Wait: wait, WaitReadings: 50})
+	ctx := context.Background()
+	results := make(chan time.Duration, 1000)
+	submit := func(rs []Reading) {
+		at := time.Now()
+		if err := w.Submit(ctx, rs, func(res Result) {
+			if res.Err != nil {
+				t.Error(res.Err)
+			}
+			results <- time.Since(at)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := w.Stats().Commits
+	start := time.Now()
+	n := 0
+	for ; time.Since(start) < 500*time.Millisecond; n++ {
+		submit([]Reading{{Device: "d", Metric: "m", TS: int64(n+1) * 1e9, Value: float64(n)}})
+		time.Sleep(5 * time.Millisecond)
+	}
+	var longest time.Duration
+	for range n {
+		longest = max(longest, <-results)
+	}
+	elapsed := time.Since(start)
+	commits := w.Stats().Commits - before
+	// About one commit a Wait; never one a reading.
+	if most := uint64(elapsed/wait) + 2; commits > most || commits*4 > uint64(n) {
+		t.Errorf("a light stream of %d readings in %s: %d commits; want at most %d", n, elapsed, commits, most)
+	}
+	if longest > 3*wait {
+		t.Errorf("a reading waited %s for its commit; Wait is %s", longest, wait)
+	}
+
+	// A burst of 60 readings (over WaitReadings) does not wait.
+	rs := make([]Reading, 60)
+	for i := range rs {
+		rs[i] = Reading{Device: "burst", Metric: "m", TS: int64(i+1) * 1e9, Value: float64(i)}
+	}
+	submit(rs)
+	if took := <-results; took >= wait {
+		t.Errorf("a burst of %d readings waited %s for its commit; want less than Wait (%s)", len(rs), took, wait)
+	}
+	t.Logf("light stream: %d readings in %s, %d commits, longest wait %s", n, elapsed.Round(time.Millisecond), commits, longest.Round(time.Millisecond))
+}
+
 // TestStore_LevelZeroTablesFitABuildersFirstBuffer: a flushed memtable
 // becomes one level-0 table, and Badger's table builder starts with a
 // buffer of twice the table size, grows it for a larger table, and

@@ -42,6 +42,17 @@ type WriterOptions struct {
 	// Linger; a steady stream is gathered into fewer, larger commits, each
 	// costing a sync.
 	Linger time.Duration
+	// Wait is how long the first reading of a small group commit, one of
+	// fewer than WaitReadings readings, may wait for more before the
+	// commit starts (default 0: it does not wait). A light stream is then
+	// written in a few commits a second, not one per message: every
+	// commit syncs at least a page of Badger's log, and an SD card wears
+	// by the pages written. A commit of WaitReadings or more starts as
+	// Interval and Linger say.
+	Wait time.Duration
+	// WaitReadings is how many readings make a commit large enough not
+	// to wait (see Wait).
+	WaitReadings int
 	// QueueSize is how many submitted batches may wait (default 4,096).
 	// Submit blocks when the queue is full.
 	QueueSize int
@@ -93,7 +104,7 @@ type WriterOptions struct {
 
 	// CheckpointInterval is the longest the readings of a group commit stay
 	// in the journal before a checkpoint writes them as runs and
-	// aggregates (default 5 s; see journal.go). Queries, sealing, rolling
+	// aggregates (default 60 s; see journal.go). Queries, sealing, rolling
 	// up and pruning checkpoint first.
 	CheckpointInterval time.Duration
 
@@ -316,11 +327,13 @@ func (w *Writer) stop() {
 
 // collect adds queued requests to w.batch until it holds MaxReadings,
 // or the queue is empty and Interval has passed since the last commit
-// began and, with Linger, no request came for Linger (or
-// lingerIntervals × Interval have passed), or ctx ends.
+// began (and, while it holds fewer than WaitReadings readings, Wait since
+// its first request came) and, with Linger, no request came for Linger
+// (or lingerIntervals × Interval have passed), or ctx ends.
 func (w *Writer) collect(ctx context.Context) {
 	n := len(w.batch[0].readings)
 	last := time.Now() // when the newest request came
+	first := last      // when the first came
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -340,6 +353,9 @@ func (w *Writer) collect(ctx context.Context) {
 		}
 		now := time.Now()
 		until := w.lastStart.Add(w.opts.Interval)
+		if wait := first.Add(w.opts.Wait); n < w.opts.WaitReadings && wait.After(until) {
+			until = wait
+		}
 		if !now.Before(until) {
 			if w.opts.Linger <= 0 || now.Sub(last) >= w.opts.Linger {
 				return

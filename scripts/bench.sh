@@ -6,8 +6,8 @@
 #
 #   scripts/bench.sh [CASE...]     CASE: embedded_max external_drain embedded_paced
 #                                        external_paced embedded_pruning sealing
-#                                        uplink_drain uplink_backlog storage
-#                                        retention
+#                                        uplink_drain uplink_backlog sdwear
+#                                        storage retention
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -51,6 +51,16 @@
 #   uplink_backlog  the upstream stays down while UPLINK_BACKLOG
 #                   (10,000,000) readings are stored at full speed: RSS
 #                   (VmRSS, and VmHWM) when 1 M and when all are stored
+#   sdwear          SD-card wear at the default config: 100 simulated
+#                   sensors, one message of 2 readings a second each
+#                   (`cairn sim -devices 100 -rate 100`, one connection),
+#                   for SDWEAR_DURATION (600) seconds after
+#                   SDWEAR_WARMUP (60): bytes the cairn process wrote
+#                   (/proc/PID/io write_bytes) per reading stored and per
+#                   day at that rate, group commits a second, and the
+#                   median and p99 time from PUBLISH to PUBACK as the
+#                   publisher saw it, over the whole run. Target: at most
+#                   1 GiB a day, PUBACK p99 at most 1 s.
 #   storage         the store's own benchmarks (go test -bench ./buffer/):
 #                   bytes on disk per reading after sealing and compaction
 #                   for STORAGE_SERIES (1000) series x 1 Hz x STORAGE_HOURS
@@ -110,7 +120,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
-ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog storage retention)
+ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog sdwear storage retention)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
@@ -128,6 +138,8 @@ UPLINK_BACKLOG=${UPLINK_BACKLOG:-10000000}
 PRUNING_SERIES=${PRUNING_SERIES:-200}
 PRUNING_DAYS=${PRUNING_DAYS:-30}
 PRUNING_WINDOW=8 # seconds each ingest rate of embedded_pruning is measured over
+SDWEAR_DURATION=${SDWEAR_DURATION:-600}
+SDWEAR_WARMUP=${SDWEAR_WARMUP:-60}
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 FAILED=
@@ -673,6 +685,49 @@ case_embedded_paced() { # RUN-DIR
 	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
 	stop "$CAIRN_PID" cairn
 	record_paced embedded_paced $((c1 - c0)) "$b0" "$b1" "$w0" "$w1" "$target"
+}
+
+# store_counts HTTP_PORT: prints the group commits and the readings stored
+# so far.
+store_counts() {
+	python3 -c 'import json, sys, urllib.request
+d = json.load(urllib.request.urlopen(sys.argv[1], timeout=60))
+print(d["store"]["commits"], d["ingest"]["stored"])' "http://127.0.0.1:$1/v1/status" ||
+		die "reading the status on port $1 failed"
+}
+
+case_sdwear() { # RUN-DIR
+	local dir=$1 mport hport sim w0 w1 c0 s0 c1 s1 out bytes stored per_day
+	read -r mport hport <<<"$(free_ports 2)"
+	write_config "$dir/cairn.yaml" embedded "$mport" "$hport" "$dir/data"
+	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
+	wait_started "$CAIRN_PID" "$dir/cairn.log"
+	taskset -c 0 "$tmp/cairn" sim -broker "tcp://127.0.0.1:$mport" -devices "$DEVICES" -qos 1 -inflight "$INFLIGHT" \
+		-rate 100 -duration "$((SDWEAR_WARMUP + SDWEAR_DURATION + 5))s" >"$dir/sim.out" 2>"$dir/sim.err" &
+	sim=$!
+	pids+=("$sim")
+	sleep "$SDWEAR_WARMUP"
+	w0=$(awk '/^write_bytes/ { print $2 }' "/proc/$CAIRN_PID/io")
+	read -r c0 s0 <<<"$(store_counts "$hport")"
+	sleep "$SDWEAR_DURATION"
+	w1=$(awk '/^write_bytes/ { print $2 }' "/proc/$CAIRN_PID/io")
+	read -r c1 s1 <<<"$(store_counts "$hport")"
+	wait "$sim" || die "cairn sim failed: $(cat "$dir/sim.err")"
+	forget "$sim"
+	out=$(tail -n 1 "$dir/sim.out")
+	[ "$(json_num acked "$out")" -eq "$(json_num sent "$out")" ] || die "cairn sim: not every message acknowledged: $out"
+	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	stop "$CAIRN_PID" cairn
+	bytes=$((w1 - w0)) stored=$((s1 - s0))
+	[ "$stored" -gt 0 ] || die "no reading stored during the measurement"
+	per_day=$(calc "$bytes / $SDWEAR_DURATION * 86400 / 1073741824")
+	record sdwear bytes_per_reading %.1f "$(calc "$bytes / $stored")"
+	record sdwear gib_per_day %.3f "$per_day"
+	record sdwear commits_per_sec %.2f "$(calc "($c1 - $c0) / $SDWEAR_DURATION")"
+	record sdwear puback_p50_ms %.0f "$(json_num ack_p50_ms "$out")"
+	record sdwear puback_p99_ms %.0f "$(json_num ack_p99_ms "$out")"
+	RPS=$(calc "$stored / $SDWEAR_DURATION") OTHER=0
+	DETAIL="$bytes bytes written over ${SDWEAR_DURATION}s ($(fmt "$per_day" 3) GiB a day), $((c1 - c0)) commits, PUBACK p99 $(json_num ack_p99_ms "$out") ms"
 }
 
 # record_paced CASE TICKS B0 B1 W0 W1 TARGET: the figures of a paced case,

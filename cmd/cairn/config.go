@@ -88,10 +88,14 @@ type StoreConfig struct {
 	CommitMaxReadings int           `yaml:"commit_max_readings"`
 	CommitInterval    time.Duration `yaml:"commit_interval"`
 	CommitLinger      time.Duration `yaml:"commit_linger"`
-	BucketSamples     int           `yaml:"bucket_samples"`
-	SealIdle          time.Duration `yaml:"seal_idle"`
-	MemTableMiB       int           `yaml:"memtable_mib"`
-	CacheMiB          int           `yaml:"cache_mib"`
+	// CommitWait is how long a reading of a small commit (fewer than
+	// CommitWaitReadings) waits for others to join it.
+	CommitWait         time.Duration `yaml:"commit_wait"`
+	CommitWaitReadings int           `yaml:"commit_wait_readings"`
+	BucketSamples      int           `yaml:"bucket_samples"`
+	SealIdle           time.Duration `yaml:"seal_idle"`
+	MemTableMiB        int           `yaml:"memtable_mib"`
+	CacheMiB           int           `yaml:"cache_mib"`
 	// DiskReserve is the free space on the data directory's file system
 	// below which ingest pauses (auto: buffer.DefaultDiskReserve).
 	DiskReserve ByteSize `yaml:"disk_reserve"`
@@ -330,14 +334,16 @@ func DefaultConfig() *Config {
 			Auth:          AuthConfig{Scheme: "Bearer"},
 		},
 		Store: StoreConfig{
-			CommitMaxReadings: 10000,
-			CommitInterval:    2 * time.Millisecond,
-			CommitLinger:      200 * time.Microsecond,
-			BucketSamples:     200,
-			SealIdle:          time.Hour,
-			MemTableMiB:       4,
-			CacheMiB:          4,
-			DiskReserve:       AutoBytes,
+			CommitMaxReadings:  10000,
+			CommitInterval:     2 * time.Millisecond,
+			CommitLinger:       200 * time.Microsecond,
+			CommitWait:         750 * time.Millisecond,
+			CommitWaitReadings: 128,
+			BucketSamples:      200,
+			SealIdle:           time.Hour,
+			MemTableMiB:        4,
+			CacheMiB:           4,
+			DiskReserve:        AutoBytes,
 		},
 		MemoryLimitMiB: AutoMiB,
 	}
@@ -594,6 +600,12 @@ func (c *Config) Validate() error {
 	}
 	if s.CommitLinger < 0 || s.CommitLinger > time.Second {
 		bad("store.commit_linger", "must be from 0s to 1s (got %s)", s.CommitLinger)
+	}
+	if s.CommitWait < 0 || s.CommitWait > 5*time.Second {
+		bad("store.commit_wait", "must be from 0s to 5s (got %s)", s.CommitWait)
+	}
+	if s.CommitWaitReadings < 0 || s.CommitWaitReadings > s.CommitMaxReadings {
+		bad("store.commit_wait_readings", "must be from 0 to store.commit_max_readings (%d) (got %d)", s.CommitMaxReadings, s.CommitWaitReadings)
 	}
 	if s.BucketSamples < 2 || s.BucketSamples > buffer.MaxBucketSamples {
 		bad("store.bucket_samples", "must be from 2 to %d (got %d)", buffer.MaxBucketSamples, s.BucketSamples)

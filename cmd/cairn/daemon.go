@@ -107,6 +107,8 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		MaxReadings:   cfg.Store.CommitMaxReadings,
 		Interval:      cfg.Store.CommitInterval,
 		Linger:        cfg.Store.CommitLinger,
+		Wait:          cfg.Store.CommitWait,
+		WaitReadings:  cfg.Store.CommitWaitReadings,
 		BucketSamples: cfg.Store.BucketSamples,
 		SealIdle:      cfg.Store.SealIdle,
 		Outbox:        cfg.uplink != nil,

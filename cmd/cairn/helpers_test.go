@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,14 +150,35 @@ func parseStarted(line string) (mqttAddr, httpAddr string, err error) {
 
 // writeConfig writes a config file into a new temporary directory and
 // returns its path. %DATA% in yaml is replaced by dataDir.
+//
+// Unless yaml sets store.commit_wait, it is set to 0s: most tests publish
+// a message and wait for its PUBACK before the next, and the default
+// wait, which spares an SD card, would hold each for 750 ms. The default
+// is measured by scripts/bench.sh sdwear, and tested by
+// TestRun_CommitWaitDefault and in package buffer.
 func writeConfig(t *testing.T, dataDir, yaml string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "cairn.yaml")
 	yaml = strings.ReplaceAll(yaml, "%DATA%", dataDir)
+	yaml = noCommitWait(yaml)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// noCommitWait sets store.commit_wait to 0s in yaml unless it sets it.
+func noCommitWait(yaml string) string {
+	if strings.Contains(yaml, "commit_wait:") {
+		return yaml
+	}
+	lines := strings.Split(yaml, "\n")
+	for i, l := range lines {
+		if l == "store:" {
+			return strings.Join(slices.Insert(lines, i+1, "  commit_wait: 0s"), "\n")
+		}
+	}
+	return strings.TrimRight(yaml, "\n") + "\nstore:\n  commit_wait: 0s\n"
 }
 
 // inProcess is `cairn run` running in this process, as run() in a goroutine.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,10 @@ type simSummary struct {
 	Seconds  float64 `json:"seconds"`
 	PerSec   float64 `json:"msgs_per_sec"`
 	Readings int64   `json:"readings"`
+	// AckP50MS and AckP99MS are the median and 99th percentile of the
+	// time from PUBLISH to PUBACK, in milliseconds (QoS 1 only).
+	AckP50MS float64 `json:"ack_p50_ms,omitempty"`
+	AckP99MS float64 `json:"ack_p99_ms,omitempty"`
 }
 
 // runSim publishes simulated sensor readings: each of N devices sends JSON
@@ -72,13 +77,21 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		dev := fmt.Sprintf("sim-%04d", i)
 		sensors[i] = sensor{topic: strings.ReplaceAll(*topic, "{device}", dev), temp: 20 + rand.Float64()*5, hum: 40 + rand.Float64()*20}
 	}
-	tokens := make(chan paho.Token, *inflight)
+	// PUBACKs come in the order of the PUBLISHes, so waiting for the
+	// tokens in order times each acknowledgement.
+	type sentMsg struct {
+		tok paho.Token
+		at  time.Time
+	}
+	tokens := make(chan sentMsg, *inflight)
 	acked := make(chan int64)
+	var waits []time.Duration // publish to PUBACK of each acknowledged message; read after acked
 	go func() {
 		var n int64
-		for tok := range tokens {
-			if tok.Wait(); tok.Error() == nil {
+		for m := range tokens {
+			if m.tok.Wait(); m.tok.Error() == nil {
 				n++
+				waits = append(waits, time.Since(m.at))
 			}
 		}
 		acked <- n
@@ -123,9 +136,10 @@ loop:
 		buf = append(buf, `,"humidity":`...)
 		buf = strconv.AppendFloat(buf, s.hum, 'f', 2, 64)
 		buf = append(buf, '}')
+		at := time.Now()
 		tok := c.Publish(s.topic, byte(*qos), false, append([]byte(nil), buf...))
 		sent++
-		tokens <- tok
+		tokens <- sentMsg{tok, at}
 	}
 	close(tokens)
 	n := <-acked
@@ -133,6 +147,13 @@ loop:
 	sum := simSummary{Sent: sent, Acked: n, Seconds: math.Round(el*1000) / 1000, Readings: 2 * n}
 	if el > 0 {
 		sum.PerSec = math.Round(float64(n) / el)
+	}
+	if *qos == 1 && len(waits) > 0 {
+		slices.Sort(waits)
+		ms := func(q float64) float64 {
+			return math.Round(float64(waits[int(q*float64(len(waits)-1))].Microseconds())) / 1000
+		}
+		sum.AckP50MS, sum.AckP99MS = ms(0.5), ms(0.99)
 	}
 	return json.NewEncoder(stdout).Encode(sum)
 }
