@@ -75,27 +75,26 @@ func isNoSpace(err error) bool {
 }
 
 // releaseReserveToOpen removes the reserve file when the file system has
-// less than need bytes free, so that the store can open on a full disk,
-// and reports whether it did.
-func releaseReserveToOpen(dir string, need int64, log *slog.Logger) (bool, error) {
+// less than need bytes free, so that the store can open on a full disk.
+func releaseReserveToOpen(dir string, need int64, log *slog.Logger) error {
 	free, err := FreeBytes(dir)
 	if err != nil || free >= need {
-		return false, err
+		return err
 	}
 	path := filepath.Join(dir, ReserveFile)
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return nil
 	}
 	if err != nil {
-		return false, err
+		return err
 	}
 	if err := os.Remove(path); err != nil {
-		return false, fmt.Errorf("remove the reserve file: %w", err)
+		return fmt.Errorf("remove the reserve file: %w", err)
 	}
 	log.Warn("the file system is full: gave up the reserve file so that the store can open; ingest waits for free space",
 		"dir", dir, "free_bytes", free, "reserve_file_bytes", allocated(info))
-	return true, nil
+	return nil
 }
 
 // ownFile reports whether rel, a regular file's path relative to the
@@ -274,7 +273,7 @@ func makeReserveFile(path string, size int64) error {
 	if err != nil {
 		return fmt.Errorf("make the reserve file: %w", err)
 	}
-	err = unix.Fallocate(int(f.Fd()), 0, 0, size)
+	err = allocate(f, size)
 	if err == nil {
 		err = f.Sync()
 	}

@@ -255,7 +255,7 @@ func Open(opts Options) (*Store, error) {
 	// bytes, for the keys and the minute records (docs/storage.md).
 	bopts.TableSizeMultiplier = 1
 
-	if _, err := releaseReserveToOpen(opts.Dir, openNeed(opts.MemTableSize), log); err != nil {
+	if err := releaseReserveToOpen(opts.Dir, openNeed(opts.MemTableSize), log); err != nil {
 		log.Warn("could not check the free space before opening the store", "err", err)
 	}
 	db, err := openBadger(bopts, log)
