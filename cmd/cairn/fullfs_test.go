@@ -520,3 +520,43 @@ func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestFullDisk_FirstStartWaitsForSpace starts cairn on a file system that
+// is full before it ever made its reserve file: the store cannot open.
+// cairn must wait for space, not exit into a restart loop, and start once
+// there is room.
+func TestFullDisk_FirstStartWaitsForSpace(t *testing.T) {
+	bin := cairnBinary.get(t)
+	mnt := mountFS(t, "tmpfs", 64<<20)
+	dataDir := filepath.Join(mnt, "data")
+	cfg := writeConfig(t, dataDir, strings.NewReplacer("%CAP%", "64MiB", "%PORT%", fmt.Sprint(freePort(t))).Replace(fullDiskConfig))
+	// A first start makes the store; then the reserve file goes, as
+	// though it had never been made, and the disk fills.
+	p := startCairn(t, bin, cfg)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("cairn: %v\n%s", err, p.out)
+	}
+	if err := os.Remove(filepath.Join(dataDir, "reserve")); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	fill(t, filler, 0)
+
+	w := startProcess(t, bin, "run", "-config", cfg)
+	if _, err := w.out.waitLine("the store cannot open: its file system is full; waiting for free space", w.exited, startTimeout); err != nil {
+		t.Fatalf("cairn on a full disk: %v (exited: %v)\n%s", err, !w.running(), w.out)
+	}
+	time.Sleep(6 * time.Second) // a retry or more
+	if !w.running() {
+		t.Fatalf("cairn exited while waiting for space:\n%s", w.out)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.out.waitLine(`msg="cairn started"`, w.exited, 15*time.Second); err != nil {
+		t.Fatalf("cairn did not start once space was freed: %v\n%s", err, w.out)
+	}
+	if err := w.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("cairn after SIGTERM: %v\n%s", err, w.out)
+	}
+}
