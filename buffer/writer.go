@@ -51,7 +51,9 @@ type WriterOptions struct {
 	// Interval and Linger say.
 	Wait time.Duration
 	// WaitReadings is how many readings make a commit large enough not
-	// to wait (see Wait).
+	// to wait (see Wait). The commit after one that gathered as many in
+	// less than half of Wait does not wait either: readings are coming
+	// fast (the rest of a burst, a publisher's next window).
 	WaitReadings int
 	// QueueSize is how many submitted batches may wait (default 4,096).
 	// Submit blocks when the queue is full.
@@ -154,6 +156,7 @@ type Writer struct {
 
 	// Used by the Run goroutine only.
 	lastStart time.Time              // when the last commit began
+	busy      bool                   // the last commit gathered WaitReadings in less than Wait/2
 	runMax    int                    // the most readings of a run (see open.go)
 	pauses    [numPauseCauses]string // why no new batches are taken, by cause ("" for none; pause.go)
 	batch     []request
@@ -328,7 +331,8 @@ func (w *Writer) stop() {
 // collect adds queued requests to w.batch until it holds MaxReadings,
 // or the queue is empty and Interval has passed since the last commit
 // began (and, while it holds fewer than WaitReadings readings, Wait since
-// its first request came) and, with Linger, no request came for Linger
+// its first request came, unless the last commit was busy) and, with
+// Linger, no request came for Linger
 // (or lingerIntervals × Interval have passed), or ctx ends.
 func (w *Writer) collect(ctx context.Context) {
 	n := len(w.batch[0].readings)
@@ -339,7 +343,9 @@ func (w *Writer) collect(ctx context.Context) {
 		if timer != nil {
 			timer.Stop()
 		}
+		w.busy = n >= w.opts.WaitReadings && last.Sub(first) < w.opts.Wait/2
 	}()
+	wait := !w.busy // a commit after a busy one does not wait
 	for n < w.opts.MaxReadings {
 		select {
 		case req := <-w.queue:
@@ -353,8 +359,8 @@ func (w *Writer) collect(ctx context.Context) {
 		}
 		now := time.Now()
 		until := w.lastStart.Add(w.opts.Interval)
-		if wait := first.Add(w.opts.Wait); n < w.opts.WaitReadings && wait.After(until) {
-			until = wait
+		if t := first.Add(w.opts.Wait); wait && n < w.opts.WaitReadings && t.After(until) {
+			until = t
 		}
 		if !now.Before(until) {
 			if w.opts.Linger <= 0 || now.Sub(last) >= w.opts.Linger {
