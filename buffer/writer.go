@@ -111,6 +111,9 @@ type WriterOptions struct {
 	CheckpointInterval time.Duration
 
 	noSeal bool // keep every reading as a point of its own, unsealed (for benchmarks)
+	// sealAfter is sealAfterCommits, longer in tests whose writes must not
+	// depend on how fast they run.
+	sealAfter time.Duration
 }
 
 // MaxBucketSamples is the largest WriterOptions.BucketSamples.
@@ -213,6 +216,9 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 	runMax := s.runMax()
 	if opts.noSeal {
 		runMax = 1
+	}
+	if opts.sealAfter <= 0 {
+		opts.sealAfter = sealAfterCommits
 	}
 	return &Writer{
 		store:    s,
@@ -424,7 +430,7 @@ func (w *Writer) commit() {
 		req.done(res)
 		w.batch[i] = request{} // let the readings go
 	}
-	if time.Since(w.lastSeal) >= sealAfterCommits {
+	if time.Since(w.lastSeal) >= w.opts.sealAfter {
 		w.sealFlushed()
 	}
 	if len(w.jkeys) > 0 && !w.ckptArmed && w.ckptDue != nil {
