@@ -26,24 +26,12 @@ import (
 // pruneChunkKeys bounds the keys one retention step deletes.
 const pruneChunkKeys = 4096
 
-// ErrClockBehind is returned by Prune while the clock is before the
-// newest reading stored (by more than WriterOptions.ClockSlack), or
-// before WriterOptions.ClockFloor (the binary's build date): a board
-// without a real-time clock boots with a wrong date until NTP sets it,
-// and pruning by that date would be wrong. It is also
-// returned while the clock is more than RawMaxAge ahead of the newest
-// reading: every raw reading would go, which a clock set far forward
-// would do as surely as a long silence of every sensor; the last
-// readings are kept until new ones come.
+// ErrClockBehind is returned by Prune while WriterOptions.Clock says the
+// clock cannot be trusted (clock.go), and while it is more than RawMaxAge
+// ahead of the newest reading: every raw reading would go, which a clock
+// set far forward would do as surely as a long silence of every sensor;
+// the last readings are kept until new ones come.
 var ErrClockBehind = errors.New("retention paused")
-
-// clockSlack is WriterOptions.ClockSlack, or its default.
-func (w *Writer) clockSlack() time.Duration {
-	if w.opts.ClockSlack > 0 {
-		return w.opts.ClockSlack
-	}
-	return time.Hour
-}
 
 // checkClock returns an ErrClockBehind error, saying why, when now cannot
 // be trusted. Used by the Run goroutine only.
@@ -53,11 +41,10 @@ func (w *Writer) checkClock(now time.Time) error {
 
 // checkClockAt is checkClock with the newest reading given.
 func (w *Writer) checkClockAt(now time.Time, newest int64) error {
-	if f := w.opts.ClockFloor; !f.IsZero() && now.Before(f) {
-		return fmt.Errorf("%w: the clock is before this build's date (%s); it reads %s", ErrClockBehind, f.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
-	}
-	if slack := w.clockSlack(); newest != math.MinInt64 && time.Unix(0, newest).Sub(now) > slack {
-		return fmt.Errorf("%w: the clock is more than %s before the newest reading stored (%s); it reads %s", ErrClockBehind, slack, time.Unix(0, newest).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	if c := w.opts.Clock; c != nil {
+		if ok, why := c.Check(); !ok {
+			return fmt.Errorf("%w: the clock is not trusted; %s; it reads %s", ErrClockBehind, why, now.UTC().Format(time.RFC3339))
+		}
 	}
 	if age := w.opts.RawMaxAge; age > 0 && newest != math.MinInt64 && now.Sub(time.Unix(0, newest)) > age {
 		return fmt.Errorf("%w: the clock is more than raw_max_age (%s) ahead of the newest reading stored (%s): set far forward, or no reading came for that long; it reads %s",
@@ -66,12 +53,25 @@ func (w *Writer) checkClockAt(now time.Time, newest int64) error {
 	return nil
 }
 
+// ageCut returns the time before which a policy keeping readings for age
+// deletes at now: now less age, or the start of a span of readings
+// stamped by an untrusted clock that it must still keep.
+func (w *Writer) ageCut(now time.Time, age time.Duration) int64 {
+	cut := now.Add(-age).UnixNano()
+	if c := w.opts.Clock; c != nil {
+		if from, ok := c.Protected(now, age); ok {
+			cut = min(cut, from)
+		}
+	}
+	return cut
+}
+
 // Prune has the running Writer apply retention by age at now: raw
 // readings older than RawMaxAge and aggregate records older than their
 // StatsMaxAge. It deletes in steps of a few thousand keys, and group
 // commits go on between them. It returns an ErrClockBehind error, and
-// deletes nothing by age, while now cannot be trusted (checkClock: too
-// far before the newest reading or after it, or before the clock floor);
+// deletes nothing by age, while now cannot be trusted (checkClock: the
+// Clock does not trust it, or it is far ahead of the newest reading);
 // the policies that do not go by the clock still apply.
 //
 // While readings come in, Prune rests after each step for pruneRest times
@@ -143,7 +143,7 @@ func (w *Writer) pruneStep(now time.Time, cur *pruneCursor) (more bool, err erro
 	clockErr := w.checkClockAt(now, cur.newest)
 	ageCut := int64(math.MinInt64)
 	if o.RawMaxAge > 0 && clockErr == nil {
-		ageCut = now.Add(-o.RawMaxAge).UnixNano()
+		ageCut = w.ageCut(now, o.RawMaxAge)
 	}
 	if ageCut != math.MinInt64 || o.RawMaxReadingsPerSeries > 0 || o.RawWindowFromLatest > 0 {
 		more, err := w.pruneRaw(cur, func(snap *badger.Txn, st *seriesState) (int64, error) {
@@ -171,7 +171,7 @@ func (w *Writer) pruneStep(now time.Time, cur *pruneCursor) (more bool, err erro
 	for i, l := range levels() {
 		cut[i] = math.MinInt64
 		if age := o.StatsMaxAge[l]; age > 0 {
-			cut[i] = now.Add(-age).UnixNano()
+			cut[i] = w.ageCut(now, age)
 		}
 	}
 	return w.pruneStatsBefore(cut, pruneChunkKeys)

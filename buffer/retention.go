@@ -107,6 +107,11 @@ func (r *Retention) Run(ctx context.Context) error {
 		}
 		now := r.opts.Now()
 		r.mu.Lock()
+		if r.nextPrune.Sub(now) > r.opts.PruneEvery {
+			// The clock was set back (a test clock's offset; the
+			// system's steps keep its monotonic reading).
+			r.nextPrune = now.Add(minPruneGap)
+		}
 		due := !now.Before(r.nextPrune)
 		r.mu.Unlock()
 		var err error
@@ -141,7 +146,8 @@ const minPruneGap = time.Minute
 func (r *Retention) schedulePrune(ctx context.Context, now time.Time) error {
 	next := now.Add(r.opts.PruneEvery)
 	var maxAge time.Duration
-	if err := r.writer.do(ctx, func() error { maxAge = r.writer.opts.RawMaxAge; return nil }); err != nil {
+	var clock *Clock
+	if err := r.writer.do(ctx, func() error { maxAge, clock = r.writer.opts.RawMaxAge, r.writer.opts.Clock; return nil }); err != nil {
 		return err
 	}
 	if maxAge > 0 {
@@ -151,6 +157,13 @@ func (r *Retention) schedulePrune(ctx context.Context, now time.Time) error {
 		}
 		if ok {
 			expires := time.Unix(0, oldest).Add(maxAge)
+			if clock != nil && expires.Before(now) {
+				// Kept for a span of readings stamped by an untrusted
+				// clock: nothing changes before its keep ends.
+				if end, ok := clock.protectionEnds(now, maxAge); ok {
+					expires = end
+				}
+			}
 			if soon := now.Add(minPruneGap); expires.Before(soon) {
 				expires = soon
 			}
@@ -280,7 +293,7 @@ func (r *Retention) setPaused(err error) bool {
 		reason = err.Error()
 	}
 	// The reason ends with what the clock reads; the rest says why.
-	why := func(s string) string { w, _, _ := strings.Cut(s, "; it reads"); return w }
+	why := func(s string) string { w, _, _ := strings.Cut(s, ";"); return w }
 	r.mu.Lock()
 	was := r.paused
 	r.paused = reason
@@ -289,7 +302,7 @@ func (r *Retention) setPaused(err error) bool {
 	case reason != "" && why(reason) != why(was):
 		r.log.Warn("retention by age paused", "reason", reason)
 	case reason == "" && was != "":
-		r.log.Info("retention by age resumed: the clock agrees with the newest reading and the build date")
+		r.log.Info("retention by age resumed: the clock is trusted, and readings came within raw_max_age")
 	}
 	return reason != ""
 }
@@ -535,6 +548,9 @@ type RetentionStatus struct {
 	// LastRun is when retention last ran (by age, or the disk cap above
 	// its high mark); nil before the first run.
 	LastRun *time.Time `json:"last_run"`
+	// NextRun is when retention by age runs next, by the gateway's
+	// clock; nil before Run starts.
+	NextRun *time.Time `json:"next_run"`
 	// RemovedReadings counts the raw readings retention deleted since
 	// start, by age or for the disk cap.
 	RemovedReadings uint64 `json:"removed_readings"`
@@ -563,6 +579,10 @@ func (r *Retention) Status() (RetentionStatus, error) {
 	if !r.lastRun.IsZero() {
 		t := r.lastRun.UTC()
 		st.LastRun = &t
+	}
+	if !r.nextPrune.IsZero() {
+		t := r.nextPrune.UTC()
+		st.NextRun = &t
 	}
 	r.mu.Unlock()
 	st.RemovedReadings = r.writer.prunedReadings.Load()

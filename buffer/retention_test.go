@@ -168,12 +168,14 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 }
 
 // TestRetention_ClockPausesAgeRetention steps a Retention by hand with an
-// injected clock: before the build date, more than the slack (an hour)
-// before the newest reading, or ten years ahead, nothing is pruned and
-// the status says why; with a sane clock the old days go.
+// injected clock: before the build date, not synchronised (with no
+// device's timestamp to check it against), or ten years ahead of the
+// newest reading, nothing is pruned and the status says why; with a
+// trusted clock the old days go.
 func TestRetention_ClockPausesAgeRetention(t *testing.T) {
 	floor := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 7 * 24 * time.Hour, ClockFloor: floor, SealCheck: time.Hour})
+	clk := &testClock{now: floor, sync: SyncYes}
+	s, w, _ := testStoreClock(t, clk, floor, WriterOptions{RawMaxAge: 7 * 24 * time.Hour, SealCheck: time.Hour})
 	clock := floor
 	r := NewRetention(s, w, RetentionOptions{Now: func() time.Time { return clock }})
 	ctx := context.Background()
@@ -186,12 +188,14 @@ func TestRetention_ClockPausesAgeRetention(t *testing.T) {
 	newest := time.Unix(0, rs[len(rs)-1].TS)
 	for _, tc := range []struct {
 		now    time.Time
+		sync   SyncState
 		reason string
 	}{
-		{floor.Add(-24 * time.Hour), "is before this build's date (2026-06-01T00:00:00Z)"},
-		{newest.Add(-2 * time.Hour), "is more than 1h0m0s before the newest reading stored (" + newest.UTC().Format(time.RFC3339) + ")"},
-		{newest.Add(10 * 365 * 24 * time.Hour), "is more than raw_max_age (168h0m0s) ahead of the newest reading stored (" + newest.UTC().Format(time.RFC3339) + ")"},
+		{floor.Add(-24 * time.Hour), SyncYes, "is before this build's date (2026-06-01T00:00:00Z)"},
+		{newest.Add(time.Hour), SyncNo, "the clock is not trusted; not synchronised (NTP)"},
+		{newest.Add(10 * 365 * 24 * time.Hour), SyncYes, "is more than raw_max_age (168h0m0s) ahead of the newest reading stored (" + newest.UTC().Format(time.RFC3339) + ")"},
 	} {
+		clk.set(tc.now, tc.sync)
 		if err := r.RunOnce(ctx, tc.now); err != nil {
 			t.Fatalf("at %s: %v", tc.now, err)
 		}
@@ -204,6 +208,7 @@ func TestRetention_ClockPausesAgeRetention(t *testing.T) {
 		}
 	}
 	clock = newest.Add(time.Hour)
+	clk.set(clock, SyncYes)
 	if err := r.RunOnce(ctx, clock); err != nil {
 		t.Fatal(err)
 	}
@@ -335,11 +340,12 @@ func TestStore_DropOutboxWhileABatchIsInFlight(t *testing.T) {
 // TestPrune_PerSeriesCountAndWindow keeps the newest N readings of each
 // series, and the readings within a window of each series' newest one,
 // even while the clock pauses retention by age (here: a clock before the
-// readings, as on a board whose clock was never set).
+// readings and not synchronised, as on a board whose clock was never
+// set).
 func TestPrune_PerSeriesCountAndWindow(t *testing.T) {
-	_, w := testStoreWith(t, "", WriterOptions{BucketSamples: 10, SealCheck: time.Hour,
+	clk := &testClock{sync: SyncNo}
+	s, w, _ := testStoreClock(t, clk, time.Time{}, WriterOptions{BucketSamples: 10, SealCheck: time.Hour,
 		RawMaxAge: 24 * time.Hour, RawMaxReadingsPerSeries: 100, RawWindowFromLatest: 24 * time.Hour})
-	s := w.store
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	var rs []Reading
@@ -530,43 +536,6 @@ func TestPrune_GoesOnWhereTheLastStepStopped(t *testing.T) {
 	}
 }
 
-// TestPrune_ClockSlack: readings a little ahead of the clock (a sensor's
-// clock runs ahead, within what the ingest accepts) do not pause retention
-// by age; readings more than WriterOptions.ClockSlack ahead do.
-func TestPrune_ClockSlack(t *testing.T) {
-	for _, tc := range []struct {
-		slack  time.Duration
-		paused bool
-	}{
-		{0, false}, // the default, an hour
-		{10 * time.Minute, true},
-	} {
-		t.Run(tc.slack.String(), func(t *testing.T) {
-			_, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 24 * time.Hour, ClockSlack: tc.slack, SealCheck: time.Hour})
-			now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-			write(t, w,
-				Reading{Device: "d", Metric: "m", TS: now.Add(-3 * 24 * time.Hour).UnixNano(), Value: 1},
-				Reading{Device: "d", Metric: "m", TS: now.Add(30 * time.Minute).UnixNano(), Value: 2})
-			err := w.Prune(context.Background(), now)
-			if tc.paused {
-				if !errors.Is(err, ErrClockBehind) || !strings.Contains(err.Error(), "more than 10m0s before the newest reading") {
-					t.Fatalf("prune 30 minutes behind the newest reading: got %v, want paused, more than 10m0s behind", err)
-				}
-				if got := w.Stats().PrunedReadings; got != 0 {
-					t.Errorf("paused prune removed %d readings", got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("prune 30 minutes behind the newest reading: %v", err)
-			}
-			if got := w.Stats().PrunedReadings; got != 1 {
-				t.Errorf("pruned %d readings, want the one 3 days old", got)
-			}
-		})
-	}
-}
-
 // TestPrune_ReadingsAheadOfItsClockDoNotStopIt: a prune checks the clock
 // at its first step and goes by it to the end, though readings newer than
 // its clock (beyond the slack, even) are stored between its steps, as they
@@ -605,9 +574,10 @@ func TestPrune_ReadingsAheadOfItsClockDoNotStopIt(t *testing.T) {
 	if got := s.ReadingCount(); got != 2 {
 		t.Errorf("reading count: got %d, want the 2 live ones", got)
 	}
-	// The next prune sees the newest reading 2 hours ahead of its clock.
-	if err := w.Prune(ctx, now); !errors.Is(err, ErrClockBehind) {
-		t.Errorf("next prune at the same clock: got %v, want ErrClockBehind", err)
+	// The next prune sees the newest reading 2 hours ahead of its clock,
+	// which it trusts: it runs.
+	if err := w.Prune(ctx, now); err != nil {
+		t.Errorf("next prune at the same clock: %v", err)
 	}
 }
 

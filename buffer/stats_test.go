@@ -196,7 +196,8 @@ func TestStats_RedeliveryChangesNothing(t *testing.T) {
 
 func TestStats_Pruned(t *testing.T) {
 	day := 24 * time.Hour
-	s, w := testStoreWith(t, "", WriterOptions{StatsMaxAge: map[aggregate.Level]time.Duration{
+	clk := &testClock{sync: SyncNo}
+	s, w, _ := testStoreClock(t, clk, time.Time{}, WriterOptions{StatsMaxAge: map[aggregate.Level]time.Duration{
 		aggregate.Minute: 2 * day, aggregate.Hour: 10 * day,
 	}})
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -207,10 +208,11 @@ func TestStats_Pruned(t *testing.T) {
 	write(t, w, rs...)
 	ctx := context.Background()
 	now := base.Add(20 * day)
-	// A clock before the newest reading prunes nothing.
+	// A clock that is not trusted prunes nothing.
 	if err := w.Prune(ctx, base.Add(5*day)); !errors.Is(err, ErrClockBehind) {
-		t.Fatalf("clock behind: got %v, want ErrClockBehind", err)
+		t.Fatalf("clock not trusted: got %v, want ErrClockBehind", err)
 	}
+	clk.set(now, SyncYes)
 	if err := w.Prune(ctx, now); err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,12 @@ func testStoreOpts(t *testing.T, sopts Options, opts WriterOptions) (*Store, *Wr
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, startWriter(t, s, opts)
+}
+
+// startWriter runs a Writer of s until the test ends, then closes s.
+func startWriter(t *testing.T, s *Store, opts WriterOptions) *Writer {
+	t.Helper()
 	w := NewWriter(s, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -58,7 +64,7 @@ func testStoreOpts(t *testing.T, sopts Options, opts WriterOptions) (*Store, *Wr
 			t.Errorf("close: %v", err)
 		}
 	})
-	return s, w
+	return w
 }
 
 // write submits readings and waits for their result.
@@ -471,7 +477,7 @@ func TestTableSize(t *testing.T) {
 // readings.
 func TestStore_OldestReadingSeeksOnlyAfterAPrune(t *testing.T) {
 	floor := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 24 * time.Hour, ClockFloor: floor})
+	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 24 * time.Hour})
 	oldest := func() (int64, bool) {
 		t.Helper()
 		ts, ok, err := s.OldestReading()

@@ -84,15 +84,10 @@ type WriterOptions struct {
 	// clock is wrong but consistent. Applied by Prune, whatever the clock
 	// says.
 	RawWindowFromLatest time.Duration
-	// ClockFloor pauses retention by age while the clock is before it
-	// (the binary's build date; zero: no floor).
-	ClockFloor time.Time
-	// ClockSlack is how far the newest reading stored may be ahead of
-	// the clock before retention by age pauses (default 1h). Readings a
-	// little ahead are no sign of a clock set back: a sensor's clock may
-	// run ahead of the gateway's by as much as the ingest accepts
-	// (max_future_skew), and readings keep coming while a prune runs.
-	ClockSlack time.Duration
+	// Clock says whether the clock that Prune is given can be trusted
+	// (clock.go): retention by age pauses while it cannot, and keeps the
+	// spans of readings it stamped. Nil: the clock is trusted.
+	Clock *Clock
 	// MaxDiskBytes caps the data directory's size (0: no cap); a
 	// Retention keeps it (retention.go).
 	MaxDiskBytes int64
@@ -285,6 +280,9 @@ func (w *Writer) Run(ctx context.Context) error {
 			w.ckptArmed = false
 			w.checkpointNow()
 		case now := <-tick.C:
+			if w.opts.Clock != nil {
+				now = w.opts.Clock.Now()
+			}
 			if w.checkpointNow() == nil {
 				w.queueDue(now)
 				w.sealNow()

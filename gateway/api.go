@@ -42,10 +42,21 @@ type APIOptions struct {
 	Retention *buffer.Retention
 	// Headroom, when set, reports the free space under "store".
 	Headroom *buffer.Headroom
+	// Clock, when set, is reported under "clock", and is the clock of
+	// queries' default times.
+	Clock    *buffer.Clock
 	Version  string
 	Started  time.Time
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
+}
+
+// now reads the gateway's clock.
+func (a *API) now() time.Time {
+	if a.opts.Clock != nil {
+		return a.opts.Clock.Now()
+	}
+	return time.Now()
 }
 
 // API serves the local HTTP status and query endpoints.
@@ -140,6 +151,8 @@ type Status struct {
 	Uplink *uplink.Status `json:"uplink,omitempty"`
 	// Retention says what retention removed, and why it may be paused.
 	Retention *buffer.RetentionStatus `json:"retention,omitempty"`
+	// Clock says whether the clock is synchronised and trusted.
+	Clock *buffer.ClockStatus `json:"clock,omitempty"`
 }
 
 // StoreStatus is the store part of Status.
@@ -215,6 +228,10 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 			return
 		}
 		s.Retention = &rs
+	}
+	if a.opts.Clock != nil {
+		cs := a.opts.Clock.Status()
+		s.Clock = &cs
 	}
 	writeJSON(w, http.StatusOK, s)
 }
@@ -315,7 +332,7 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	if !ValidMetric(metric) {
 		errs = append(errs, fmt.Sprintf("metric: required, a valid metric name (got %q)", metric))
 	}
-	from, to := int64(math.MinInt64), time.Now().UnixNano()
+	from, to := int64(math.MinInt64), a.now().UnixNano()
 	var err error
 	if s := v.Get("from"); s == "" {
 		errs = append(errs, "from: required (RFC 3339 or Unix seconds or milliseconds)")

@@ -242,7 +242,7 @@ func (h *ingestHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pack
 	q := h.queues[cl]
 	h.mu.Unlock()
 
-	now := time.Now()
+	now := h.in.Now()
 	ctx := context.Background()
 	switch pk.FixedHeader.Qos {
 	case 0:

@@ -33,6 +33,29 @@ type committer interface {
 	Submit(ctx context.Context, readings []buffer.Reading, done func(buffer.Result)) error
 }
 
+// Clock is the gateway's wall clock and whether it is trusted
+// (buffer.Clock).
+type Clock interface {
+	Now() time.Time
+	// Trusted reports whether the clock is trusted.
+	Trusted() bool
+	// Observe takes a device's own timestamp of a message received at
+	// recv, to judge the clock by.
+	Observe(ts, recv time.Time)
+	// Stamped records that readings were stamped with recv; an error
+	// means they must not be stored.
+	Stamped(recv time.Time) error
+}
+
+// wallClock is the Clock of an Ingester given none: the system's, trusted
+// once past saneClock.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time               { return time.Now() }
+func (wallClock) Trusted() bool                { return time.Now().UnixNano() > saneClock }
+func (wallClock) Observe(time.Time, time.Time) {}
+func (wallClock) Stamped(time.Time) error      { return nil }
+
 // Ingester decodes MQTT messages into readings and submits them to the
 // store's writer. It is safe for concurrent use.
 type Ingester struct {
@@ -40,6 +63,7 @@ type Ingester struct {
 	w      committer
 	log    *slog.Logger
 	skew   time.Duration
+	clock  Clock
 	// decoders holds *Decoder values; a Decoder is for one goroutine at a time.
 	decoders sync.Pool
 
@@ -70,11 +94,14 @@ type IngesterOptions struct {
 	// MaxPayload caps a message's size in bytes (0: no cap).
 	MaxPayload int
 	// MaxFutureSkew is how far past the receive time a reading's timestamp
-	// may be (0: no limit). It is not applied while the clock itself is
-	// implausible (before 2026): a board without a real-time clock
-	// boots in the past until NTP sets it.
+	// may be (0: no limit). It is not applied while the clock is not
+	// trusted: a board without a real-time clock boots in the past until
+	// NTP sets it.
 	MaxFutureSkew time.Duration
-	Logger        *slog.Logger
+	// Clock gives receive times and says whether they can be trusted
+	// (default: the system's clock, trusted after 2026-01-01).
+	Clock  Clock
+	Logger *slog.Logger
 }
 
 // Readings from before minReadingTime (2000-01-01) are rejected as absurd.
@@ -90,12 +117,19 @@ func NewIngester(w committer, opts IngesterOptions) *Ingester {
 		w:        w,
 		log:      opts.Logger,
 		skew:     opts.MaxFutureSkew,
+		clock:    opts.Clock,
 		rejected: make(map[string]uint64),
+	}
+	if in.clock == nil {
+		in.clock = wallClock{}
 	}
 	in.decoders.New = func() any { return &Decoder{MaxPayload: opts.MaxPayload} }
 	in.SetRoutes(opts.Routes)
 	return in
 }
+
+// Now reads the Ingester's clock: the receive time of a message.
+func (in *Ingester) Now() time.Time { return in.clock.Now() }
 
 // SetRoutes replaces the routes: messages that Ingest receives from now on
 // are matched against routes. A message being ingested keeps the route it
@@ -141,6 +175,11 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 		in.reject(topic, payload, recv, err)
 		readings = nil // settle it in order with the sender's other messages
 	}
+	if err := in.noteTimes(readings, recv); err != nil {
+		in.failed.Add(1)
+		done(err)
+		return true
+	}
 	in.readings.Add(uint64(len(readings)))
 	err = in.w.Submit(ctx, readings, func(res buffer.Result) {
 		if res.Err != nil {
@@ -177,7 +216,7 @@ const ReasonTimeRange = "time_out_of_range"
 // checkTimes rejects readings whose time is absurd.
 func (in *Ingester) checkTimes(readings []buffer.Reading, recv time.Time) error {
 	limit := int64(math.MaxInt64)
-	if in.skew > 0 && recv.UnixNano() > saneClock {
+	if in.skew > 0 && in.clock.Trusted() {
 		limit = recv.Add(in.skew).UnixNano()
 	}
 	for _, r := range readings {
@@ -187,6 +226,28 @@ func (in *Ingester) checkTimes(readings []buffer.Reading, recv time.Time) error 
 		case r.TS > limit:
 			return &RejectError{Reason: ReasonTimeRange, Detail: fmt.Sprintf("%s %s is more than %s ahead of the gateway's clock", r.Metric, r.Time().Format(time.RFC3339Nano), in.skew)}
 		}
+	}
+	return nil
+}
+
+// noteTimes tells the clock what a message's times say of it: the newest
+// of the device's own timestamps, and whether readings were stamped with
+// the receive time (the decoder gives those recv itself, to the
+// nanosecond: no device's timestamp is that).
+func (in *Ingester) noteTimes(readings []buffer.Reading, recv time.Time) error {
+	r, own, stamped := recv.UnixNano(), int64(math.MinInt64), false
+	for i := range readings {
+		if ts := readings[i].TS; ts == r {
+			stamped = true
+		} else {
+			own = max(own, ts)
+		}
+	}
+	if own != math.MinInt64 {
+		in.clock.Observe(time.Unix(0, own), recv)
+	}
+	if stamped {
+		return in.clock.Stamped(recv)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ type collector struct {
 	mqttRefused                                                       *prometheus.Desc
 	retLastRun, retRemoved, retDropped, retPaused, retOldest          *prometheus.Desc
 	retNewest, retMaxDisk                                             *prometheus.Desc
+	clockSynced, clockTrusted                                         *prometheus.Desc
 }
 
 func newCollector(opts APIOptions) *collector {
@@ -59,7 +60,9 @@ func newCollector(opts APIOptions) *collector {
 		retLastRun:    d("retention_last_run_timestamp_seconds", "When retention last ran (0: not since start)."),
 		retRemoved:    d("retention_removed_readings_total", "Raw readings retention deleted, by age or for the disk cap."),
 		retDropped:    d("retention_dropped_unsent_total", "Readings the disk cap dropped before they were sent upstream (life of the data directory)."),
-		retPaused:     d("retention_paused", "1 while retention by age is paused (the clock is more than max_future_skew behind the newest reading, far ahead of it, or before the build date)."),
+		retPaused:     d("retention_paused", "1 while retention by age is paused (the clock is not trusted, or far ahead of the newest reading)."),
+		clockSynced:   d("clock_synchronized", "1 while the kernel says the clock is synchronised (NTP), 0 while it says not; absent where it cannot say."),
+		clockTrusted:  d("clock_trusted", "1 while cairn trusts the clock: retention by age and the future-skew check run only then."),
 		retOldest:     d("retention_oldest_reading_timestamp_seconds", "Timestamp of the oldest reading stored (0: none)."),
 		retNewest:     d("retention_newest_reading_timestamp_seconds", "Timestamp of the newest reading stored (0: none)."),
 		retMaxDisk:    d("retention_max_disk_bytes", "The data directory's cap (0: none)."),
@@ -118,6 +121,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			return 0
 		}
 		return float64(t.UnixNano()) / 1e9
+	}
+	if c.opts.Clock != nil {
+		cs := c.opts.Clock.Status()
+		switch cs.Synced {
+		case "yes":
+			gauge(c.clockSynced, 1)
+		case "no":
+			gauge(c.clockSynced, 0)
+		}
+		trusted := 0.0
+		if cs.Trusted {
+			trusted = 1
+		}
+		gauge(c.clockTrusted, trusted)
 	}
 	if c.opts.Retention != nil {
 		if rs, err := c.opts.Retention.Status(); err == nil {

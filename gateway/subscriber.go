@@ -200,7 +200,7 @@ func (s *Subscriber) handle(_ paho.Client, m paho.Message) {
 		}
 		s.acks <- m
 	}
-	if !s.opts.Ingester.Ingest(context.Background(), m.Topic(), m.Payload(), time.Now(), settled) {
+	if !s.opts.Ingester.Ingest(context.Background(), m.Topic(), m.Payload(), s.opts.Ingester.Now(), settled) {
 		// Not ours (overlapping subscriptions): ack it in its turn.
 		s.opts.Ingester.Settle(context.Background(), settled)
 	}

@@ -33,6 +33,7 @@ type Config struct {
 	Store     StoreConfig     `yaml:"store"`
 	Retention RetentionConfig `yaml:"retention"`
 	Uplink    UplinkConfig    `yaml:"uplink"`
+	Clock     ClockConfig     `yaml:"clock"`
 	// MemoryLimitMiB is the Go runtime's soft memory limit (GOMEMLIMIT);
 	// 0 leaves it to the environment; auto (the default) sizes it from the
 	// store's memory and the series held open (memory.go).
@@ -48,6 +49,14 @@ type Config struct {
 	uplinkFiles [sha256.Size]byte
 	// secrets are what the security keys' files hold, set by loadFiles.
 	secrets secretFiles
+}
+
+// ClockConfig is the clock: section.
+type ClockConfig struct {
+	// Trust says when the clock is trusted: auto (synchronised, or
+	// agreeing with the devices' own timestamps; buffer/clock.go) or
+	// always (a board with a real-time clock and no NTP).
+	Trust string `yaml:"trust"`
 }
 
 // LogConfig is the log: section.
@@ -333,6 +342,7 @@ func DefaultConfig() *Config {
 			Gzip:          true,
 			Auth:          AuthConfig{Scheme: "Bearer"},
 		},
+		Clock: ClockConfig{Trust: "auto"},
 		Store: StoreConfig{
 			CommitMaxReadings:  10000,
 			CommitInterval:     2 * time.Millisecond,
@@ -647,6 +657,9 @@ func (c *Config) Validate() error {
 		bad("retention.max_disk_bytes", "must be auto, 0 (no cap) or at least %s (got %s)", ByteSize(buffer.MinDiskBytes), r.MaxDiskBytes)
 	}
 	c.validateUplink(bad)
+	if t := c.Clock.Trust; t != "auto" && t != "always" {
+		bad("clock.trust", "must be auto or always (got %q)", t)
+	}
 	if c.MemoryLimitMiB < AutoMiB || c.MemoryLimitMiB > maxMemoryLimitMiB {
 		bad("memory_limit_mib", "must be auto, 0 (unset) or a number of MiB up to %d (got %d)", maxMemoryLimitMiB, c.MemoryLimitMiB)
 	}

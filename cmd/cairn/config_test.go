@@ -73,6 +73,7 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"commit_wait_readings_big.bad.yaml": "store.commit_wait_readings: must be from 0 to store.commit_max_readings (100) (got 500)",
 		"disk_reserve_small.bad.yaml":       "store.disk_reserve: must be auto or from 4MiB to 64GiB (got 1MiB)",
 		"keep_recent_negative.bad.yaml":     "retention.keep_recent: must be 0 or more (got -1h0m0s)",
+		"clock_trust.bad.yaml":              `clock.trust: must be auto or always (got "sometimes")`,
 		"read_coalesce_too_long.bad.yaml":   "mqtt.read_coalesce: must be from 0s to 100ms (got 1s)",
 		"both_brokers.bad.yaml":             "mqtt: set either mqtt.embedded",
 		"bad_url.bad.yaml":                  `mqtt.url: want tcp://host:port (got "mosquitto:1883")`,

@@ -103,6 +103,14 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			return &configError{fmt.Errorf("retention.max_disk_bytes auto: %w", err)}
 		}
 	}
+	clockOpts := clockSource()
+	clockOpts.Floor = buildTime()
+	clockOpts.Always = cfg.Clock.Trust == "always"
+	clockOpts.Logger = log.With("component", "clock")
+	clock, err := buffer.NewClock(store, clockOpts)
+	if err != nil {
+		return err
+	}
 	writer := buffer.NewWriter(store, buffer.WriterOptions{
 		MaxReadings:   cfg.Store.CommitMaxReadings,
 		Interval:      cfg.Store.CommitInterval,
@@ -122,12 +130,9 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		RawWindowFromLatest:     time.Duration(cfg.Retention.RawWindowFromLatest),
 		MaxDiskBytes:            maxDisk,
 		KeepRecent:              time.Duration(cfg.Retention.KeepRecent),
-		ClockFloor:              buildTime(),
-		// Readings up to max_future_skew ahead are accepted: the newest
-		// one may be that far ahead of a clock that is right.
-		ClockSlack: time.Duration(cfg.MQTT.MaxFutureSkew),
+		Clock:                   clock,
 	})
-	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{Logger: log.With("component", "retention")})
+	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{Now: clock.Now, Logger: log.With("component", "retention")})
 	headroom := buffer.NewHeadroom(store, writer, buffer.HeadroomOptions{
 		Reserve: int64(max(cfg.Store.DiskReserve, 0)), // auto: 0, the default
 		Logger:  log.With("component", "store"),
@@ -136,6 +141,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		Routes:        cfg.routes,
 		MaxPayload:    cfg.MQTT.MaxPayload,
 		MaxFutureSkew: time.Duration(cfg.MQTT.MaxFutureSkew),
+		Clock:         clock,
 		Logger:        log.With("component", "ingest"),
 	})
 
@@ -260,6 +266,12 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		g.Add(func() error { return retention.Run(ctx) }, func(error) { cancel() })
 	}
 
+	// Clock: judged again every second.
+	{
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error { return clock.Run(ctx) }, func(error) { cancel() })
+	}
+
 	// Headroom: pauses ingest while the file system is nearly full, and
 	// resumes it once there is room again.
 	{
@@ -310,6 +322,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		Uplink:    up,
 		Retention: retention,
 		Headroom:  headroom,
+		Clock:     clock,
 		Version:   version,
 		Started:   started,
 		Registry:  reg,

@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		cairnBinary.remove()
 		futureBinary.remove()
+		clockBinary.remove()
 		os.Exit(code)
 	}))
 }
@@ -160,15 +161,21 @@ func writeConfig(t *testing.T, dataDir, yaml string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "cairn.yaml")
 	yaml = strings.ReplaceAll(yaml, "%DATA%", dataDir)
-	yaml = noCommitWait(yaml)
+	yaml = testDefaults(yaml)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
-// noCommitWait sets store.commit_wait to 0s in yaml unless it sets it.
-func noCommitWait(yaml string) string {
+// testDefaults sets, unless yaml sets them, store.commit_wait to 0s (a
+// test waits for each PUBACK) and clock.trust to always: the machine
+// running the tests may not say its clock is synchronised, and the tests
+// of the clock itself (clock_test.go) set clock.trust.
+func testDefaults(yaml string) string {
+	if !strings.Contains(yaml, "\nclock:") {
+		yaml = strings.TrimRight(yaml, "\n") + "\nclock:\n  trust: always\n"
+	}
 	if strings.Contains(yaml, "commit_wait:") {
 		return yaml
 	}
@@ -498,8 +505,14 @@ var cairnBinary binaryBuild
 // of any clock: its retention by age is always paused.
 var futureBinary = binaryBuild{ldflags: "-X main.date=2099-01-01T00:00:00Z"}
 
+// clockBinary is the cairn command built with the testclock tag, whose
+// clock a test moves (testclock.go), stamped with a build date of
+// 2026-06-01.
+var clockBinary = binaryBuild{tags: "testclock", ldflags: "-X main.date=2026-06-01T00:00:00Z"}
+
 type binaryBuild struct {
 	ldflags string // passed to go build -ldflags
+	tags    string // passed to go build -tags
 	once    sync.Once
 	dir     string
 	path    string
@@ -520,7 +533,7 @@ func (b *binaryBuild) get(t *testing.T) string {
 			return
 		}
 		b.path = filepath.Join(b.dir, "cairn")
-		cmd := exec.Command(gobin, "build", "-o", b.path, "-ldflags", b.ldflags, ".")
+		cmd := exec.Command(gobin, "build", "-o", b.path, "-ldflags", b.ldflags, "-tags", b.tags, ".")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -233,7 +233,7 @@ func waitReadings(t *testing.T, api *apiClient, device string, want []float64) {
 // rewrite replaces the content of the file at path.
 func rewrite(t *testing.T, path, content string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(noCommitWait(content)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(testDefaults(content)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

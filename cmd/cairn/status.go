@@ -161,7 +161,27 @@ func printStatus(w io.Writer, st gateway.Status, r *rates) {
 		fmt.Fprintf(w, "        retention removed %d readings and %d aggregate records\n", s.Pruned, s.StatsPruned)
 	}
 	printRetention(w, st.Retention)
+	printClock(w, st.Clock)
 	printUplink(w, st.Uplink, r)
+}
+
+// printClock says whether the clock is trusted, and why.
+func printClock(w io.Writer, c *buffer.ClockStatus) {
+	if c == nil {
+		return
+	}
+	trust := "trusted"
+	if !c.Trusted {
+		trust = "NOT TRUSTED (retention by age paused)"
+	}
+	fmt.Fprintf(w, "clock:  %s, synchronised: %s, %s: %s\n", c.Now.Format(time.RFC3339), c.Synced, trust, c.Reason)
+	for _, sp := range c.UntrustedSpans[max(0, len(c.UntrustedSpans)-3):] { // the newest
+		kept := "kept until the clock is trusted"
+		if !sp.TrustedAt.IsZero() {
+			kept = "trusted since " + sp.TrustedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "        readings stamped by an untrusted clock from %s to %s: %s\n", sp.From.Format(time.RFC3339), sp.To.Format(time.RFC3339), kept)
+	}
 }
 
 // printRetention says what retention removed, against which cap, and why

@@ -547,7 +547,7 @@ func TestUplink_ReloadFixesTheURL(t *testing.T) {
 	})
 	up.start(t)
 	fixed := strings.ReplaceAll(strings.ReplaceAll(uplinkConfig, "%URL%", up.writeURL()), "%DATA%", dataDir)
-	if err := os.WriteFile(cfg, []byte(noCommitWait(fixed)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(testDefaults(fixed)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {

@@ -161,6 +161,10 @@ func TestRelease_BinariesAndDebs(t *testing.T) {
 	}{{"amd64", elf.EM_X86_64, nil}, {"arm64", elf.EM_AARCH64, []string{emu}}} {
 		bin := filepath.Join(dist, "cairn-linux-"+arch.goarch)
 		checkStaticStripped(t, bin, arch.machine)
+		// The clock that tests move (cmd/cairn/testclock.go) is not in it.
+		if b := readFile(t, bin); bytes.Contains(b, []byte("CAIRN_TEST_CLOCK")) {
+			t.Errorf("%s honours CAIRN_TEST_CLOCK: built with the testclock tag", bin)
+		}
 		out := run(t, nil, append(arch.exec, bin, "version")[0], append(arch.exec, bin, "version")[1:]...)
 		for _, want := range []string{"cairn " + version + " ", "(commit " + commit, "linux/" + arch.goarch} {
 			if !strings.Contains(out, want) {
