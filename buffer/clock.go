@@ -302,6 +302,8 @@ func (c *Clock) Check() (bool, string) {
 		switch {
 		case trusted:
 			c.log.Info("the clock is trusted: retention by age runs", attrs...)
+		case sync == SyncNo:
+			c.log.Warn("the clock is not trusted: retention by age pauses, readings without a timestamp are recorded as stamped by it; run a time server (systemd-timesyncd), or set clock.trust: always if this board keeps time without one", attrs...)
 		default:
 			c.log.Warn("the clock is not trusted: retention by age pauses, readings without a timestamp are recorded as stamped by it", attrs...)
 		}
@@ -312,7 +314,7 @@ func (c *Clock) Check() (bool, string) {
 		if err := c.putSpans(spans); err != nil {
 			c.log.Error("the span of readings stamped by an untrusted clock stays open", "err", err)
 		} else {
-			c.log.Warn("readings were stamped by an untrusted clock: retention by age keeps them, and every reading from the span's start on, until the clock has been trusted for the policy's age",
+			c.log.Info("readings were stamped by an untrusted clock: retention by age keeps them, and every reading from the span's start on, until the clock has been trusted for the policy's age",
 				"from", spans[k].From.UTC().Format(time.RFC3339), "to", spans[k].To.UTC().Format(time.RFC3339))
 		}
 	}
