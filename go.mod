@@ -42,4 +42,4 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/dgraph-io/badger/v4 => ./buffer/badger
+replace github.com/dgraph-io/badger/v4 => ./third_party/badger

@@ -18,7 +18,7 @@ import (
 
 // A full file system is an error on every path of the store: Badger's
 // memory-mapped files have their blocks allocated when they are created
-// (see buffer/badger/CAIRN.md), so a write that finds no room fails with
+// (see third_party/badger/CAIRN.md), so a write that finds no room fails with
 // ENOSPC instead of faulting. Headroom keeps cairn from getting there:
 // it pauses ingest while the file system has less than a reserve free,
 // which leaves Badger room to flush its memtables and finish its

@@ -239,7 +239,7 @@ func Open(opts Options) (*Store, error) {
 	// backlog peaked 15 MiB higher (one run each).
 	//
 	// Few table builders (options of cairn's copy of Badger, see
-	// buffer/badger/CAIRN.md): a compaction fills one builder per
+	// third_party/badger/CAIRN.md): a compaction fills one builder per
 	// subcompaction and hands each full one to a goroutine that writes
 	// its table to disk. Upstream lets 8 wait on the disk at once, and
 	// keeps 8 buffers for reuse; a compaction of a large store writes

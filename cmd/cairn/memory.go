@@ -120,7 +120,7 @@ func liveHeap() (live, other uint64) {
 // Badger reads its tables through their memory maps, and what a read
 // touches stays counted in the resident set until it is released
 // (buffer.Store.ReleaseTablePages). Compactions write tables without
-// mapping them and give back what they read (see buffer/badger/CAIRN.md);
+// mapping them and give back what they read (see third_party/badger/CAIRN.md);
 // opening a new table, queries, the outbox and sealing do not. Released every 250 ms, the
 // pages touched within one interval made the peaks while a backlog
 // built. So the file-backed resident set is read (from /proc/self/statm:
