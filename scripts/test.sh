@@ -3,8 +3,10 @@
 # installs what the tests need (Mosquitto, FUSE, InfluxDB 1.x and
 # VictoriaMetrics as upstreams for the uplink, qemu-user for the arm and
 # arm64 builds, systemd for systemd-analyze and systemd-sysusers, e2fsprogs
-# for the full-disk tests' ext4 images), then
-# gofmt, go vet and the tests under the race detector. Needs root for
+# for the full-disk tests' ext4 images, patch for scripts/badger.sh), then
+# gofmt, go vet, the check that third_party/badger is its release plus its
+# patches (with the release's own tests of what they change) and the tests
+# under the race detector. Needs root for
 # apt-get, for the FUSE mounts of the power-cut and watchdog tests, and
 # for installing the .deb into a throw-away root, and for the full-disk
 # tests' tmpfs and loop-device mounts.
@@ -20,6 +22,7 @@ command -v victoria-metrics >/dev/null 2>&1 || need_pkgs+=(victoria-metrics)
 command -v qemu-arm >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 || need_pkgs+=(qemu-user)
 command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || need_pkgs+=(systemd)
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || need_pkgs+=(e2fsprogs)
+command -v patch >/dev/null 2>&1 || need_pkgs+=(patch)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "test.sh: missing ${need_pkgs[*]}; run as root or: sudo apt-get install ${need_pkgs[*]}" >&2
@@ -41,5 +44,8 @@ if [ -n "$unformatted" ]; then
 fi
 echo "test.sh: go vet"
 go vet ./...
+echo "test.sh: third_party/badger"
+bash scripts/badger.sh check
+bash scripts/badger.sh test -race
 echo "test.sh: go test -race"
 go test -race -count=1 -timeout 30m "$@" ./...

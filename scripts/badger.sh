@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# scripts/badger.sh sync|check|test: cairn's copy of Badger, in
+# third_party/badger, is the release that UPSTREAM names plus the patches
+# in patches/, applied in order (third_party/badger/CAIRN.md says why).
+#
+#   sync   rebuilds the copy from the release (fetched through the Go
+#          module proxy into the module cache) and the patches
+#   check  rebuilds it in a temporary directory and fails on any
+#          difference from the copy
+#   test   runs the release's own tests of the packages UPSTREAM lists
+#          against the copy, and go vet on the copy
+set -euo pipefail
+cd "$(dirname "$0")/.."
+copy=third_party/badger
+upstream=$copy/UPSTREAM
+
+field() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "$upstream"; }
+module=$(field module)
+version=$(field version)
+
+# release prints the directory of the release in the module cache.
+release() {
+	go mod download -json "$module@$version" | awk -F'"' '$2 == "Dir" { print $4 }'
+}
+
+# build DIR makes DIR the release's kept files plus the patches, and
+# cairn's own files of the copy (CAIRN.md, UPSTREAM, patches/, _tests/).
+build() {
+	local out=$1 rel p
+	rel=$(release)
+	[ -d "$rel" ] || { echo "badger.sh: $module@$version not in the module cache" >&2; exit 1; }
+	build_release "$out" "$rel"
+	for p in "$copy"/patches/*.patch; do
+		if ! patch -s -p1 -d "$out" --no-backup-if-mismatch < "$p"; then
+			echo "badger.sh: $p does not apply to $module@$version" >&2
+			exit 1
+		fi
+	done
+	cp -r "$copy/CAIRN.md" "$copy/UPSTREAM" "$copy/patches" "$out/"
+	if [ -d "$copy/_tests" ]; then
+		cp -r "$copy/_tests" "$out/"
+	fi
+}
+
+# build_release OUT REL copies the files of the release in REL that the
+# copy keeps into OUT.
+build_release() {
+	local out=$1 rel=$2 d f
+	for d in $(field dirs); do
+		mkdir -p "$out/$d"
+		for f in "$rel/$d"/*.go; do
+			case $f in *_test.go) continue ;; esac
+			install -m 0644 "$f" "$out/$d/"
+		done
+	done
+	for f in $(field files); do
+		install -D -m 0644 "$rel/$f" "$out/$f"
+	done
+}
+
+case "${1:-}" in
+sync)
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	build "$tmp/badger"
+	rm -rf "$copy"
+	mv "$tmp/badger" "$copy"
+	echo "badger.sh: $copy is $module@$version plus $(ls "$copy"/patches/*.patch | wc -l) patches"
+	;;
+check)
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	build "$tmp/badger"
+	if ! diff -r "$tmp/badger" "$copy"; then
+		echo "badger.sh: $copy differs from $module@$version plus its patches (above: < the rebuilt tree, > the copy); change a patch, then run scripts/badger.sh sync" >&2
+		exit 1
+	fi
+	echo "badger.sh: $copy is $module@$version plus its patches"
+	;;
+test)
+	shift
+	rel=$(release)
+	pkgs=$(field tests)
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	cp -r "$copy" "$tmp/badger"
+	chmod -R u+w "$tmp/badger"
+	install -m 0644 "$rel/go.sum" "$tmp/badger/go.sum"
+	# go vet finds what it finds in the release too (copied locks in
+	# publisher.go): the copy must add no finding of its own. Lines
+	# move with the patches, so findings are compared without them.
+	vetted() { (cd "$1" && go vet ./... 2>&1 || true) | grep -v '^#' | sed -E 's/:[0-9]+:[0-9]+:/:/' | sort; }
+	mkdir "$tmp/release"
+	build_release "$tmp/release" "$rel"
+	cp "$tmp/badger/go.sum" "$tmp/release/go.sum"
+	new=$(comm -13 <(vetted "$tmp/release") <(vetted "$tmp/badger"))
+	if [ -n "$new" ]; then
+		echo "badger.sh: go vet finds in the copy what it does not in the release:" >&2
+		echo "$new" >&2
+		exit 1
+	fi
+	for pkg in $pkgs; do
+		for f in "$rel/$pkg"/*_test.go; do
+			install -m 0644 "$f" "$tmp/badger/$pkg/"
+		done
+		if [ -d "$rel/$pkg/testdata" ]; then
+			cp -r "$rel/$pkg/testdata" "$tmp/badger/$pkg/"
+		fi
+	done
+	# cairn's regression tests of its patches, in _tests/ (the go
+	# command skips a directory whose name starts with _), by package.
+	if [ -d "$copy/_tests" ]; then
+		for f in "$copy"/_tests/*/*_test.go; do
+			d=$(basename "$(dirname "$f")")
+			[ "$d" = root ] && d=.
+			install -m 0644 "$f" "$tmp/badger/$d/"
+		done
+	fi
+	for f in "$rel"/*_test.go; do
+		install -m 0644 "$f" "$tmp/badger/"
+	done
+	roottests=$(field roottests)
+	cd "$tmp/badger"
+	go test -count=1 "$@" $pkgs
+	go test -count=1 "$@" -run "$roottests" .
+	;;
+*)
+	echo "usage: scripts/badger.sh sync|check|test" >&2
+	exit 2
+	;;
+esac
