@@ -24,14 +24,7 @@ import (
 // a prune by age is made due by moving the clock past the retention's
 // next run.
 
-const clockConfig = `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-http:
-  listen: "127.0.0.1:0"
-retention:
+const clockConfig = localConfig + `retention:
   raw_max_age: 1h
 clock:
   trust: auto

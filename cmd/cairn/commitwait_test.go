@@ -15,14 +15,7 @@ import (
 // once a commit_wait, with every PUBACK within a second, and a burst of a
 // publisher with many messages in flight is committed at once.
 func TestRun_CommitWaitDefault(t *testing.T) {
-	d := startDaemon(t, writeConfig(t, t.TempDir(), `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-http:
-  listen: "127.0.0.1:0"
-store:
+	d := startDaemon(t, writeConfig(t, t.TempDir(), localConfig+`store:
   commit_wait: 750ms
 `))
 	api := newAPIClient(d.http)

@@ -15,14 +15,7 @@ import (
 )
 
 // crashConfig runs the embedded broker; ports are picked at each start.
-const crashConfig = `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-http:
-  listen: "127.0.0.1:0"
-store:
+const crashConfig = localConfig + `store:
   # Small buckets: sealing runs all the time, so kills land in it too.
   bucket_samples: 16
 `

@@ -333,14 +333,7 @@ func (p *bulkPublisher) publishFor(t *testing.T, addr, id string, n int, timeout
 	}
 }
 
-const fullDiskConfig = `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-http:
-  listen: "127.0.0.1:0"
-store:
+const fullDiskConfig = localConfig + `store:
   commit_interval: 2ms
 retention:
   max_disk_bytes: %CAP%

@@ -168,6 +168,17 @@ func writeConfig(t *testing.T, dataDir, yaml string) string {
 	return path
 }
 
+// localConfig starts a configuration: the embedded broker and the HTTP
+// API on ports picked at each start, the data in %DATA% (writeConfig).
+const localConfig = `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+http:
+  listen: "127.0.0.1:0"
+`
+
 // testDefaults sets, unless yaml sets them, store.commit_wait to 0s (a
 // test waits for each PUBACK) and clock.trust to always: the machine
 // running the tests may not say its clock is synchronised, and the tests

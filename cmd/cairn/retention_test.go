@@ -152,14 +152,7 @@ func waitToken(t *testing.T, tok paho.Token) {
 // given lines of its retention: section, and connects a publisher.
 func startRetention(t *testing.T, retention string) (*apiClient, paho.Client) {
 	t.Helper()
-	cfg := writeConfig(t, t.TempDir(), `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-http:
-  listen: "127.0.0.1:0"
-retention:
+	cfg := writeConfig(t, t.TempDir(), localConfig+`retention:
 `+retention)
 	p := startCairn(t, cairnBinary.get(t), cfg)
 	pub := mustConnect(t, p.mqtt, "retention-publisher")

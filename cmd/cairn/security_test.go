@@ -428,14 +428,7 @@ func TestRun_SecretFileModes(t *testing.T) {
 // no debug endpoints; oversized and too frequent queries are refused.
 func TestRun_HTTPGuard(t *testing.T) {
 	token := writeFile(t, t.TempDir(), "token", []byte("s3cret-token\n"), 0o600)
-	d := startDaemon(t, writeConfig(t, t.TempDir(), `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-http:
-  listen: "127.0.0.1:0"
-  token_file: `+token+`
+	d := startDaemon(t, writeConfig(t, t.TempDir(), localConfig+`  token_file: `+token+`
   query_rate: 2
 `))
 	do := func(path, tok string) int {

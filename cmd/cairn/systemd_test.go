@@ -118,14 +118,7 @@ func hasLine(msg, line string) bool {
 	return false
 }
 
-const notifyConfig = `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-http:
-  listen: "127.0.0.1:0"
-`
+const notifyConfig = localConfig
 
 // TestNotify_ReadyAndWatchdog runs cairn with a notify socket and a
 // watchdog: READY=1 comes first, then WATCHDOG=1 at about half the

@@ -289,14 +289,7 @@ func (db *influxDB) readings(t *testing.T) (map[upstreamKey]float64, int) {
 
 // uplinkConfig is a gateway with its uplink to url; batches are small so
 // that sending a backlog takes many of them.
-const uplinkConfig = `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-http:
-  listen: "127.0.0.1:0"
-uplink:
+const uplinkConfig = localConfig + `uplink:
   url: %URL%
   gateway_id: gw-test
   batch_readings: 500
