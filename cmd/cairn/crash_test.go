@@ -40,7 +40,7 @@ func startCairn(t *testing.T, bin, cfg string) *cairnProcess {
 func startCairnEnv(t *testing.T, bin, cfg string, env []string) *cairnProcess {
 	t.Helper()
 	p := &cairnProcess{process: startProcessEnv(t, env, bin, "run", "-config", cfg)}
-	line, err := p.out.waitLine(`msg="cairn started"`, p.exited, startTimeout)
+	line, err := p.out.WaitLine(`msg="cairn started"`, p.exited, startTimeout)
 	if err != nil {
 		t.Fatalf("cairn: %v (%v)\noutput:\n%s", err, p.err, p.out)
 	}

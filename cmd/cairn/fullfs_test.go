@@ -19,66 +19,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // The file systems the full-disk tests run on: tmpfs, and ext4 on a loop
 // device, so that what they prove does not hang on tmpfs behaviour.
 var fullDiskKinds = []string{"tmpfs", "ext4"}
-
-// mountFS mounts a new file system of kind of size bytes on a new
-// directory and returns it; it is unmounted when the test ends. It needs
-// root (and mkfs.ext4 from e2fsprogs for ext4: scripts/test.sh installs
-// it).
-func mountFS(t *testing.T, kind string, size int64) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test mounts a file system: run it as root (scripts/test.sh does)")
-	}
-	dir := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	switch kind {
-	case "tmpfs":
-		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-			t.Fatalf("mount tmpfs: %v", err)
-		}
-	case "ext4":
-		mkfs, err := exec.LookPath("mkfs.ext4")
-		if err != nil {
-			t.Fatalf("this test needs mkfs.ext4: scripts/test.sh installs it (apt-get install e2fsprogs): %v", err)
-		}
-		img := filepath.Join(t.TempDir(), "fs.img")
-		if err := os.WriteFile(img, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(img, size); err != nil {
-			t.Fatal(err)
-		}
-		// -m 0: no blocks reserved for root, who runs the tests.
-		if out, err := exec.Command(mkfs, "-q", "-F", "-m", "0", img).CombinedOutput(); err != nil {
-			t.Fatalf("mkfs.ext4: %v\n%s", err, out)
-		}
-		if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
-			t.Fatalf("mount -o loop: %v\n%s", err, out)
-		}
-	default:
-		t.Fatalf("unknown file system %q", kind)
-	}
-	t.Cleanup(func() {
-		for i := 0; ; i++ {
-			err := unix.Unmount(dir, 0)
-			if err == nil || i == 50 {
-				if err != nil {
-					t.Errorf("unmount %s: %v", dir, err)
-				}
-				return
-			}
-			time.Sleep(100 * time.Millisecond) // a process that was killed may still hold a file
-		}
-	})
-	return dir
-}
 
 // freeBytes returns the bytes free on the file system of dir.
 func freeBytes(t *testing.T, dir string) int64 {
@@ -310,7 +256,7 @@ func waitResumed(t *testing.T, p *cairnProcess, api *apiClient) {
 	if code, body, err := api.fetch("/readyz"); err != nil || code != http.StatusOK {
 		t.Errorf("GET /readyz after resuming: %d %q (%v)", code, body, err)
 	}
-	if _, err := p.out.waitLine(`msg="ingest resumed: the file system has room again"`, p.exited, 5*time.Second); err != nil {
+	if _, err := p.out.WaitLine(`msg="ingest resumed: the file system has room again"`, p.exited, 5*time.Second); err != nil {
 		t.Errorf("no line saying ingest resumed: %v\n%s", err, p.out)
 	}
 }
@@ -355,7 +301,7 @@ func TestFullDisk_CairnFillsItsFileSystem(t *testing.T) {
 	for _, kind := range fullDiskKinds {
 		t.Run(kind, func(t *testing.T) {
 			bin := cairnBinary.get(t)
-			mnt := mountFS(t, kind, fullDiskSize)
+			mnt := testkit.MountFS(t, kind, fullDiskSize)
 			dataDir := filepath.Join(mnt, "data")
 			// What cairn does not fill itself is taken beforehand by a
 			// file beside the data directory, so the test is short: the
@@ -426,7 +372,7 @@ func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
 	for _, kind := range fullDiskKinds {
 		t.Run(kind, func(t *testing.T) {
 			bin := cairnBinary.get(t)
-			mnt := mountFS(t, kind, fullDiskSize)
+			mnt := testkit.MountFS(t, kind, fullDiskSize)
 			dataDir := filepath.Join(mnt, "data")
 			cfg := writeConfig(t, dataDir, strings.NewReplacer("%CAP%", "auto", "%PORT%", fmt.Sprint(freePort(t))).Replace(fullDiskConfig))
 			p := startCairn(t, bin, cfg)
@@ -520,7 +466,7 @@ func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
 // there is room.
 func TestFullDisk_FirstStartWaitsForSpace(t *testing.T) {
 	bin := cairnBinary.get(t)
-	mnt := mountFS(t, "tmpfs", 64<<20)
+	mnt := testkit.MountFS(t, "tmpfs", 64<<20)
 	dataDir := filepath.Join(mnt, "data")
 	cfg := writeConfig(t, dataDir, strings.NewReplacer("%CAP%", "64MiB", "%PORT%", fmt.Sprint(freePort(t))).Replace(fullDiskConfig))
 	// A first start makes the store; then the reserve file goes, as
@@ -536,7 +482,7 @@ func TestFullDisk_FirstStartWaitsForSpace(t *testing.T) {
 	fill(t, filler, 0)
 
 	w := startProcess(t, bin, "run", "-config", cfg)
-	if _, err := w.out.waitLine("the store cannot open: its file system is full; waiting for free space", w.exited, startTimeout); err != nil {
+	if _, err := w.out.WaitLine("the store cannot open: its file system is full; waiting for free space", w.exited, startTimeout); err != nil {
 		t.Fatalf("cairn on a full disk: %v (exited: %v)\n%s", err, !w.running(), w.out)
 	}
 	time.Sleep(6 * time.Second) // a retry or more
@@ -546,7 +492,7 @@ func TestFullDisk_FirstStartWaitsForSpace(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.out.waitLine(`msg="cairn started"`, w.exited, 15*time.Second); err != nil {
+	if _, err := w.out.WaitLine(`msg="cairn started"`, w.exited, 15*time.Second); err != nil {
 		t.Fatalf("cairn did not start once space was freed: %v\n%s", err, w.out)
 	}
 	if err := w.signal(t, syscall.SIGTERM); err != nil {

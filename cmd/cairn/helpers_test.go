@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 	"github.com/cairn-gateway/cairn/uplink"
 )
 
@@ -66,70 +66,11 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() (do
 	}
 }
 
-// logLines is an io.Writer that keeps what a process or an in-process
-// daemon writes, and lets tests wait for a line. It is safe for concurrent
-// use.
-type logLines struct {
-	mu      sync.Mutex // guards partial, lines and changed
-	partial []byte
-	lines   []string
-	changed chan struct{} // closed and replaced when a line is complete
-}
+// logLines keeps what a process or an in-process daemon writes, as lines
+// to wait on.
+type logLines = testkit.Lines
 
-func newLogLines() *logLines { return &logLines{changed: make(chan struct{})} }
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.partial = append(l.partial, p...)
-	added := false
-	for {
-		i := bytes.IndexByte(l.partial, '\n')
-		if i < 0 {
-			break
-		}
-		l.lines = append(l.lines, string(l.partial[:i]))
-		l.partial = l.partial[i+1:]
-		added = true
-	}
-	if added {
-		close(l.changed)
-		l.changed = make(chan struct{})
-	}
-	return len(p), nil
-}
-
-// String returns everything written so far.
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n") + "\n" + string(l.partial)
-}
-
-// waitLine waits for a line that contains substr and returns it. It gives up
-// when quit is closed (the writer is gone) or after timeout.
-func (l *logLines) waitLine(substr string, quit <-chan struct{}, timeout time.Duration) (string, error) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		l.mu.Lock()
-		for _, line := range l.lines {
-			if strings.Contains(line, substr) {
-				l.mu.Unlock()
-				return line, nil
-			}
-		}
-		changed := l.changed
-		l.mu.Unlock()
-		select {
-		case <-changed:
-		case <-quit:
-			return "", fmt.Errorf("exited before logging %q", substr)
-		case <-timer.C:
-			return "", fmt.Errorf("no line with %q after %s", substr, timeout)
-		}
-	}
-}
+func newLogLines() *logLines { return testkit.NewLines() }
 
 var startedAddrRE = regexp.MustCompile(`\b(mqtt|http)=(\S+)`)
 
@@ -223,7 +164,7 @@ func startDaemon(t *testing.T, path string) *inProcess {
 			t.Errorf("cairn run: %v\nlog:\n%s", err, d.log)
 		}
 	})
-	line, err := d.log.waitLine(`msg="cairn started"`, d.done, startTimeout)
+	line, err := d.log.WaitLine(`msg="cairn started"`, d.done, startTimeout)
 	if err != nil {
 		d.cancel()
 		<-d.done
@@ -344,25 +285,7 @@ func freePort(t *testing.T) int {
 // connectPublisher connects a sensor-like MQTT client (clean session, no
 // automatic reconnection) to the broker at addr (host:port).
 func connectPublisher(addr, clientID string) (paho.Client, error) {
-	opts := paho.NewClientOptions().
-		AddBroker("tcp://" + addr).
-		SetClientID(clientID).
-		SetCleanSession(true).
-		SetAutoReconnect(false).
-		SetConnectRetry(false).
-		SetConnectTimeout(5 * time.Second).
-		SetWriteTimeout(10 * time.Second).
-		SetKeepAlive(30 * time.Second)
-	c := paho.NewClient(opts)
-	tok := c.Connect()
-	if !tok.WaitTimeout(startTimeout) {
-		c.Disconnect(0)
-		return nil, fmt.Errorf("connect %s: no CONNACK in %s", addr, startTimeout)
-	}
-	if err := tok.Error(); err != nil {
-		return nil, fmt.Errorf("connect %s: %w", addr, err)
-	}
-	return c, nil
+	return testkit.ConnectPublisher(addr, clientID, startTimeout)
 }
 
 // mustConnect is connectPublisher that fails the test on error; the client

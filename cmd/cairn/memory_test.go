@@ -118,7 +118,7 @@ func TestRun_AutoMemoryLimit(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "") // TestMain's "off" would win over auto
 
 	d := startDaemon(t, writeConfig(t, t.TempDir(), embeddedConfig))
-	line, err := d.log.waitLine(`msg="cairn started"`, d.done, startTimeout)
+	line, err := d.log.WaitLine(`msg="cairn started"`, d.done, startTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

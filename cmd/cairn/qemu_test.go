@@ -77,7 +77,7 @@ func TestRun_Arm64UnderQemu(t *testing.T) {
 	cfg := writeConfig(t, t.TempDir(), notifyConfig)
 
 	p := &cairnProcess{process: startProcess(t, emu, bin, "run", "-config", cfg)}
-	line, err := p.out.waitLine(`msg="cairn started"`, p.exited, startTimeout)
+	line, err := p.out.WaitLine(`msg="cairn started"`, p.exited, startTimeout)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, p.out)
 	}

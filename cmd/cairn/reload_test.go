@@ -155,14 +155,14 @@ func TestReload_SIGHUPChangesTopics(t *testing.T) {
 			if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
-			line, err := p.out.waitLine(`msg="configuration reloaded"`, p.exited, startTimeout)
+			line, err := p.out.WaitLine(`msg="configuration reloaded"`, p.exited, startTimeout)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, p.out)
 			}
 			if want := `applied="[mqtt.topics retention]"`; !strings.Contains(line, want) {
 				t.Errorf("reload line %q does not say %s", line, want)
 			}
-			if _, err := p.out.waitLine(`keys=[store]`, p.exited, time.Second); err != nil {
+			if _, err := p.out.WaitLine(`keys=[store]`, p.exited, time.Second); err != nil {
 				t.Errorf("no line saying store waits for a restart: %v\n%s", err, p.out)
 			}
 			atReload := pub.count()
@@ -184,7 +184,7 @@ func TestReload_SIGHUPChangesTopics(t *testing.T) {
 			if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
-			line, err = p.out.waitLine(`reload: configuration not applied`, p.exited, startTimeout)
+			line, err = p.out.WaitLine(`reload: configuration not applied`, p.exited, startTimeout)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, p.out)
 			}

@@ -310,7 +310,7 @@ mqtt:
 http:
   listen: "127.0.0.1:0"
 `))
-	if _, err := warn.log.waitLine("allow_anonymous is true", warn.done, startTimeout); err != nil {
+	if _, err := warn.log.WaitLine("allow_anonymous is true", warn.done, startTimeout); err != nil {
 		t.Errorf("no warning about anonymous access: %v\n%s", err, warn.log)
 	}
 }
@@ -341,7 +341,7 @@ http:
   listen: "127.0.0.1:0"
 `, writeFile(t, dir, "server.pem", srvCert, 0o644), writeFile(t, dir, "server.key", srvKey, 0o600), writeFile(t, dir, "ca.pem", ca.pem, 0o644))
 	d := startDaemon(t, writeConfig(t, data, cfg))
-	line, err := d.log.waitLine("mqtt tls listener", d.done, startTimeout)
+	line, err := d.log.WaitLine("mqtt tls listener", d.done, startTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

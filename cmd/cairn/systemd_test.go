@@ -174,7 +174,7 @@ http:
 	}
 	broker.start(t)
 	sock.waitFor(t, "READY=1", startTimeout)
-	if _, err := p.out.waitLine("connected to mqtt broker", p.exited, time.Second); err != nil {
+	if _, err := p.out.WaitLine("connected to mqtt broker", p.exited, time.Second); err != nil {
 		t.Errorf("READY=1 before the subscriber logged its connection: %v\n%s", err, p.out)
 	}
 }
@@ -201,7 +201,7 @@ func TestNotify_NoWatchdogWhileIngestStuck(t *testing.T) {
 
 	mnt.toggleStall(t, "cutfs: stalled")
 	tok := c.Publish("sensors/s1/telemetry", 1, false, `{"t":2}`)
-	if _, err := p.out.waitLine("no longer feeding systemd's watchdog", p.exited, 20*watchdog); err != nil {
+	if _, err := p.out.WaitLine("no longer feeding systemd's watchdog", p.exited, 20*watchdog); err != nil {
 		t.Fatalf("%v\n%s", err, p.out)
 	}
 	sock.drain() // a ping that was on its way
@@ -221,7 +221,7 @@ func TestNotify_NoWatchdogWhileIngestStuck(t *testing.T) {
 		t.Fatalf("no PUBACK after the disk resumed (err %v)", tok.Error())
 	}
 	sock.waitFor(t, "WATCHDOG=1", 10*watchdog)
-	if _, err := p.out.waitLine("ingest is healthy again", p.exited, time.Second); err != nil {
+	if _, err := p.out.WaitLine("ingest is healthy again", p.exited, time.Second); err != nil {
 		t.Errorf("%v\n%s", err, p.out)
 	}
 	if err := p.signal(t, syscall.SIGTERM); err != nil {
@@ -281,7 +281,7 @@ func mountCutfs(t *testing.T) *cutfsMount {
 		}
 	})
 	m := &cutfsMount{dir: dir, proc: startProcess(t, bin, "-backing", backing, "-mount", dir)}
-	if _, err := m.proc.out.waitLine("cutfs: mounted", m.proc.exited, startTimeout); err != nil {
+	if _, err := m.proc.out.WaitLine("cutfs: mounted", m.proc.exited, startTimeout); err != nil {
 		t.Fatalf("cutfs: %v\n%s", err, m.proc.out)
 	}
 	return m

@@ -546,7 +546,7 @@ func TestUplink_ReloadFixesTheURL(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.out.waitLine(`msg="reload: uplink applied"`, p.exited, startTimeout); err != nil {
+	if _, err := p.out.WaitLine(`msg="reload: uplink applied"`, p.exited, startTimeout); err != nil {
 		t.Fatalf("no reload line: %v\n%s", err, p.out)
 	}
 	st := waitSent(t, api)

@@ -14,6 +14,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // t0 is 2023-11-14T22:13:20Z in Unix milliseconds: a sensor's message k has
@@ -172,28 +173,10 @@ func (s *sensor) publish(addr string, cycle, window, limit int, stop <-chan stru
 	return st, err
 }
 
-// connect connects a sensor-like MQTT client (clean session, no automatic
-// reconnection, MQTT 3.1.1) to the broker at addr (host:port).
+// connect connects a sensor-like MQTT client to the broker at addr
+// (host:port).
 func connect(addr, clientID string) (paho.Client, error) {
-	opts := paho.NewClientOptions().
-		AddBroker("tcp://" + addr).
-		SetClientID(clientID).
-		SetCleanSession(true).
-		SetAutoReconnect(false).
-		SetConnectRetry(false).
-		SetConnectTimeout(10 * time.Second).
-		SetWriteTimeout(10 * time.Second).
-		SetKeepAlive(30 * time.Second)
-	c := paho.NewClient(opts)
-	tok := c.Connect()
-	if !tok.WaitTimeout(startTimeout) {
-		c.Disconnect(0)
-		return nil, fmt.Errorf("connect %s: no CONNACK in %s", addr, startTimeout)
-	}
-	if err := tok.Error(); err != nil {
-		return nil, fmt.Errorf("connect %s: %w", addr, err)
-	}
-	return c, nil
+	return testkit.ConnectPublisher(addr, clientID, startTimeout)
 }
 
 // fleetLoad is the sensors publishing concurrently until stopped.
@@ -295,12 +278,12 @@ func (ch storeCheck) lostIn(cycle int) int {
 // once, and nothing else is.
 func checkStore(dir string, sensors []*sensor) (storeCheck, error) {
 	var ch storeCheck
-	logw := newLineLog()
+	logw := testkit.NewLines()
 	store, err := buffer.Open(buffer.Options{Dir: dir, Logger: newTextLogger(logw)})
 	if err != nil {
 		return ch, fmt.Errorf("open store: %w", err)
 	}
-	ch.openWarn = logw.matching("level=WARN")
+	ch.openWarn = logw.Matching("level=WARN")
 	err = func() error {
 		known := make(map[string]*sensor, len(sensors))
 		for _, s := range sensors {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // Load of the power-cut cycles: each sensor is one MQTT connection with up
@@ -288,7 +289,7 @@ func runEpoch(t *testing.T, name string, sh shape, first, end int, noSync bool, 
 		fs = mountCutfs(t, backing, mnt)
 		p = startCairn(t, cfg, noSync)
 		r.restart, r.retries, r.restartLog = p.started, p.openRetries(), p.out.String()
-		if r.retries > 0 && len(p.out.matching(openRepairedMsg)) == 0 {
+		if r.retries > 0 && len(p.out.Matching(openRepairedMsg)) == 0 {
 			t.Errorf("cycle %d: the store's open was retried %d times, but cairn did not log %q\noutput:\n%s", cycle+1, r.retries, openRepairedMsg, p.out)
 		}
 		st := p.status(t)
@@ -318,29 +319,7 @@ func runEpoch(t *testing.T, name string, sh shape, first, end int, noSync bool, 
 // no birth time.
 func nearlyFull(t *testing.T, dir string, free int64) {
 	t.Helper()
-	const size = 256 << 20
-	mkfs, err := exec.LookPath("mkfs.ext4")
-	if err != nil {
-		t.Fatalf("this test needs mkfs.ext4: scripts/test.sh installs it (apt-get install e2fsprogs): %v", err)
-	}
-	img := filepath.Join(t.TempDir(), "fs.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, size); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(mkfs, "-q", "-F", "-m", "0", img).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
-	}
-	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount -o loop: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
+	testkit.MountFSOn(t, "ext4", 256<<20, dir)
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package powercut
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,12 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -120,88 +120,11 @@ func requirePowerCut(t *testing.T) {
 	}
 }
 
-// lineLog is an io.Writer that keeps a process's output as lines and lets
-// tests wait for one. It is safe for concurrent use.
-type lineLog struct {
-	mu      sync.Mutex // guards partial, lines and changed
-	partial []byte
-	lines   []string
-	changed chan struct{} // closed and replaced when a line is complete
-}
-
-func newLineLog() *lineLog { return &lineLog{changed: make(chan struct{})} }
-
-func (l *lineLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.partial = append(l.partial, p...)
-	added := false
-	for {
-		i := bytes.IndexByte(l.partial, '\n')
-		if i < 0 {
-			break
-		}
-		l.lines = append(l.lines, string(l.partial[:i]))
-		l.partial = l.partial[i+1:]
-		added = true
-	}
-	if added {
-		close(l.changed)
-		l.changed = make(chan struct{})
-	}
-	return len(p), nil
-}
-
-// String returns everything written so far.
-func (l *lineLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n") + "\n" + string(l.partial)
-}
-
-// matching returns the complete lines that contain substr.
-func (l *lineLog) matching(substr string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		if strings.Contains(line, substr) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-// waitLines waits until n lines contain substr and returns them. It gives up
-// when quit is closed (the writer is gone) or after timeout.
-func (l *lineLog) waitLines(substr string, n int, quit <-chan struct{}, timeout time.Duration) ([]string, error) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		l.mu.Lock()
-		changed := l.changed
-		l.mu.Unlock()
-		if got := l.matching(substr); len(got) >= n {
-			return got, nil
-		}
-		select {
-		case <-changed:
-		case <-quit:
-			if got := l.matching(substr); len(got) >= n { // written just before the exit
-				return got, nil
-			}
-			return nil, fmt.Errorf("exited before printing %d lines with %q", n, substr)
-		case <-timer.C:
-			return nil, fmt.Errorf("no %d lines with %q after %s", n, substr, timeout)
-		}
-	}
-}
-
 // proc is a child process whose output (stdout and stderr) is kept.
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	out    *lineLog
+	out    *testkit.Lines
 	exited chan struct{} // closed when the process has exited
 	err    error         // what Wait returned; read after exited
 }
@@ -210,7 +133,7 @@ type proc struct {
 // killed when the test ends if it is still running.
 func startProc(t *testing.T, env []string, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: filepath.Base(name), out: newLineLog(), exited: make(chan struct{})}
+	p := &proc{name: filepath.Base(name), out: testkit.NewLines(), exited: make(chan struct{})}
 	p.cmd = exec.Command(name, args...)
 	p.cmd.Env = env
 	p.cmd.Stdout = p.out
@@ -302,7 +225,7 @@ func mountCutfs(t *testing.T, backing, mnt string) *cutfsMount {
 			}
 		}
 	})
-	if _, err := c.out.waitLines("cutfs: mounted", 1, c.exited, startTimeout); err != nil {
+	if _, err := c.out.WaitLines("cutfs: mounted", 1, c.exited, startTimeout); err != nil {
 		t.Fatalf("cutfs: %v (%v)\noutput:\n%s", err, c.err, c.out)
 	}
 	if !isMounted(mnt) {
@@ -319,7 +242,7 @@ func (c *cutfsMount) cut(t *testing.T) cutReport {
 	if err := c.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatalf("cut: signal cutfs: %v", err)
 	}
-	lines, err := c.out.waitLines("cutfs: cut ", 1, c.exited, stopTimeout)
+	lines, err := c.out.WaitLines("cutfs: cut ", 1, c.exited, stopTimeout)
 	if err != nil {
 		t.Fatalf("cut: %v\noutput:\n%s", err, c.out)
 	}
@@ -330,7 +253,7 @@ func (c *cutfsMount) cut(t *testing.T) cutReport {
 	var r cutReport
 	r.droppedBytes, r.droppedFiles = atoi(t, m[1]), atoi(t, m[2])
 	n := atoi(t, m[3])
-	names, err := c.out.waitLines("cutfs: unsynced-name ", n, c.exited, stopTimeout)
+	names, err := c.out.WaitLines("cutfs: unsynced-name ", n, c.exited, stopTimeout)
 	if err != nil {
 		t.Fatalf("cut: %v\noutput:\n%s", err, c.out)
 	}
@@ -419,7 +342,7 @@ func startCairn(t *testing.T, cfg string, noSync bool) *cairnProc {
 	}
 	begin := time.Now()
 	p := &cairnProc{proc: startProc(t, env, binaries.cairn, "run", "-config", cfg)}
-	lines, err := p.out.waitLines(`msg="cairn started"`, 1, p.exited, startTimeout)
+	lines, err := p.out.WaitLines(`msg="cairn started"`, 1, p.exited, startTimeout)
 	if err != nil {
 		t.Fatalf("cairn: %v (%v)\noutput:\n%s", err, p.err, p.out)
 	}
@@ -451,7 +374,7 @@ func atoi(t *testing.T, s string) int {
 }
 
 // openRetries returns how many times the store's open was retried.
-func (p *cairnProc) openRetries() int { return len(p.out.matching(openRetryMsg)) }
+func (p *cairnProc) openRetries() int { return len(p.out.Matching(openRetryMsg)) }
 
 // statusDoc is the part of /v1/status the tests read.
 type statusDoc struct {
