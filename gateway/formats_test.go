@@ -476,3 +476,17 @@ func FuzzDecodeInflux(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) { fuzzFormat(t, FormatInflux, payload) })
 }
+
+// TestDecode_DevicesDoc checks the examples of docs/devices.md that are
+// not fixtures.
+func TestDecode_DevicesDoc(t *testing.T) {
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC).UnixNano()
+	runDecodeCases(t, []decodeCase{
+		{"object", FormatJSON, `{"Time":"2026-11-22T10:00:00Z","temperature":"21.5","relay":"ON","co2":"unavailable","unit":"C"}`, "greenhouse-1", "",
+			[]buffer.Reading{rd("greenhouse-1", "temperature", at, 21.5), rd("greenhouse-1", "relay", at, 1)}, 2},
+		{"array", FormatJSON, `[{"device":"a","ts":1763800000,"t":21.5},{"device":"b","t":19}]`, "", "",
+			[]buffer.Reading{rd("a", "t", time.Date(2025, 11, 22, 8, 26, 40, 0, time.UTC).UnixNano(), 21.5), rd("b", "t", recvNS, 19)}, 0},
+		{"value", FormatValue, "ON", "boiler", "relay", []buffer.Reading{rd("boiler", "relay", recvNS, 1)}, 0},
+		{"missing value", FormatValue, "unavailable", "boiler", "relay", nil, 1},
+	})
+}
