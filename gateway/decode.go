@@ -3,9 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
@@ -15,37 +13,44 @@ import (
 type Format int
 
 const (
-	// FormatAuto decodes a payload whose first non-whitespace byte is '{'
-	// as JSON and anything else as a plain value.
+	// FormatAuto tells the formats apart by the payload's first byte
+	// after whitespace: '{' is a JSON object; '[' is a SenML pack if its
+	// first element is an object with a "bn" or "n" key, else a JSON array
+	// of objects; anything else is line protocol if it holds an '=' (a
+	// line always has one in its field set, a plain value never), else a
+	// plain value.
 	FormatAuto Format = iota
-	// FormatJSON decodes the payload as one JSON object.
+	// FormatJSON decodes the payload as one JSON object or a JSON array of
+	// objects.
 	FormatJSON
-	// FormatValue decodes the payload as one plain number or boolean.
+	// FormatValue decodes the payload as one plain value.
 	FormatValue
+	// FormatSenML decodes the payload as a SenML pack (RFC 8428, JSON).
+	FormatSenML
+	// FormatInflux decodes the payload as InfluxDB line protocol, the name
+	// uplink.format gives the same syntax.
+	FormatInflux
+
+	lastFormat = FormatInflux
 )
 
-// ParseFormat parses "auto", "json" or "value".
+// formatNames are the names ParseFormat accepts, by Format.
+var formatNames = [...]string{FormatAuto: "auto", FormatJSON: "json", FormatValue: "value", FormatSenML: "senml", FormatInflux: "influx"}
+
+// ParseFormat parses "auto", "json", "value", "senml" or "influx".
 func ParseFormat(s string) (Format, error) {
-	switch s {
-	case "auto":
-		return FormatAuto, nil
-	case "json":
-		return FormatJSON, nil
-	case "value":
-		return FormatValue, nil
+	for f, name := range formatNames {
+		if s == name {
+			return Format(f), nil
+		}
 	}
-	return 0, fmt.Errorf("unknown payload format %q (want auto, json or value)", s)
+	return 0, fmt.Errorf("unknown payload format %q (want auto, json, value, senml or influx)", s)
 }
 
 // String returns the name ParseFormat accepts for f.
 func (f Format) String() string {
-	switch f {
-	case FormatAuto:
-		return "auto"
-	case FormatJSON:
-		return "json"
-	case FormatValue:
-		return "value"
+	if f >= FormatAuto && f <= lastFormat {
+		return formatNames[f]
 	}
 	return "Format(" + strconv.Itoa(int(f)) + ")"
 }
@@ -55,15 +60,17 @@ func (f Format) String() string {
 const (
 	ReasonPayloadTooLarge = "payload_too_large" // payload longer than Decoder.MaxPayload
 	ReasonEmptyPayload    = "empty_payload"     // payload empty or only whitespace
-	ReasonInvalidJSON     = "invalid_json"      // malformed JSON, or JSON that is not an object
-	ReasonInvalidValue    = "invalid_value"     // plain payload that is not a number or boolean
+	ReasonInvalidJSON     = "invalid_json"      // malformed JSON, or JSON that is not an object or array of objects
+	ReasonInvalidValue    = "invalid_value"     // plain payload that is not a number, state word or missing value
+	ReasonInvalidSenML    = "invalid_senml"     // valid JSON that is not a SenML pack cairn can read
+	ReasonInvalidLine     = "invalid_line"      // malformed line protocol
 	ReasonTooDeep         = "too_deep"          // JSON nested deeper than MaxDepth
 	ReasonNonFinite       = "non_finite"        // number that overflows float64, or NaN/Inf text
-	ReasonBadTimestamp    = "bad_timestamp"     // ts/time/timestamp field present but unusable
+	ReasonBadTimestamp    = "bad_timestamp"     // time field present but unusable
 	ReasonBadDevice       = "bad_device"        // device id missing or not a valid name
 	ReasonBadMetric       = "bad_metric"        // metric name not a valid name
 	ReasonNoMetric        = "no_metric"         // plain value but no {metric} in the topic
-	ReasonNoReadings      = "no_readings"       // JSON object without numeric or boolean fields
+	ReasonNoReadings      = "no_readings"       // no reading and no missing value (see Decode)
 	// ReasonInternal is what RejectReason returns for an error that is not
 	// a *RejectError; Decode never uses it in a RejectError.
 	ReasonInternal = "internal"
@@ -146,12 +153,22 @@ type Decoder struct {
 	// limit. It is checked before any parsing.
 	MaxPayload int
 
-	names map[string]string // interned names
-	key   []byte            // unescaped object key
-	str   []byte            // unescaped string value
-	path  []byte            // dotted keys of the enclosing objects
-	name  []byte            // metric name being built
+	names     map[string]string // interned names
+	key       []byte            // unescaped object key
+	str       []byte            // unescaped string value
+	path      []byte            // dotted keys of the enclosing objects
+	name      []byte            // metric name being built
+	base      []byte            // SenML base name; line protocol measurement
+	bunit     []byte            // SenML base unit
+	rname     []byte            // SenML record name; line protocol device tag
+	runit     []byte            // SenML record unit
+	restamped int               // readings of the last Decode given recv, see Restamped
 }
+
+// Restamped returns how many readings the last call to Decode stamped with
+// the receive time instead of their device's time, because that time was
+// before 2000: the device's clock had never been set.
+func (d *Decoder) Restamped() int { return d.restamped }
 
 // Decode decodes the payload of one MQTT message and appends its readings
 // to dst. device and metric are the values the topic's {device} and
@@ -159,46 +176,38 @@ type Decoder struct {
 // time the message was received; it is the reading time unless the payload
 // carries one.
 //
-// On success out is dst with one or more readings appended and ignored
-// counts the fields skipped on purpose: strings, nulls and arrays (each
-// counted once, whatever it contains), and a payload "device" field that
-// the topic's {device} overrides. On failure err is a *RejectError, out is
-// dst unchanged and ignored is 0: a message is stored whole or not at all.
-// An unknown format yields an error that is not a *RejectError.
+// On success out is dst with the readings appended and ignored counts the
+// fields skipped on purpose: text that is not a value (a unit, a label),
+// missing values, JSON arrays inside an object (each counted once, whatever
+// it contains), SenML data values and sums, line protocol string fields
+// that are not values, and a payload "device" field that the topic's
+// {device} overrides. On failure err is a *RejectError, out is dst unchanged
+// and ignored is 0: a message is stored whole or not at all. An unknown
+// format yields an error that is not a *RejectError.
 //
-// JSON payloads (format json, or auto when the payload starts with '{' after
-// whitespace) must be one strict JSON object (RFC 8259):
-//   - Each number field is a reading named by its key; keys of nested
-//     objects are joined with '.' ({"env":{"t":1}} gives metric "env.t").
-//     true and false are readings of 1 and 0. Strings, nulls and arrays are
-//     ignored (but must be valid JSON). Every occurrence of a key counts.
-//   - Top-level "ts", "time" and "timestamp" fields give the reading time
-//     (if several are present, ts wins over time over timestamp). The value
-//     is an RFC 3339 / ISO 8601 string, "2026-11-22T10:00:00Z", optionally
-//     with fractional seconds, a ±hh:mm or ±hhmm offset instead of Z, a
-//     space or 't' instead of 'T', or no zone at all meaning UTC; or it is
-//     a non-negative epoch number whose unit follows from its magnitude
-//     (see EpochMillisFrom). Anything else, or a time before
-//     1970 or after 2262, rejects the message with bad_timestamp.
-//   - The device is the topic's {device}. Without one, it is the top-level
-//     "device" field, which must then be a string; with one, a "device"
-//     field is ignored and counted.
-//   - If the topic has {metric} and the object's only reading comes from a
-//     top-level "value" field, as in {"value":21.5,"unit":"C"}, that
-//     reading is named by {metric}. Otherwise {metric} is not used.
+// Values are read the same way in every format. Numbers and booleans are
+// values; so is text (a JSON or SenML string, a line protocol string field,
+// a plain payload) that is a decimal number ("23.5"), or a state word: true,
+// on and open are 1, false, off and closed are 0, in any case. Text that
+// says there is no value now — empty, nan, none, null, unavailable,
+// unknown, in any case — and JSON null are missing values: they give no
+// reading and are counted in ignored. A message with no reading is rejected
+// with no_readings, unless it had a missing value: a device that reports
+// "unavailable" sent a valid message, and it is settled with no reading and
+// no error (out is dst, ignored > 0).
 //
-// Plain payloads (format value, or auto for other payloads) are a decimal
-// number such as "21.5", "-3", "+1e3", ".5" or "007", or "true"/"false" for
-// 1/0, with optional surrounding whitespace. They yield one reading named
-// by the topic's {metric} (no_metric if there is none) at time recv.
+// A time from the device before 2000 is replaced by recv (see Restamped);
+// a time before 1970 or after 2262 is bad_timestamp.
 //
-// Device ids and metric names must be valid names (see NameChars); values
-// must be finite.
+// The formats, and which one auto picks, are described by decodeJSON,
+// decodeValue, decodeSenML and decodeInflux. Device ids and metric names
+// must be valid names (see NameChars); values must be finite.
 func (d *Decoder) Decode(dst []buffer.Reading, format Format, payload []byte, device, metric string, recv time.Time) (out []buffer.Reading, ignored int, err error) {
+	d.restamped = 0
 	if d.MaxPayload > 0 && len(payload) > d.MaxPayload {
 		return dst, 0, rejectf(ReasonPayloadTooLarge, "%d bytes, limit %d", len(payload), d.MaxPayload)
 	}
-	if format < FormatAuto || format > FormatValue {
+	if format < FormatAuto || format > lastFormat {
 		return dst, 0, fmt.Errorf("decode: unknown payload format %d", int(format))
 	}
 	if device != "" {
@@ -207,43 +216,109 @@ func (d *Decoder) Decode(dst []buffer.Reading, format Format, payload []byte, de
 		}
 	}
 	start := skipSpace(payload, 0)
-	if start == len(payload) {
+	if format == FormatAuto {
+		format = detectFormat(payload, start)
+	}
+	if start == len(payload) && format != FormatValue {
 		return dst, 0, &RejectError{Reason: ReasonEmptyPayload}
 	}
-	if format == FormatJSON || format == FormatAuto && payload[start] == '{' {
-		return d.decodeJSON(dst, payload, start, device, metric, recv)
+	switch format {
+	case FormatJSON:
+		out, ignored, err = d.decodeJSON(dst, payload, start, device, metric, recv)
+	case FormatSenML:
+		out, ignored, err = d.decodeSenML(dst, payload, start, device, metric, recv)
+	case FormatInflux:
+		out, ignored, err = d.decodeInflux(dst, payload, device, recv)
+	default:
+		out, ignored, err = d.decodeValue(dst, payload, start, device, metric, recv)
 	}
-	return d.decodeValue(dst, format, payload, start, device, metric, recv)
+	if err != nil {
+		d.restamped = 0
+	}
+	return out, ignored, err
 }
 
-func (d *Decoder) decodeValue(dst []buffer.Reading, format Format, payload []byte, start int, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
-	end := len(payload)
-	for end > start && isSpace(payload[end-1]) {
-		end--
+// detectFormat returns the format auto picks for payload, whose first
+// non-whitespace byte is at start (see FormatAuto).
+func detectFormat(payload []byte, start int) Format {
+	if start == len(payload) {
+		return FormatValue
 	}
-	b := payload[start:end]
-	var v float64
-	switch string(b) {
-	case "true":
-		v = 1
-	case "false":
-		v = 0
-	default:
-		n, ok := scanNumber(b, 0, false)
-		if !ok || n.end != len(b) {
-			if isNonFiniteWord(b) {
-				return dst, 0, rejectf(ReasonNonFinite, "value %s", quote(b))
-			}
-			what := "a number or boolean"
-			if format == FormatAuto {
-				what = "a JSON object, number or boolean"
-			}
-			return dst, 0, rejectf(ReasonInvalidValue, "payload %s is not %s", quote(b), what)
+	switch payload[start] {
+	case '{':
+		return FormatJSON
+	case '[':
+		if looksLikeSenML(payload, start) {
+			return FormatSenML
 		}
-		v = n.float(b, 0)
-		if math.IsInf(v, 0) {
-			return dst, 0, rejectf(ReasonNonFinite, "value %s overflows float64", quote(b))
+		return FormatJSON
+	}
+	for _, c := range payload[start:] {
+		if c == '=' {
+			return FormatInflux
 		}
+	}
+	return FormatValue
+}
+
+// looksLikeSenML reports whether the JSON array at payload[start] begins
+// with an object that has a "bn" or "n" key at its top level. It only
+// looks; the decoder checks the syntax.
+func looksLikeSenML(payload []byte, start int) bool {
+	p := jsonParser{s: payload, i: start + 1}
+	p.skipSpace()
+	if p.peek() != '{' {
+		return false
+	}
+	p.i++
+	for {
+		p.skipSpace()
+		if p.peek() != '"' {
+			return false
+		}
+		ks, ke, _, err := p.str()
+		if err != nil {
+			return false
+		}
+		if k := string(payload[ks:ke]); k == "bn" || k == "n" {
+			return true
+		}
+		p.skipSpace()
+		if p.peek() != ':' {
+			return false
+		}
+		p.i++
+		p.skipSpace()
+		if p.value(2) != nil {
+			return false
+		}
+		p.skipSpace()
+		if p.peek() != ',' {
+			return false
+		}
+		p.i++
+	}
+}
+
+// decodeValue decodes a plain payload (format value, or auto for a payload
+// that is neither JSON nor line protocol): one value, read like any text
+// value (see Decode) with surrounding whitespace, such as "21.5", "-3",
+// "+1e3", ".5", "007", "true" or "ON". It yields one reading named by the
+// topic's {metric} (no_metric if there is none) at time recv. An empty
+// payload, or a missing-value word such as "unavailable", gives no reading
+// and counts one ignored field.
+func (d *Decoder) decodeValue(dst []buffer.Reading, payload []byte, start int, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
+	b := payload[start:]
+	v, kind := parseText(b)
+	switch kind {
+	case textOther:
+		end := len(b)
+		for end > 0 && isSpace(b[end-1]) {
+			end--
+		}
+		return dst, 0, rejectf(ReasonInvalidValue, "payload %s is not a number, state or missing value", quote(b[:end]))
+	case textNonFinite:
+		return dst, 0, rejectf(ReasonNonFinite, "value %s", quote(b))
 	}
 	if metric == "" {
 		return dst, 0, rejectf(ReasonNoMetric, "a plain value needs %s in the topic", PlaceholderMetric)
@@ -254,61 +329,85 @@ func (d *Decoder) decodeValue(dst []buffer.Reading, format Format, payload []byt
 	if device == "" {
 		return dst, 0, rejectf(ReasonBadDevice, "no device: a plain value needs %s in the topic", PlaceholderDevice)
 	}
+	if kind == textMissing {
+		return dst, 1, nil
+	}
 	return append(dst, buffer.Reading{Device: device, Metric: metric, TS: recv.UnixNano(), Value: v}), 0, nil
 }
 
+// decodeJSON decodes a payload that must be strict JSON (RFC 8259): one
+// object, or an array of objects, each of which is decoded as if it were
+// the whole payload (its own device and time), and counts as level 1 for
+// MaxDepth.
+//   - Each number field is a reading named by its key; keys of nested
+//     objects are joined with '.' ({"env":{"t":1}} gives metric "env.t").
+//     true and false are readings of 1 and 0; strings are read as values
+//     (see Decode). Nulls are missing values; arrays are ignored (but must
+//     be valid JSON). Every occurrence of a key counts.
+//   - Top-level fields named epoch, ts, time and timestamp, in any case,
+//     give the reading time (if several are present, that order is their
+//     precedence: an epoch number leaves no doubt about the zone, where
+//     some devices send a local time without one). The value is an RFC
+//     3339 / ISO 8601 string, "2026-11-22T10:00:00Z", optionally with
+//     fractional seconds, a ±hh:mm or ±hhmm offset instead of Z, a space
+//     or 't' instead of 'T', or no zone at all meaning UTC; or it is a
+//     non-negative epoch number, or a string holding one, whose unit
+//     follows from its magnitude (see EpochMillisFrom), fractions allowed.
+//     Anything else, or a time before 1970 or after 2262, rejects the
+//     message with bad_timestamp.
+//   - The device is the topic's {device}. Without one, it is the top-level
+//     "device" field, which must then be a string; with one, a "device"
+//     field is ignored and counted.
+//   - If the topic has {metric} and the object's only reading comes from a
+//     top-level "value" field, as in {"value":21.5,"unit":"C"}, that
+//     reading is named by {metric}. Otherwise {metric} is not used.
 func (d *Decoder) decodeJSON(dst []buffer.Reading, payload []byte, start int, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
-	if c := payload[start]; c != '{' {
-		what := "not JSON"
-		switch {
-		case c == '[':
-			what = "a JSON array"
-		case c == '"':
-			what = "a JSON string"
-		case c == '-' || isDigit(c):
-			what = "a JSON number"
-		case c == 't' || c == 'f':
-			what = "a JSON boolean"
-		case c == 'n':
-			what = "JSON null"
-		}
-		return dst, 0, rejectf(ReasonInvalidJSON, "payload is %s, want a JSON object", what)
+	if c := payload[start]; c != '{' && c != '[' {
+		return dst, 0, rejectf(ReasonInvalidJSON, "payload is %s, want a JSON object or array of objects", jsonKind(c))
 	}
-	p := jsonParser{d: d, s: payload, i: start, out: dst, topicDevice: device != ""}
-	d.path = d.path[:0]
-	if err := p.container(1, true); err != nil {
+	p := jsonParser{d: d, s: payload, i: start, out: dst}
+	var err *RejectError
+	if payload[start] == '{' {
+		err = p.object(device, metric, recv)
+	} else {
+		err = p.array(device, metric, recv)
+	}
+	if err != nil {
 		return dst, 0, err
 	}
 	p.skipSpace()
 	if p.i < len(p.s) {
-		return dst, 0, p.unexpected("after top-level object")
+		if payload[start] == '{' {
+			return dst, 0, p.unexpected("after top-level object")
+		}
+		return dst, 0, p.unexpected("after top-level array")
 	}
 	if p.err != nil {
 		return dst, 0, p.err
 	}
-	out := p.out
-	if len(out) == len(dst) {
-		return dst, 0, rejectf(ReasonNoReadings, "no number or boolean fields (%d ignored)", p.ignored)
+	if len(p.out) == len(dst) && p.missing == 0 {
+		return dst, 0, rejectf(ReasonNoReadings, "no values (%d ignored)", p.ignored)
 	}
-	if metric != "" && len(out) == len(dst)+1 && out[len(dst)].Metric == "value" {
-		if prob := checkName(metric, MaxMetricLen); prob != "" {
-			return dst, 0, rejectf(ReasonBadMetric, "metric %s from topic: %s", quote(metric), prob)
-		}
-		out[len(dst)].Metric = metric
+	return p.out, p.ignored, nil
+}
+
+// jsonKind names the JSON value that starts with c, for messages.
+func jsonKind(c byte) string {
+	switch {
+	case c == '{':
+		return "a JSON object"
+	case c == '[':
+		return "a JSON array"
+	case c == '"':
+		return "a JSON string"
+	case c == '-' || isDigit(c):
+		return "a JSON number"
+	case c == 't' || c == 'f':
+		return "a JSON boolean"
+	case c == 'n':
+		return "JSON null"
 	}
-	if device == "" {
-		if device = p.device; device == "" {
-			return dst, 0, rejectf(ReasonBadDevice, `no device: topic has no %s and payload no "device" field`, PlaceholderDevice)
-		}
-	}
-	ts := recv.UnixNano()
-	if p.tsRank > 0 {
-		ts = p.ts
-	}
-	for k := len(dst); k < len(out); k++ {
-		out[k].Device, out[k].TS = device, ts
-	}
-	return out, p.ignored, nil
+	return "not JSON"
 }
 
 // intern returns b as a string, allocating only for names not seen lately.
@@ -376,14 +475,6 @@ func skipSpace(s []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-func isNonFiniteWord(b []byte) bool {
-	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
-		b = b[1:]
-	}
-	s := string(b)
-	return strings.EqualFold(s, "nan") || strings.EqualFold(s, "inf") || strings.EqualFold(s, "infinity")
 }
 
 // quote quotes s for an error detail, shortening it if long.

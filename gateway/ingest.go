@@ -69,6 +69,10 @@ type Ingester struct {
 
 	messages, readings, stored, duplicates, ignored, failed atomic.Uint64
 
+	// restamped counts readings given the receive time for a device time
+	// before 2000.
+	restamped atomic.Uint64
+
 	mu       sync.Mutex // guards rejected and examples
 	rejected map[string]uint64
 	examples []Rejection // newest last, at most maxExamples
@@ -164,12 +168,16 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 	in.messages.Add(1)
 	dec := in.decoders.Get().(*Decoder)
 	readings, ignored, err := dec.Decode(nil, route.Format, payload, device, metric, recv)
+	restamped := dec.Restamped()
 	in.decoders.Put(dec)
 	if ignored > 0 {
 		in.ignored.Add(uint64(ignored))
 	}
 	if err == nil {
 		err = in.checkTimes(readings, recv)
+	}
+	if err == nil && restamped > 0 {
+		in.restamped.Add(uint64(restamped))
 	}
 	if err != nil {
 		in.reject(topic, payload, recv, err)
@@ -295,6 +303,10 @@ type IngestStats struct {
 	// fills them in from the Writer.
 	Paused       bool   `json:"paused"`
 	PausedReason string `json:"paused_reason"`
+
+	// Restamped counts readings given the receive time because their
+	// device's time was before 2000: its clock was never set.
+	Restamped uint64 `json:"restamped"`
 }
 
 // Stats returns a snapshot of the counters, newest rejection first.
@@ -308,6 +320,7 @@ func (in *Ingester) Stats() IngestStats {
 		Failed:     in.failed.Load(),
 		ByReason:   make(map[string]uint64),
 	}
+	st.Restamped = in.restamped.Load()
 	in.mu.Lock()
 	for r, n := range in.rejected {
 		st.ByReason[r] = n

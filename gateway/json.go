@@ -4,13 +4,15 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/cairn-gateway/cairn/buffer"
 )
 
-// jsonParser is a single-pass parser of one JSON object. Syntax errors and
+// jsonParser is a single-pass parser of one JSON object or array of
+// objects. Syntax errors and
 // nesting beyond MaxDepth stop it at once; other problems are kept in err,
 // the first one winning, while it goes on checking the syntax, so that
 // malformed JSON is always reported as such.
@@ -21,12 +23,91 @@ type jsonParser struct {
 	out []buffer.Reading
 
 	ignored     int
+	missing     int    // missing values, also counted in ignored
 	topicDevice bool   // the topic supplied the device
-	device      string // from the "device" field
-	ts          int64  // from the best timestamp field so far
-	tsRank      int    // 0: none; 1 timestamp, 2 time, 3 ts
+	device      string // from the "device" field of the current object
+	ts          int64  // from its best time field so far
+	tsRank      int    // 0: none, else the rank in timeFields + 1
 	emptyKeys   int    // empty keys in d.path
 	err         *RejectError
+}
+
+// timeFields are the names of the top-level fields that give the reading
+// time, matched in any case, least precedence first.
+var timeFields = [...]string{"timestamp", "time", "ts", "epoch"}
+
+// object decodes the object at p.s[p.i] as a whole payload would be (see
+// decodeJSON): its readings get their device and time.
+func (p *jsonParser) object(device, metric string, recv time.Time) *RejectError {
+	first := len(p.out)
+	p.topicDevice, p.device, p.tsRank = device != "", "", 0
+	p.d.path = p.d.path[:0]
+	if err := p.container(1, true); err != nil {
+		return err
+	}
+	if p.err != nil {
+		return nil
+	}
+	out := p.out[first:]
+	if len(out) == 0 {
+		return nil
+	}
+	if metric != "" && len(out) == 1 && out[0].Metric == "value" {
+		if prob := checkName(metric, MaxMetricLen); prob != "" {
+			p.fail(rejectf(ReasonBadMetric, "metric %s from topic: %s", quote(metric), prob))
+			return nil
+		}
+		out[0].Metric = metric
+	}
+	if device == "" {
+		if device = p.device; device == "" {
+			p.fail(rejectf(ReasonBadDevice, `no device: topic has no %s and payload no "device" field`, PlaceholderDevice))
+			return nil
+		}
+	}
+	ts := recv.UnixNano()
+	for k := range out {
+		if p.tsRank > 0 {
+			ts = p.d.restamp(p.ts, recv)
+		}
+		out[k].Device, out[k].TS = device, ts
+	}
+	return nil
+}
+
+// array decodes the array at p.s[p.i], whose elements must be objects.
+func (p *jsonParser) array(device, metric string, recv time.Time) *RejectError {
+	p.i++
+	p.skipSpace()
+	if p.peek() == ']' {
+		p.i++
+		return nil
+	}
+	for n := 0; ; n++ {
+		var err *RejectError
+		if p.peek() == '{' {
+			err = p.object(device, metric, recv)
+		} else {
+			if c := p.peek(); c != 0 {
+				p.fail(rejectf(ReasonInvalidJSON, "array element %d is %s, want an object", n, jsonKind(c)))
+			}
+			err = p.value(1)
+		}
+		if err != nil {
+			return err
+		}
+		p.skipSpace()
+		switch p.peek() {
+		case ',':
+			p.i++
+			p.skipSpace()
+		case ']':
+			p.i++
+			return nil
+		default:
+			return p.unexpected("after array element")
+		}
+	}
 }
 
 func (p *jsonParser) skipSpace() { p.i = skipSpace(p.s, p.i) }
@@ -142,15 +223,13 @@ func (p *jsonParser) member(depth int, emit bool) *RejectError {
 		key = p.d.key
 	}
 	if depth == 1 {
-		switch string(key) {
-		case "ts":
-			return p.timestamp(key, 3)
-		case "time":
-			return p.timestamp(key, 2)
-		case "timestamp":
-			return p.timestamp(key, 1)
-		case "device":
+		if string(key) == "device" {
 			return p.deviceField()
+		}
+		for rank, name := range timeFields {
+			if asciiEqualFold(key, name) {
+				return p.timestamp(key, rank+1)
+			}
 		}
 	}
 	switch c := p.peek(); {
@@ -168,7 +247,13 @@ func (p *jsonParser) member(depth int, emit bool) *RejectError {
 			p.emptyKeys--
 		}
 		p.d.path = p.d.path[:n]
-	case c == '"' || c == '[' || c == 'n':
+	case c == '"':
+		err = p.stringValue(depth, key)
+	case c == 'n':
+		p.ignored++
+		p.missing++
+		err = p.value(depth)
+	case c == '[':
 		p.ignored++
 		err = p.value(depth)
 	case c == 't' || c == 'f':
@@ -212,10 +297,36 @@ func (p *jsonParser) emit(depth int, key []byte, v float64, raw []byte) {
 		metric = p.d.intern(name)
 	}
 	if math.IsInf(v, 0) || math.IsNaN(v) {
-		p.err = rejectf(ReasonNonFinite, "metric %s: %s overflows float64", quote(name), quote(raw))
+		p.err = rejectf(ReasonNonFinite, "metric %s: %s is not a finite float64", quote(name), quote(raw))
 		return
 	}
 	p.out = append(p.out, buffer.Reading{Metric: metric, Value: v})
+}
+
+// stringValue reads the string at p.i, the value of key, as a value (see
+// parseText).
+func (p *jsonParser) stringValue(depth int, key []byte) *RejectError {
+	s, e, esc, err := p.str()
+	if err != nil {
+		return err
+	}
+	raw := p.s[s:e]
+	if esc {
+		p.d.str = unescape(p.d.str[:0], raw)
+		raw = p.d.str
+	}
+	switch v, kind := parseText(raw); kind {
+	case textNumber:
+		p.emit(depth, key, v, raw)
+	case textNonFinite:
+		p.emit(depth, key, math.Inf(1), raw)
+	case textMissing:
+		p.missing++
+		p.ignored++
+	default:
+		p.ignored++
+	}
+	return nil
 }
 
 // timestamp handles the value of a top-level timestamp field; rank orders
@@ -238,6 +349,9 @@ func (p *jsonParser) timestamp(key []byte, rank int) *RejectError {
 			raw = p.d.str
 		}
 		ns, prob = parseISOTime(raw)
+		if n, ok := scanNumber(raw, 0, false); prob != "" && ok && n.end == len(raw) && len(raw) > 0 && isDigit(raw[0]) {
+			ns, prob = epochNanos(n)
+		}
 	case c == '-' || isDigit(c):
 		n, start, err := p.number()
 		if err != nil {

@@ -21,6 +21,7 @@ type collector struct {
 	retLastRun, retRemoved, retDropped, retPaused, retOldest          *prometheus.Desc
 	retNewest, retMaxDisk                                             *prometheus.Desc
 	clockSynced, clockTrusted                                         *prometheus.Desc
+	restamped                                                         *prometheus.Desc
 }
 
 func newCollector(opts APIOptions) *collector {
@@ -33,7 +34,8 @@ func newCollector(opts APIOptions) *collector {
 		readings:      d("ingest_readings_total", "Readings decoded from messages."),
 		stored:        d("ingest_stored_total", "Readings new to the store."),
 		duplicates:    d("ingest_duplicates_total", "Readings that were stored already (redelivery)."),
-		ignored:       d("ingest_ignored_fields_total", "Payload fields skipped (strings, nulls, arrays)."),
+		ignored:       d("ingest_ignored_fields_total", "Payload fields skipped (text that is no value, missing values, arrays)."),
+		restamped:     d("ingest_restamped_total", "Readings given the receive time for a device time before 2000."),
 		failed:        d("ingest_failed_total", "Messages whose readings could not be stored (not acknowledged)."),
 		rejected:      d("ingest_rejected_total", "Messages rejected as bad input, by reason.", "reason"),
 		commits:       d("store_commits_total", "Group commits synced to disk."),
@@ -87,6 +89,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.duplicates, float64(in.Duplicates))
 	counter(c.ignored, float64(in.Ignored))
 	counter(c.failed, float64(in.Failed))
+	counter(c.restamped, float64(in.Restamped))
 	for reason, n := range in.ByReason {
 		counter(c.rejected, float64(n), reason)
 	}
