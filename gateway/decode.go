@@ -163,6 +163,27 @@ type Decoder struct {
 	rname     []byte            // SenML record name; line protocol device tag
 	runit     []byte            // SenML record unit
 	restamped int               // readings of the last Decode given recv, see Restamped
+	// relLo and relHi bound the times of the last Decode's readings that
+	// are relative to recv (SenML), when relN > 0.
+	relLo, relHi int64
+	relN         int
+}
+
+// Relative reports the range of the times, in the last call to Decode,
+// that were relative to the receive time (SenML times below 2**28 s): like
+// a time stamped with recv, they say nothing of the gateway's clock and
+// are as wrong as it is.
+func (d *Decoder) Relative() (lo, hi int64, ok bool) { return d.relLo, d.relHi, d.relN > 0 }
+
+// relative counts a time ts relative to the receive time.
+func (d *Decoder) relative(ts int64) {
+	if d.relN == 0 || ts < d.relLo {
+		d.relLo = ts
+	}
+	if d.relN == 0 || ts > d.relHi {
+		d.relHi = ts
+	}
+	d.relN++
 }
 
 // Restamped returns how many readings the last call to Decode stamped with
@@ -203,7 +224,7 @@ func (d *Decoder) Restamped() int { return d.restamped }
 // decodeValue, decodeSenML and decodeInflux. Device ids and metric names
 // must be valid names (see NameChars); values must be finite.
 func (d *Decoder) Decode(dst []buffer.Reading, format Format, payload []byte, device, metric string, recv time.Time) (out []buffer.Reading, ignored int, err error) {
-	d.restamped = 0
+	d.restamped, d.relN = 0, 0
 	if d.MaxPayload > 0 && len(payload) > d.MaxPayload {
 		return dst, 0, rejectf(ReasonPayloadTooLarge, "%d bytes, limit %d", len(payload), d.MaxPayload)
 	}
@@ -233,7 +254,7 @@ func (d *Decoder) Decode(dst []buffer.Reading, format Format, payload []byte, de
 		out, ignored, err = d.decodeValue(dst, payload, start, device, metric, recv)
 	}
 	if err != nil {
-		d.restamped = 0
+		d.restamped, d.relN = 0, 0
 	}
 	return out, ignored, err
 }

@@ -169,6 +169,8 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 	dec := in.decoders.Get().(*Decoder)
 	readings, ignored, err := dec.Decode(nil, route.Format, payload, device, metric, recv)
 	restamped := dec.Restamped()
+	rel := relTimes{}
+	rel.lo, rel.hi, rel.ok = dec.Relative()
 	in.decoders.Put(dec)
 	if ignored > 0 {
 		in.ignored.Add(uint64(ignored))
@@ -183,7 +185,7 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 		in.reject(topic, payload, recv, err)
 		readings = nil // settle it in order with the sender's other messages
 	}
-	if err := in.noteTimes(readings, recv); err != nil {
+	if err := in.noteTimes(readings, recv, rel); err != nil {
 		in.failed.Add(1)
 		done(err)
 		return true
@@ -238,16 +240,26 @@ func (in *Ingester) checkTimes(readings []buffer.Reading, recv time.Time) error 
 	return nil
 }
 
+// relTimes is the range of a message's times that the decoder made
+// relative to the receive time (Decoder.Relative).
+type relTimes struct {
+	lo, hi int64
+	ok     bool
+}
+
 // noteTimes tells the clock what a message's times say of it: the newest
-// of the device's own timestamps, and whether readings were stamped with
-// the receive time (the decoder gives those recv itself, to the
-// nanosecond: no device's timestamp is that).
-func (in *Ingester) noteTimes(readings []buffer.Reading, recv time.Time) error {
+// of the device's own timestamps, and the times that came from the clock
+// itself: readings stamped with the receive time (the decoder gives those
+// recv itself, to the nanosecond: no device's timestamp is that), and
+// times relative to it (rel).
+func (in *Ingester) noteTimes(readings []buffer.Reading, recv time.Time, rel relTimes) error {
 	r, own, stamped := recv.UnixNano(), int64(math.MinInt64), false
 	for i := range readings {
-		if ts := readings[i].TS; ts == r {
+		switch ts := readings[i].TS; {
+		case ts == r:
 			stamped = true
-		} else {
+		case rel.ok && ts >= rel.lo && ts <= rel.hi:
+		default:
 			own = max(own, ts)
 		}
 	}
@@ -255,7 +267,16 @@ func (in *Ingester) noteTimes(readings []buffer.Reading, recv time.Time) error {
 		in.clock.Observe(time.Unix(0, own), recv)
 	}
 	if stamped {
-		return in.clock.Stamped(recv)
+		if err := in.clock.Stamped(recv); err != nil {
+			return err
+		}
+	}
+	if rel.ok {
+		for _, ts := range []int64{rel.lo, rel.hi} {
+			if err := in.clock.Stamped(time.Unix(0, ts)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

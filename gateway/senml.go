@@ -425,7 +425,9 @@ func (p *senmlParser) time(r *senmlRecord) (int64, bool) {
 	}
 	switch {
 	case ts > -senmlRelative && ts < senmlRelative:
-		return p.recv.UnixNano() + ts, true
+		ts += p.recv.UnixNano()
+		p.d.relative(ts)
+		return ts, true
 	case ts < 0:
 		p.fail(rejectf(ReasonBadTimestamp, "record %d: time %s is before 1970", p.rec, time.Unix(0, ts).UTC().Format(time.RFC3339Nano)))
 		return 0, false
