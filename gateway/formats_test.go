@@ -1,132 +1,41 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
-// fixture is a payload copied from a format's own documentation, in
-// testdata/formats/*.txt, with the readings cairn makes of it. A file is
-// "# " comments (the source), "key: value" lines, a line "---", and the
-// payload:
-//
-//	format: senml                  payload format
-//	device: meter-1                the topic's {device}, if any
-//	metric: light                  the topic's {metric}, if any
-//	reading: DEVICE METRIC TIME V  TIME is RFC 3339, or recv, or recv±duration
-//	ignored: 2                     ignored count (default 0)
-//	restamped: 1                   readings restamped (default 0)
-//	reject: no_readings            the reason, if the message is rejected
+// fixture is one of testdata/formats/*.txt (testkit.Fixture says how
+// they are written), with its format parsed.
 type fixture struct {
-	name                   string
-	format                 Format
-	device, metric, reject string
-	readings               []fixtureReading
-	ignored, restamped     int
-	payload                []byte
+	testkit.Fixture
+	format Format
 }
 
-// fixtureReading is an expected reading; its time is at, or recv+offset
-// when at is zero.
-type fixtureReading struct {
-	device, metric string
-	at             time.Time
-	offset         time.Duration
-	value          float64
-}
-
-// ts returns the reading's time for a message received at recv.
-func (r fixtureReading) ts(recv time.Time) int64 {
-	if r.at.IsZero() {
-		return recv.Add(r.offset).UnixNano()
-	}
-	return r.at.UnixNano()
-}
-
+// loadFixtures returns the fixtures of format.
 func loadFixtures(t testing.TB, format Format) []fixture {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join("testdata", "formats", "*.txt"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
 	var out []fixture
-	for _, path := range paths {
-		b, err := os.ReadFile(path)
+	for _, fx := range testkit.LoadFixtures(t, filepath.Join("testdata", "formats")) {
+		f, err := ParseFormat(fx.Format)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", fx.Name, err)
 		}
-		head, payload, ok := bytes.Cut(b, []byte("\n---\n"))
-		if !ok {
-			t.Fatalf("%s: no --- line", path)
-		}
-		fx := fixture{name: filepath.Base(path), payload: payload}
-		for _, line := range strings.Split(string(head), "\n") {
-			if line == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			key, val, _ := strings.Cut(line, ": ")
-			switch key {
-			case "format":
-				fx.format, err = ParseFormat(val)
-			case "device":
-				fx.device = val
-			case "metric":
-				fx.metric = val
-			case "reject":
-				fx.reject = val
-			case "ignored":
-				fx.ignored, err = strconv.Atoi(val)
-			case "restamped":
-				fx.restamped, err = strconv.Atoi(val)
-			case "reading":
-				var r fixtureReading
-				r, err = parseFixtureReading(val)
-				fx.readings = append(fx.readings, r)
-			default:
-				err = fmt.Errorf("unknown key %q", key)
-			}
-			if err != nil {
-				t.Fatalf("%s: %q: %v", path, line, err)
-			}
-		}
-		if fx.format == format {
-			out = append(out, fx)
+		if f == format {
+			out = append(out, fixture{fx, f})
 		}
 	}
 	return out
-}
-
-func parseFixtureReading(s string) (fixtureReading, error) {
-	f := strings.Fields(s)
-	if len(f) != 4 {
-		return fixtureReading{}, errors.New("want DEVICE METRIC TIME VALUE")
-	}
-	r := fixtureReading{device: f[0], metric: f[1]}
-	var err error
-	if rest, ok := strings.CutPrefix(f[2], "recv"); ok {
-		if rest != "" {
-			r.offset, err = time.ParseDuration(rest)
-		}
-	} else {
-		r.at, err = time.Parse(time.RFC3339Nano, f[2])
-	}
-	if err != nil {
-		return r, err
-	}
-	r.value, err = strconv.ParseFloat(f[3], 64)
-	return r, err
 }
 
 // TestDecode_Fixtures decodes the examples of the SenML and line protocol
@@ -137,21 +46,21 @@ func TestDecode_Fixtures(t *testing.T) {
 		for _, fx := range loadFixtures(t, format) {
 			n++
 			for _, f := range []Format{format, FormatAuto} {
-				t.Run(fx.name+"/"+f.String(), func(t *testing.T) {
+				t.Run(fx.Name+"/"+f.String(), func(t *testing.T) {
 					var d Decoder
-					got, ignored, err := d.Decode(nil, f, fx.payload, fx.device, fx.metric, testRecv)
-					if reason := RejectReason(err); reason != fx.reject {
-						t.Fatalf("reason %q (%v), want %q", reason, err, fx.reject)
+					got, ignored, err := d.Decode(nil, f, fx.Payload, fx.Device, fx.Metric, testRecv)
+					if reason := RejectReason(err); reason != fx.Reject {
+						t.Fatalf("reason %q (%v), want %q", reason, err, fx.Reject)
 					}
 					var want []buffer.Reading
-					for _, r := range fx.readings {
-						want = append(want, rd(r.device, r.metric, r.ts(testRecv), r.value))
+					for _, r := range fx.Readings {
+						want = append(want, rd(r.Device, r.Metric, r.TS(testRecv), r.Value))
 					}
 					if err == nil && !reflect.DeepEqual(got, want) {
 						t.Errorf("\n got %+v\nwant %+v", got, want)
 					}
-					if fx.reject == "" && (ignored != fx.ignored || d.Restamped() != fx.restamped) {
-						t.Errorf("ignored %d, restamped %d; want %d, %d", ignored, d.Restamped(), fx.ignored, fx.restamped)
+					if fx.Reject == "" && (ignored != fx.Ignored || d.Restamped() != fx.Restamped) {
+						t.Errorf("ignored %d, restamped %d; want %d, %d", ignored, d.Restamped(), fx.Ignored, fx.Restamped)
 					}
 				})
 			}
@@ -465,14 +374,14 @@ func fuzzFormat(t *testing.T, format Format, payload []byte) {
 
 func FuzzDecodeSenML(f *testing.F) {
 	for _, fx := range loadFixtures(f, FormatSenML) {
-		f.Add(fx.payload)
+		f.Add(fx.Payload)
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) { fuzzFormat(t, FormatSenML, payload) })
 }
 
 func FuzzDecodeInflux(f *testing.F) {
 	for _, fx := range loadFixtures(f, FormatInflux) {
-		f.Add(fx.payload)
+		f.Add(fx.Payload)
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) { fuzzFormat(t, FormatInflux, payload) })
 }

@@ -1,19 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // formatsConfig routes each payload format from topics with and without
@@ -35,105 +33,25 @@ retention:
   raw_max_age: 0
 `
 
-// formatFixture is one of gateway/testdata/formats/*.txt: a payload copied
-// from a format's documentation, and the readings it gives (the format of
-// the files is described in gateway's formats_test.go).
-type formatFixture struct {
-	name, format, device, metric, reject string
-	ignored, restamped                   uint64
-	readings                             []fixtureReading
-	payload                              []byte
-}
-
-// fixtureReading is an expected reading: its time is at, or the receive
-// time plus offset when at is zero.
-type fixtureReading struct {
-	device, metric string
-	at             time.Time
-	offset         time.Duration
-	value          float64
-}
-
-func loadFormatFixtures(t *testing.T) []formatFixture {
-	t.Helper()
-	paths, err := filepath.Glob(filepath.Join("..", "..", "gateway", "testdata", "formats", "*.txt"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
-	var out []formatFixture
-	for _, path := range paths {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		head, payload, ok := bytes.Cut(b, []byte("\n---\n"))
-		if !ok {
-			t.Fatalf("%s: no --- line", path)
-		}
-		fx := formatFixture{name: filepath.Base(path), payload: payload}
-		for _, line := range strings.Split(string(head), "\n") {
-			if line == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			key, val, _ := strings.Cut(line, ": ")
-			switch key {
-			case "format":
-				fx.format = val
-			case "device":
-				fx.device = val
-			case "metric":
-				fx.metric = val
-			case "reject":
-				fx.reject = val
-			case "ignored":
-				fx.ignored, err = strconv.ParseUint(val, 10, 64)
-			case "restamped":
-				fx.restamped, err = strconv.ParseUint(val, 10, 64)
-			case "reading":
-				f := strings.Fields(val)
-				if len(f) != 4 {
-					t.Fatalf("%s: %q: want DEVICE METRIC TIME VALUE", path, line)
-				}
-				r := fixtureReading{device: f[0], metric: f[1]}
-				if rest, ok := strings.CutPrefix(f[2], "recv"); !ok {
-					r.at, err = time.Parse(time.RFC3339Nano, f[2])
-				} else if rest != "" {
-					r.offset, err = time.ParseDuration(rest)
-				}
-				if err == nil {
-					r.value, err = strconv.ParseFloat(f[3], 64)
-				}
-				fx.readings = append(fx.readings, r)
-			default:
-				t.Fatalf("%s: unknown key %q", path, key)
-			}
-			if err != nil {
-				t.Fatalf("%s: %q: %v", path, line, err)
-			}
-		}
-		out = append(out, fx)
-	}
-	return out
-}
-
-// topic returns the topic that gives the fixture's {device} and {metric}.
-func (fx formatFixture) topic() string {
+// fixtureTopic returns the topic that gives the fixture's {device} and
+// {metric}.
+func fixtureTopic(fx testkit.Fixture) string {
 	switch {
-	case fx.device != "" && fx.metric != "":
-		return "fx/" + fx.format + "/dm/" + fx.device + "/" + fx.metric
-	case fx.device != "":
-		return "fx/" + fx.format + "/d/" + fx.device
-	case fx.metric != "":
-		return "fx/" + fx.format + "/m/" + fx.metric
+	case fx.Device != "" && fx.Metric != "":
+		return "fx/" + fx.Format + "/dm/" + fx.Device + "/" + fx.Metric
+	case fx.Device != "":
+		return "fx/" + fx.Format + "/d/" + fx.Device
+	case fx.Metric != "":
+		return "fx/" + fx.Format + "/m/" + fx.Metric
 	}
-	return "fx/" + fx.format
+	return "fx/" + fx.Format
 }
 
 // TestRun_PayloadFormats publishes the examples of RFC 8428 (SenML) and of
 // InfluxDB's line protocol reference through the embedded broker, and
 // checks the exact readings over HTTP, and what the status counts.
 func TestRun_PayloadFormats(t *testing.T) {
-	fixtures := loadFormatFixtures(t)
+	fixtures := testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "testdata", "formats"))
 	var topics strings.Builder
 	for _, format := range []string{"senml", "influx", "auto"} {
 		for _, tail := range []string{"", "/d/{device}", "/m/{metric}", "/dm/{device}/{metric}"} {
@@ -147,18 +65,18 @@ func TestRun_PayloadFormats(t *testing.T) {
 
 	// Messages that are not from a specification: text values, missing
 	// values, an array of objects and a device clock never set, on auto.
-	extra := []formatFixture{
-		{name: "array of objects", format: "auto", payload: []byte(`[{"device":"arr-1","temp":"23.5","state":"ON","door":"closed"},{"device":"arr-2","ts":1700000000000,"temp":19}]`),
-			readings: []fixtureReading{
-				{device: "arr-1", metric: "temp", value: 23.5}, {device: "arr-1", metric: "state", value: 1}, {device: "arr-1", metric: "door", value: 0},
-				{device: "arr-2", metric: "temp", at: time.UnixMilli(t0), value: 19},
+	extra := []testkit.Fixture{
+		{Name: "array of objects", Format: "auto", Payload: []byte(`[{"device":"arr-1","temp":"23.5","state":"ON","door":"closed"},{"device":"arr-2","ts":1700000000000,"temp":19}]`),
+			Readings: []testkit.FixtureReading{
+				{Device: "arr-1", Metric: "temp", Value: 23.5}, {Device: "arr-1", Metric: "state", Value: 1}, {Device: "arr-1", Metric: "door", Value: 0},
+				{Device: "arr-2", Metric: "temp", At: time.UnixMilli(t0), Value: 19},
 			}},
-		{name: "missing values", format: "auto", device: "arr-1", payload: []byte(`{"temp":"unavailable","hum":null,"co2":"NaN","pm":""}`), ignored: 4},
-		{name: "a missing plain value", format: "auto", device: "arr-1", metric: "temp", payload: []byte(`unknown`), ignored: 1},
-		{name: "a plain state", format: "auto", device: "arr-1", metric: "relay", payload: []byte(`OFF`),
-			readings: []fixtureReading{{device: "arr-1", metric: "relay", value: 0}}},
-		{name: "never-set clock", format: "auto", device: "arr-3", payload: []byte(`{"Time":"1970-01-01T00:00:42Z","temp":20.5}`), restamped: 1,
-			readings: []fixtureReading{{device: "arr-3", metric: "temp", value: 20.5}}},
+		{Name: "missing values", Format: "auto", Device: "arr-1", Payload: []byte(`{"temp":"unavailable","hum":null,"co2":"NaN","pm":""}`), Ignored: 4},
+		{Name: "a missing plain value", Format: "auto", Device: "arr-1", Metric: "temp", Payload: []byte(`unknown`), Ignored: 1},
+		{Name: "a plain state", Format: "auto", Device: "arr-1", Metric: "relay", Payload: []byte(`OFF`),
+			Readings: []testkit.FixtureReading{{Device: "arr-1", Metric: "relay", Value: 0}}},
+		{Name: "never-set clock", Format: "auto", Device: "arr-3", Payload: []byte(`{"Time":"1970-01-01T00:00:42Z","temp":20.5}`), Restamped: 1,
+			Readings: []testkit.FixtureReading{{Device: "arr-3", Metric: "temp", Value: 20.5}}},
 	}
 	fixtures = append(fixtures, extra...)
 
@@ -167,23 +85,23 @@ func TestRun_PayloadFormats(t *testing.T) {
 	wantReasons := make(map[string]uint64)
 	for _, fx := range fixtures {
 		sent := time.Now()
-		if err := publish1(pub, fx.topic(), string(fx.payload)); err != nil {
-			t.Fatalf("%s: %v", fx.name, err)
+		if err := publish1(pub, fixtureTopic(fx), string(fx.Payload)); err != nil {
+			t.Fatalf("%s: %v", fx.Name, err)
 		}
 		acked := time.Now()
-		if fx.reject != "" {
-			wantReasons[fx.reject]++
+		if fx.Reject != "" {
+			wantReasons[fx.Reject]++
 			continue
 		}
-		wantIgnored += fx.ignored
-		wantRestamped += fx.restamped
+		wantIgnored += uint64(fx.Ignored)
+		wantRestamped += uint64(fx.Restamped)
 		recv := findRecv(t, api, fx, sent, acked)
-		for _, r := range fx.readings {
-			ts := r.at.UnixNano()
-			if r.at.IsZero() {
-				ts = recv.Add(r.offset).UnixNano()
+		for _, r := range fx.Readings {
+			ts := r.At.UnixNano()
+			if r.At.IsZero() {
+				ts = recv.Add(r.Offset).UnixNano()
 			}
-			want = append(want, buffer.Reading{Device: r.device, Metric: r.metric, TS: ts, Value: r.value})
+			want = append(want, buffer.Reading{Device: r.Device, Metric: r.Metric, TS: ts, Value: r.Value})
 		}
 	}
 
@@ -223,28 +141,28 @@ func TestRun_PayloadFormats(t *testing.T) {
 // findRecv returns the time the broker received the fixture's message,
 // published at sent and acknowledged at acked, from a reading stamped
 // with it; the zero time if no reading is.
-func findRecv(t *testing.T, api *apiClient, fx formatFixture, sent, acked time.Time) time.Time {
+func findRecv(t *testing.T, api *apiClient, fx testkit.Fixture, sent, acked time.Time) time.Time {
 	t.Helper()
-	for _, r := range fx.readings {
-		if !r.at.IsZero() {
+	for _, r := range fx.Readings {
+		if !r.At.IsZero() {
 			continue
 		}
-		from, to := sent.Add(r.offset).Add(-time.Millisecond), acked.Add(r.offset).Add(time.Millisecond)
-		path := fmt.Sprintf("/v1/devices/%s/readings?metric=%s&from=%d&to=%d&order=asc", r.device, r.metric, from.UnixNano(), to.UnixNano())
+		from, to := sent.Add(r.Offset).Add(-time.Millisecond), acked.Add(r.Offset).Add(time.Millisecond)
+		path := fmt.Sprintf("/v1/devices/%s/readings?metric=%s&from=%d&to=%d&order=asc", r.Device, r.Metric, from.UnixNano(), to.UnixNano())
 		var got readingsDoc
 		if code := api.get(t, path, &got); code != http.StatusOK {
-			t.Fatalf("%s: GET %s: %d", fx.name, path, code)
+			t.Fatalf("%s: GET %s: %d", fx.Name, path, code)
 		}
 		for _, doc := range got.Readings {
-			if doc.Value == r.value {
+			if doc.Value == r.Value {
 				ts, err := time.Parse(time.RFC3339Nano, doc.TS)
 				if err != nil {
 					t.Fatal(err)
 				}
-				return ts.Add(-r.offset)
+				return ts.Add(-r.Offset)
 			}
 		}
-		t.Fatalf("%s: no reading %s %s = %v received between %s and %s: %v", fx.name, r.device, r.metric, r.value, sent, acked, got.Readings)
+		t.Fatalf("%s: no reading %s %s = %v received between %s and %s: %v", fx.Name, r.Device, r.Metric, r.Value, sent, acked, got.Readings)
 	}
 	return time.Time{}
 }

@@ -1,0 +1,124 @@
+package testkit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Fixture is a payload copied from a format's or a device's own
+// documentation, with the readings cairn makes of it. A fixture file is
+// "# " comments (the source), "key: value" lines, a line "---", and the
+// payload:
+//
+//	format: senml                  payload format
+//	device: meter-1                the topic's {device}, if any
+//	metric: light                  the topic's {metric}, if any
+//	reading: DEVICE METRIC TIME V  TIME is RFC 3339, or recv, or recv±duration
+//	ignored: 2                     ignored count (default 0)
+//	restamped: 1                   readings restamped (default 0)
+//	reject: no_readings            the reason, if the message is rejected
+type Fixture struct {
+	Name                   string // the file's name
+	Format                 string
+	Device, Metric, Reject string
+	Readings               []FixtureReading
+	Ignored, Restamped     int
+	Payload                []byte
+}
+
+// FixtureReading is an expected reading; its time is At, or the receive
+// time plus Offset when At is zero.
+type FixtureReading struct {
+	Device, Metric string
+	At             time.Time
+	Offset         time.Duration
+	Value          float64
+}
+
+// TS returns the reading's time for a message received at recv.
+func (r FixtureReading) TS(recv time.Time) int64 {
+	if r.At.IsZero() {
+		return recv.Add(r.Offset).UnixNano()
+	}
+	return r.At.UnixNano()
+}
+
+// LoadFixtures reads the fixture files (*.txt) in dir.
+func LoadFixtures(t testing.TB, dir string) []Fixture {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.txt"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no fixtures in %s: %v", dir, err)
+	}
+	var out []Fixture
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, payload, ok := bytes.Cut(b, []byte("\n---\n"))
+		if !ok {
+			t.Fatalf("%s: no --- line", path)
+		}
+		fx := Fixture{Name: filepath.Base(path), Payload: payload}
+		for _, line := range strings.Split(string(head), "\n") {
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			key, val, _ := strings.Cut(line, ": ")
+			switch key {
+			case "format":
+				fx.Format = val
+			case "device":
+				fx.Device = val
+			case "metric":
+				fx.Metric = val
+			case "reject":
+				fx.Reject = val
+			case "ignored":
+				fx.Ignored, err = strconv.Atoi(val)
+			case "restamped":
+				fx.Restamped, err = strconv.Atoi(val)
+			case "reading":
+				var r FixtureReading
+				r, err = parseFixtureReading(val)
+				fx.Readings = append(fx.Readings, r)
+			default:
+				err = fmt.Errorf("unknown key %q", key)
+			}
+			if err != nil {
+				t.Fatalf("%s: %q: %v", path, line, err)
+			}
+		}
+		out = append(out, fx)
+	}
+	return out
+}
+
+func parseFixtureReading(s string) (FixtureReading, error) {
+	f := strings.Fields(s)
+	if len(f) != 4 {
+		return FixtureReading{}, errors.New("want DEVICE METRIC TIME VALUE")
+	}
+	r := FixtureReading{Device: f[0], Metric: f[1]}
+	var err error
+	if rest, ok := strings.CutPrefix(f[2], "recv"); ok {
+		if rest != "" {
+			r.Offset, err = time.ParseDuration(rest)
+		}
+	} else {
+		r.At, err = time.Parse(time.RFC3339Nano, f[2])
+	}
+	if err != nil {
+		return r, err
+	}
+	r.Value, err = strconv.ParseFloat(f[3], 64)
+	return r, err
+}
