@@ -122,6 +122,8 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		RawWindowFromLatest:     time.Duration(cfg.Retention.RawWindowFromLatest),
 		MaxDiskBytes:            maxDisk,
 		KeepRecent:              time.Duration(cfg.Retention.KeepRecent),
+		MaxSeries:               cfg.Store.MaxSeries,
+		MaxSeriesPerDevice:      cfg.Store.MaxSeriesPerDevice,
 		ClockFloor:              buildTime(),
 		// Readings up to max_future_skew ahead are accepted: the newest
 		// one may be that far ahead of a clock that is right.
