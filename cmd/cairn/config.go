@@ -107,14 +107,14 @@ type StoreConfig struct {
 }
 
 // defaultMaxSeries is store.max_series by default, sized for a board of
-// 512 MB. A series costs 686 bytes of heap with one reading, 468 once
+// 512 MB. A series costs 688 bytes of heap with one reading, 468 once
 // loaded at a restart (BenchmarkSeriesMemory at 100k series), and up to
 // about 4 KiB more while a full open bucket of 200 readings waits to be
 // sealed; the auto memory limit counts 8.25 KiB (autoMemoryLimit). At
 // 20,000 series that is 161 MiB at most, 193 MiB with the store's own
 // 32 MiB: within the three quarters of 512 MB the limit may take
 // (memoryCeiling), with room left for the runtime's garbage. A flood of
-// new series, one reading each, stops at 20,000 × 686 bytes = 13 MiB.
+// new series, one reading each, stops at 20,000 × 688 bytes = 13 MiB.
 const defaultMaxSeries = 20000
 
 // maxMaxSeries bounds store.max_series: 10 million series would take
