@@ -284,7 +284,7 @@ func (s *Store) replayJournal() error {
 		}
 		w.ckpt.takeSize(journalKeyLen + 2)
 		for _, r := range readings {
-			st := w.state(r.Device, r.Metric, now)
+			st, _, _ := w.state(r.Device, r.Metric, now) // no limits: these readings were acknowledged
 			smp := Sample{TS: r.TS, Value: r.Value}
 			if st.hasOpen(smp) {
 				continue

@@ -182,7 +182,7 @@ func (w *Writer) pruneStep(now time.Time, cur *pruneCursor) (more bool, err erro
 // readings, or a few more that share that timestamp.
 func (w *Writer) keepNewest(snap *badger.Txn, st *seriesState, n int) (int64, error) {
 	var open []int64
-	for _, pts := range st.open {
+	for _, pts := range st.days() {
 		for _, p := range pts {
 			open = append(open, p.TS)
 		}
@@ -335,7 +335,7 @@ func (w *Writer) pruneRaw(cur *pruneCursor, cutoffOf func(snap *badger.Txn, st *
 		}
 		// A day's open points go in one transaction, with the series'
 		// last buckets.
-		for day := range st.open {
+		for day := range st.days() {
 			if day > cutDay {
 				continue
 			}
@@ -530,7 +530,7 @@ func (w *Writer) oldestRaw(keepRecent time.Duration) (int64, bool, error) {
 	err := w.store.db.View(func(txn *badger.Txn) error {
 		for _, st := range w.store.series {
 			first := int64(math.MaxInt64)
-			for _, pts := range st.open {
+			for _, pts := range st.days() {
 				for _, p := range pts {
 					first = min(first, p.TS)
 				}

@@ -48,7 +48,7 @@ type sealer struct {
 // checkpoints wrote) that hold a full bucket of open points.
 func (w *Writer) queueFull() {
 	for _, st := range w.touched {
-		for day, open := range st.open {
+		for day, open := range st.days() {
 			if len(open) >= w.opts.BucketSamples {
 				w.seal.queue = append(w.seal.queue, sealCandidate{st: st, day: day})
 			}
@@ -61,9 +61,9 @@ func (w *Writer) queueFull() {
 func (w *Writer) queueDue(now time.Time) {
 	today := dayOf(now.UnixNano())
 	for _, st := range w.store.series { // only this goroutine writes the map
-		idle := now.Sub(st.lastWrite) >= w.opts.SealIdle
+		idle := now.UnixNano()-st.lastWrite >= int64(w.opts.SealIdle)
 		newest := dayOf(st.next)
-		for day := range st.open {
+		for day := range st.days() {
 			if idle || day < newest || day < today {
 				w.seal.queue = append(w.seal.queue, sealCandidate{st: st, day: day, whole: true})
 			}
@@ -114,7 +114,7 @@ func (w *Writer) sealQueued() error {
 		return nil
 	}
 	for _, c := range q {
-		limit := len(c.st.open[c.day])
+		limit := len(c.st.points(c.day))
 		for {
 			n, err := w.planSeal(snap, c, limit)
 			if err != nil {
@@ -156,7 +156,7 @@ func (w *Writer) sealQueued() error {
 			done = append(done, c)
 			sealed = append(sealed, n)
 			edits = append(edits, w.seal.edit)
-			if limit >= len(c.st.open[c.day]) {
+			if limit >= len(c.st.points(c.day)) {
 				break
 			}
 			// Sealed in parts: commit this one, then seal the rest.
@@ -173,7 +173,7 @@ func (w *Writer) sealQueued() error {
 // from snap. It returns the number of open points it seals.
 func (w *Writer) planSeal(snap *badger.Txn, c sealCandidate, limit int) (int, error) {
 	st, sc := c.st, &w.seal
-	open := append(sc.sorted[:0], st.open[c.day]...)
+	open := append(sc.sorted[:0], st.points(c.day)...)
 	sc.sorted = open
 	slices.SortFunc(open, compareSamples)
 	n := min(len(open), limit)

@@ -99,10 +99,13 @@ type Store struct {
 	// would go to the value log.
 	maxValue int
 
-	mu sync.RWMutex // guards series, seriesState.last, readings, uncompacted and oldest*
+	mu sync.RWMutex // guards series, devices, seriesState.last, readings, uncompacted and oldest*
 	// series maps a series id (device 0x00 metric) to its state. It is
 	// loaded at Open; after that only the Writer adds to it.
-	series      map[string]*seriesState
+	series map[string]*seriesState
+	// devices maps a device name to its series' shared name and count
+	// (series.go); kept with series.
+	devices     map[string]*deviceSeries
 	readings    uint64 // distinct readings stored
 	uncompacted uint64 // readings deleted since the last compaction (meta)
 	// oldest is the oldest reading's timestamp (math.MaxInt64: none) as
@@ -140,18 +143,20 @@ type seriesState struct {
 	device, metric string
 
 	// Used by the Writer's goroutine only.
-	next       int64              // newest timestamp written, maybe not yet committed
-	open       map[int32][]Sample // committed points not yet sealed, by UTC day, run after run (see open.go)
-	runs       map[int32][]uint16 // the length of each run in open, in order
-	pend       []Sample           // points of the commit part under way
-	unflushed  []Sample           // points in the journal, not yet in runs (journal.go)
-	flushed    bool               // in Writer.flushed
-	pendDay    int32              // the day of the last of them
-	pendRun    int                // how many of them the run of that day holds, as reserveRun counts
-	sealedLast int64              // newest timestamp in a sealed bucket
-	stats      [3]StatsAt         // newest committed record of each level, minute first
-	lastWrite  time.Time          // when the series last got a new reading
-	touched    bool               // written in the current commit
+	next       int64      // newest timestamp written, maybe not yet committed
+	open       []openDay  // committed points not yet sealed, by UTC day (see open.go)
+	pend       []Sample   // points of the commit part under way
+	unflushed  []Sample   // points in the journal, not yet in runs (journal.go)
+	flushed    bool       // in Writer.flushed
+	touched    bool       // written in the current commit
+	pendDay    int32      // the day of the last of them
+	pendRun    int32      // how many of them the run of that day holds, as reserveRun counts
+	sealedLast int64      // newest timestamp in a sealed bucket
+	stats      [3]StatsAt // newest committed record of each level, minute first
+	// lastWrite is when the series last got a new reading, in ns since
+	// the epoch (a time.Time would take 16 bytes more, and 32 with the
+	// rest of the struct's size class).
+	lastWrite int64
 }
 
 func newSeriesState(device, metric string, now time.Time) *seriesState {
@@ -160,11 +165,9 @@ func newSeriesState(device, metric string, now time.Time) *seriesState {
 		next:       math.MinInt64,
 		device:     device,
 		metric:     metric,
-		open:       make(map[int32][]Sample),
-		runs:       make(map[int32][]uint16),
 		rolled:     [2]int64{math.MinInt64, math.MinInt64},
 		sealedLast: math.MinInt64,
-		lastWrite:  now,
+		lastWrite:  now.UnixNano(),
 	}
 }
 
@@ -275,6 +278,7 @@ func Open(opts Options) (*Store, error) {
 		maxValue: maxValue,
 		maxEntry: min(maxValue, maxEntrySize),
 		series:   make(map[string]*seriesState),
+		devices:  make(map[string]*deviceSeries),
 		oldest:   math.MaxInt64,
 	}
 	for _, step := range []func() error{s.moveOutbox, s.load, s.replayJournal, s.repair, s.dropBadNewest, s.recordSchema} {
@@ -380,15 +384,6 @@ func (s *Store) load() error {
 			return err
 		}
 		now := time.Now()
-		state := func(device, metric string) *seriesState {
-			id := seriesID(device, metric)
-			st := s.series[id]
-			if st == nil {
-				st = newSeriesState(device, metric, now)
-				s.series[id] = st
-			}
-			return st
-		}
 		pit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindPoint)}})
 		defer pit.Close()
 		var run []Sample
@@ -409,7 +404,7 @@ func (s *Store) load() error {
 			if dayOf(run[len(run)-1].TS) != d {
 				return fmt.Errorf("run %q: spans two days", item.Key())
 			}
-			st := state(r.Device, r.Metric)
+			st := s.loadSeries(r.Device, r.Metric, now)
 			st.last = max(st.last, run[len(run)-1].TS)
 			st.addRun(d, run)
 		}
@@ -428,7 +423,7 @@ func (s *Store) load() error {
 			if err := item.Value(func(v []byte) (err error) { h, err = parseBucketHeader(v); return err }); err != nil {
 				return fmt.Errorf("bucket %q: %w", item.Key(), err)
 			}
-			st := state(device, metric)
+			st := s.loadSeries(device, metric, now)
 			st.last = max(st.last, h.Last)
 			st.sealedLast = h.Last
 			// No key equals a series prefix, so the next reverse seek lands
@@ -465,7 +460,7 @@ func (s *Store) repair() error {
 	seen := make(map[sample]bool)
 	err := s.db.View(func(txn *badger.Txn) error {
 		for _, st := range s.series {
-			for day := range st.open {
+			for day := range st.days() {
 				var lookup error
 				clear(seen)
 				e, err := st.planDrop(day, func(p Sample) bool {

@@ -19,9 +19,15 @@ var ErrClosed = errors.New("writer closed")
 
 // Result is what the Writer reports for one submitted batch of readings.
 type Result struct {
-	Stored     int   // readings new to the store
-	Duplicates int   // readings that were stored already, or repeated in the commit
-	Err        error // nil when every reading of the batch is on disk
+	Stored     int // readings new to the store
+	Duplicates int // readings that were stored already, or repeated in the commit
+	// Refused counts the readings not stored because each would have made
+	// a new series over a limit (WriterOptions.MaxSeries and
+	// MaxSeriesPerDevice); Refusal describes the first of them (nil: none).
+	// The batch's other readings are stored.
+	Refused int
+	Refusal *SeriesRefusal
+	Err     error // nil when every reading of the batch is on disk (or refused)
 }
 
 // WriterOptions configure a Writer. Zero values are defaults.
@@ -95,6 +101,12 @@ type WriterOptions struct {
 	// keeps while anything older is left to delete (0: none).
 	KeepRecent time.Duration
 
+	// MaxSeries caps the series of the store, and MaxSeriesPerDevice
+	// those of one device (0: no limit). A reading that would make a new
+	// series over either is refused (Result.Refused, series.go).
+	MaxSeries          int
+	MaxSeriesPerDevice int
+
 	// Outbox has every group commit also append the readings it stores to
 	// the outbox, for the uplink (see outbox.go).
 	Outbox bool
@@ -126,6 +138,7 @@ type WriterStats struct {
 	Pruned         uint64 // aggregate records deleted by retention
 	PrunedReadings uint64 // raw readings deleted by retention
 	Checkpoints    uint64 // checkpoints of the journal committed
+	Refused        uint64 // readings refused for making a series over a limit
 }
 
 // Writer is the single writer of a Store: it takes batches of readings from
@@ -148,7 +161,7 @@ type Writer struct {
 
 	commits, stored, duplicates, failures, syncNanos atomic.Uint64
 	sealed, sealErrors, pruned, prunedReadings       atomic.Uint64
-	checkpoints                                      atomic.Uint64
+	checkpoints, refused                             atomic.Uint64
 	pausedWhy                                        atomic.Pointer[string] // PausedReason; nil when taking batches
 	pruneBusy                                        atomic.Int64           // nanoseconds of prune steps
 
@@ -162,6 +175,7 @@ type Writer struct {
 	scratch   []byte
 	snap      *badger.Txn                 // read snapshot of the commit, if one was needed
 	created   map[string]*seriesState     // series new in this commit
+	createdBy map[string]*deviceSeries    // how many of them each device has
 	deltas    map[statKey]aggregate.Stats // aggregates of the commit part under way
 	written   []writtenStats              // records written by the commit part under way
 	touched   []*seriesState              // series written in this commit; after a checkpoint, those it wrote
@@ -216,18 +230,19 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 		opts.sealAfter = sealAfterCommits
 	}
 	return &Writer{
-		store:    s,
-		opts:     opts,
-		runMax:   runMax,
-		queue:    make(chan request, opts.QueueSize),
-		steps:    make(chan stepRequest),
-		stopping: make(chan struct{}),
-		stopped:  make(chan struct{}),
-		created:  make(map[string]*seriesState),
-		deltas:   make(map[statKey]aggregate.Stats),
-		ckDeltas: make(map[statKey]aggregate.Stats),
-		ckpt:     newTxnBudget(s.db, 0),
-		jseq:     s.journalNext(),
+		store:     s,
+		opts:      opts,
+		runMax:    runMax,
+		queue:     make(chan request, opts.QueueSize),
+		steps:     make(chan stepRequest),
+		stopping:  make(chan struct{}),
+		stopped:   make(chan struct{}),
+		created:   make(map[string]*seriesState),
+		createdBy: make(map[string]*deviceSeries),
+		deltas:    make(map[statKey]aggregate.Stats),
+		ckDeltas:  make(map[statKey]aggregate.Stats),
+		ckpt:      newTxnBudget(s.db, 0),
+		jseq:      s.journalNext(),
 	}
 }
 
@@ -424,6 +439,7 @@ func (w *Writer) commit() {
 		} else {
 			w.stored.Add(uint64(res.Stored))
 			w.duplicates.Add(uint64(res.Duplicates))
+			w.refused.Add(uint64(res.Refused))
 		}
 		req.done(res)
 		w.batch[i] = request{} // let the readings go
@@ -502,6 +518,7 @@ type stepRequest struct {
 func (w *Writer) write() error {
 	now := time.Now()
 	clear(w.created)
+	clear(w.createdBy)
 	w.touched = w.touched[:0]
 	defer func() {
 		clear(w.deltas) // what a failed part had gathered
@@ -528,7 +545,11 @@ func (w *Writer) write() error {
 	}()
 	for i, req := range w.batch {
 		for _, r := range req.readings {
-			st := w.state(r.Device, r.Metric, now)
+			st, limit, n := w.state(r.Device, r.Metric, now)
+			if st == nil {
+				w.refuse(&w.results[i], &r, limit, n)
+				continue
+			}
 			smp := Sample{TS: r.TS, Value: r.Value}
 			if r.TS <= st.next {
 				dup, err := w.isStored(st, smp)
@@ -563,7 +584,7 @@ func (w *Writer) write() error {
 			if w.opts.Outbox {
 				w.outbox.add(&r)
 			}
-			st.lastWrite = now
+			st.lastWrite = now.UnixNano()
 			w.results[i].Stored++
 			added++
 		}
@@ -613,7 +634,7 @@ func (w *Writer) reserveReading(b *txnBudget, st *seriesState, ts int64) bool {
 // key and header count too.
 func (w *Writer) reserveRun(b *txnBudget, st *seriesState, ts int64) bool {
 	day := dayOf(ts)
-	if len(st.pend)+len(st.unflushed) > 0 && st.pendDay == day && st.pendRun < w.runMax {
+	if len(st.pend)+len(st.unflushed) > 0 && st.pendDay == day && int(st.pendRun) < w.runMax {
 		if !b.grow(runSampleMax) {
 			return false
 		}
@@ -782,8 +803,7 @@ func (w *Writer) journaled(jkey []byte, total *uint64) {
 		// A series whose first reading starts the next part is not
 		// stored yet: it is published with that part.
 		if st.touched {
-			s.series[id] = st
-			delete(w.created, id)
+			w.published(id, st)
 		}
 	}
 	for _, st := range w.touched {
@@ -849,21 +869,6 @@ func (w *Writer) reserveOutbox(b *txnBudget, r *Reading) bool {
 	return b.grow(int64(n))
 }
 
-// state returns the state of a series, creating it (for the index, once
-// committed) if the series is new.
-func (w *Writer) state(device, metric string, now time.Time) *seriesState {
-	w.scratch = append(append(append(w.scratch[:0], device...), 0), metric...)
-	if st := w.store.series[string(w.scratch)]; st != nil { // only this goroutine writes the map
-		return st
-	}
-	if st := w.created[string(w.scratch)]; st != nil {
-		return st
-	}
-	st := newSeriesState(device, metric, now)
-	w.created[string(w.scratch)] = st
-	return st
-}
-
 // isStored reports whether the sample smp of st is stored already: as an
 // open point, one of the commit under way, or in a sealed bucket. Buckets
 // are read from a snapshot taken once per commit: only sealing writes
@@ -891,5 +896,6 @@ func (w *Writer) Stats() WriterStats {
 		Pruned:         w.pruned.Load(),
 		PrunedReadings: w.prunedReadings.Load(),
 		Checkpoints:    w.checkpoints.Load(),
+		Refused:        w.refused.Load(),
 	}
 }

@@ -157,9 +157,13 @@ type Status struct {
 
 // StoreStatus is the store part of Status.
 type StoreStatus struct {
-	Readings  uint64 `json:"readings"`
-	Series    int    `json:"series"`
-	DiskBytes int64  `json:"disk_bytes"`
+	Readings uint64 `json:"readings"`
+	Series   int    `json:"series"`
+	// MaxSeries and MaxSeriesPerDevice are the limits on series (0:
+	// none); a reading over one is refused (IngestStats.Refused).
+	MaxSeries          int   `json:"max_series"`
+	MaxSeriesPerDevice int   `json:"max_series_per_device"`
+	DiskBytes          int64 `json:"disk_bytes"`
 	// DiskFreeBytes is what the data directory's file system has free;
 	// ingest pauses below DiskReserveBytes. ReserveFileBytes is held by
 	// the reserve file, given up when the disk is full.
@@ -208,6 +212,7 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 			Pruned:           ws.PrunedReadings,
 		},
 	}
+	s.Store.MaxSeries, s.Store.MaxSeriesPerDevice = a.opts.Writer.SeriesLimits()
 	s.Ingest.PausedReason = a.opts.Writer.PausedReason()
 	s.Ingest.Paused = s.Ingest.PausedReason != ""
 	if a.opts.Headroom != nil {
@@ -242,24 +247,42 @@ type deviceJSON struct {
 	LastSeen string   `json:"last_seen"`
 }
 
-func (a *API) devices(w http.ResponseWriter, _ *http.Request) {
+// Page sizes of the devices endpoint: a page holds at most
+// store.max_series_per_device metrics per device.
+const (
+	defaultDevicesLimit = 100
+	maxDevicesLimit     = 1000
+)
+
+// devices answers /v1/devices?limit=&after=: the devices sorted by name,
+// limit of them from the first after the device named after. next is the
+// after of the next page, absent on the last.
+func (a *API) devices(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	limit := defaultDevicesLimit
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxDevicesLimit {
+			a.fail(w, http.StatusBadRequest, fmt.Errorf("limit: must be from 1 to %d (got %q)", maxDevicesLimit, s))
+			return
+		}
+		limit = n
+	}
+	after := v.Get("after")
+	if after != "" && !ValidDevice(after) {
+		a.fail(w, http.StatusBadRequest, fmt.Errorf("after: must be a device id (1-%d bytes of A-Z a-z 0-9 _ . : -) (got %q)", MaxDeviceLen, after))
+		return
+	}
+	page, more := a.opts.Store.Devices(after, limit)
 	out := struct {
 		Devices []deviceJSON `json:"devices"`
-	}{Devices: []deviceJSON{}}
-	var last int64
-	for _, s := range a.opts.Store.SeriesList() { // sorted by device
-		n := len(out.Devices)
-		if n == 0 || out.Devices[n-1].Device != s.Device {
-			out.Devices = append(out.Devices, deviceJSON{Device: s.Device})
-			n++
-			last = math.MinInt64
-		}
-		d := &out.Devices[n-1]
-		d.Metrics = append(d.Metrics, s.Metric)
-		if s.Last > last {
-			last = s.Last
-			d.LastSeen = time.Unix(0, last).UTC().Format(time.RFC3339Nano)
-		}
+		Next    string       `json:"next,omitempty"`
+	}{Devices: make([]deviceJSON, len(page))}
+	for i, d := range page {
+		out.Devices[i] = deviceJSON{Device: d.Name, Metrics: d.Metrics, LastSeen: time.Unix(0, d.Last).UTC().Format(time.RFC3339Nano)}
+	}
+	if more {
+		out.Next = page[len(page)-1].Name
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -402,12 +425,7 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) knownDevice(device string) bool {
-	for _, s := range a.opts.Store.SeriesList() {
-		if s.Device == device {
-			return true
-		}
-	}
-	return false
+	return a.opts.Store.HasDevice(device)
 }
 
 // parseReadingsQuery reads metric, from, to, limit and order.

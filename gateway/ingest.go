@@ -68,6 +68,7 @@ type Ingester struct {
 	decoders sync.Pool
 
 	messages, readings, stored, duplicates, ignored, failed atomic.Uint64
+	refused                                                 atomic.Uint64
 
 	// restamped counts readings given the receive time for a device time
 	// before 2000.
@@ -199,6 +200,12 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 		}
 		in.stored.Add(uint64(res.Stored))
 		in.duplicates.Add(uint64(res.Duplicates))
+		if res.Refused > 0 {
+			// Settled like bad input: the readings refused will not be
+			// taken on a redelivery either.
+			in.refused.Add(uint64(res.Refused))
+			in.reject(topic, payload, recv, &RejectError{Reason: ReasonTooManySeries, Detail: refusedDetail(res)})
+		}
 		done(nil)
 	})
 	if err != nil {
@@ -217,6 +224,20 @@ func (in *Ingester) Settle(ctx context.Context, done func(error)) {
 	if err != nil {
 		done(fmt.Errorf("submit: %w", err))
 	}
+}
+
+// ReasonTooManySeries counts a message some of whose readings the store
+// refused because each would have made a new series over a limit
+// (store.max_series_per_device or store.max_series); its other readings
+// are stored.
+const ReasonTooManySeries = "too_many_series"
+
+// refusedDetail describes the readings res refused.
+func refusedDetail(res buffer.Result) string {
+	if res.Refused == 1 {
+		return res.Refusal.Error()
+	}
+	return fmt.Sprintf("%s, and %d more readings of the message", res.Refusal.Error(), res.Refused-1)
 }
 
 // ReasonTimeRange rejects a message with a reading from before 2000, or
@@ -310,15 +331,19 @@ func excerpt(b []byte, n int) string {
 
 // IngestStats are the Ingester's counters since start.
 type IngestStats struct {
-	Messages   uint64            `json:"messages"`   // messages on a configured topic
-	Readings   uint64            `json:"readings"`   // readings decoded from them
-	Stored     uint64            `json:"stored"`     // readings new to the store
-	Duplicates uint64            `json:"duplicates"` // readings already stored (redelivery)
-	Ignored    uint64            `json:"ignored_fields"`
-	Failed     uint64            `json:"failed"` // messages whose readings could not be stored
-	Rejected   uint64            `json:"rejected"`
-	ByReason   map[string]uint64 `json:"rejected_by_reason"`
-	Examples   []Rejection       `json:"recent_rejections"`
+	Messages   uint64 `json:"messages"`   // messages on a configured topic
+	Readings   uint64 `json:"readings"`   // readings decoded from them
+	Stored     uint64 `json:"stored"`     // readings new to the store
+	Duplicates uint64 `json:"duplicates"` // readings already stored (redelivery)
+	Ignored    uint64 `json:"ignored_fields"`
+	Failed     uint64 `json:"failed"` // messages whose readings could not be stored
+	// Refused counts the readings not stored for making a new series
+	// over a limit; the messages they came in count under the reason
+	// too_many_series.
+	Refused  uint64            `json:"refused_readings"`
+	Rejected uint64            `json:"rejected"`
+	ByReason map[string]uint64 `json:"rejected_by_reason"`
+	Examples []Rejection       `json:"recent_rejections"`
 	// Paused is true while the store takes no new readings (the disk
 	// cap, or too little free space), PausedReason says why; the API
 	// fills them in from the Writer.
@@ -339,6 +364,7 @@ func (in *Ingester) Stats() IngestStats {
 		Duplicates: in.duplicates.Load(),
 		Ignored:    in.ignored.Load(),
 		Failed:     in.failed.Load(),
+		Refused:    in.refused.Load(),
 		ByReason:   make(map[string]uint64),
 	}
 	st.Restamped = in.restamped.Load()

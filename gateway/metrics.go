@@ -22,6 +22,7 @@ type collector struct {
 	retNewest, retMaxDisk                                             *prometheus.Desc
 	clockSynced, clockTrusted                                         *prometheus.Desc
 	restamped                                                         *prometheus.Desc
+	refused, maxSeries, maxPerDevice                                  *prometheus.Desc
 }
 
 func newCollector(opts APIOptions) *collector {
@@ -38,11 +39,14 @@ func newCollector(opts APIOptions) *collector {
 		restamped:     d("ingest_restamped_total", "Readings given the receive time for a device time before 2000."),
 		failed:        d("ingest_failed_total", "Messages whose readings could not be stored (not acknowledged)."),
 		rejected:      d("ingest_rejected_total", "Messages rejected as bad input, by reason.", "reason"),
+		refused:       d("ingest_refused_readings_total", "Readings not stored because each would have made a new series over a limit."),
 		commits:       d("store_commits_total", "Group commits synced to disk."),
 		commitErrors:  d("store_commit_errors_total", "Group commits that failed."),
 		commitSeconds: d("store_commit_seconds_total", "Time spent writing and syncing group commits."),
 		storeReadings: d("store_readings", "Distinct readings in the store."),
 		storeSeries:   d("store_series", "Series (device and metric) in the store."),
+		maxSeries:     d("store_max_series", "The most series the store takes (store.max_series; 0: no limit)."),
+		maxPerDevice:  d("store_max_series_per_device", "The most series a device may have (store.max_series_per_device; 0: no limit)."),
 		diskBytes:     d("store_disk_bytes", "Size of cairn's files in the data directory (what the disk cap counts)."),
 		diskFree:      d("store_disk_free_bytes", "Free space on the data directory's file system."),
 		diskReserve:   d("store_disk_reserve_bytes", "Free space below which ingest pauses."),
@@ -90,10 +94,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.ignored, float64(in.Ignored))
 	counter(c.failed, float64(in.Failed))
 	counter(c.restamped, float64(in.Restamped))
+	counter(c.refused, float64(in.Refused))
 	for reason, n := range in.ByReason {
 		counter(c.rejected, float64(n), reason)
 	}
 	ws := c.opts.Writer.Stats()
+	maxSeries, perDevice := c.opts.Writer.SeriesLimits()
+	gauge(c.maxSeries, float64(maxSeries))
+	gauge(c.maxPerDevice, float64(perDevice))
 	counter(c.commits, float64(ws.Commits))
 	counter(c.commitErrors, float64(ws.Failures))
 	counter(c.commitSeconds, float64(ws.SyncNanos)/1e9)

@@ -7,7 +7,7 @@
 #   scripts/bench.sh [CASE...]     CASE: embedded_max external_drain embedded_paced
 #                                        external_paced embedded_pruning sealing
 #                                        uplink_drain uplink_backlog sdwear
-#                                        storage retention
+#                                        storage retention series
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -87,6 +87,12 @@
 #                   (disk_cap_peak_ratio, disk_cap_end_ratio). With the
 #                   defaults it stores 2.6 G readings per run: about 20
 #                   minutes a run here.
+#   series          the store's memory per series (go test -bench
+#                   SeriesMemory ./buffer/): heap bytes per series after
+#                   one reading to each of 10,000 and of 100,000 new series
+#                   (100 metrics a device) through the writer and a
+#                   checkpoint (bytes_per_series), and after the store is
+#                   opened again and loads them (reopened_bytes_per_series)
 #
 # Figures: readings_per_sec, cpu_sec_per_100k_msgs (utime+stime of cairn from
 # just before the load until all readings are stored and a query has had
@@ -120,7 +126,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
-ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog sdwear storage retention)
+ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog sdwear storage retention series)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
@@ -911,7 +917,27 @@ retention_bench() {
 		}'
 }
 
+# series_bench runs the memory-per-series benchmark RUNS times and prints
+# medians.
+series_bench() {
+	local out
+	log "series: heap bytes per series at 10k and 100k series"
+	out=$(go test -run '^$' -bench 'SeriesMemory' -benchtime 1x -count "$RUNS" -timeout 0 ./buffer/) ||
+		die "series benchmark failed: $out"
+	printf '%s\n' "$out" | awk "$AWK_MEDIANS"'
+		/^BenchmarkSeriesMemory\/10k/ { add("bytes_per_series_10k", metric("bytes/series")); add("reopened_bytes_per_series_10k", metric("reopened-bytes/series")) }
+		/^BenchmarkSeriesMemory\/100k/ { add("bytes_per_series_100k", metric("bytes/series")); add("reopened_bytes_per_series_100k", metric("reopened-bytes/series")) }
+		END {
+			split("bytes_per_series_10k bytes_per_series_100k reopened_bytes_per_series_10k reopened_bytes_per_series_100k", keys, " ")
+			for (i = 1; i in keys; i++) if (n[keys[i]]) printf "series: %s median=%s runs=[%s]\n", keys[i], median(keys[i]), runs(keys[i])
+		}'
+}
+
 start=$SECONDS
+if [[ " ${cases[*]} " == *" series "* ]]; then
+	series_bench
+	cases=("${cases[@]/series/}")
+fi
 if [[ " ${cases[*]} " == *" retention "* ]]; then
 	retention_bench
 	cases=("${cases[@]/retention/}")

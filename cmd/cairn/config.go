@@ -108,7 +108,27 @@ type StoreConfig struct {
 	// DiskReserve is the free space on the data directory's file system
 	// below which ingest pauses (auto: buffer.DefaultDiskReserve).
 	DiskReserve ByteSize `yaml:"disk_reserve"`
+	// MaxSeries caps the series of the store, MaxSeriesPerDevice those
+	// of one device: a reading that would make a new series over either
+	// is refused (reason too_many_series). See defaultMaxSeries.
+	MaxSeries          int `yaml:"max_series"`
+	MaxSeriesPerDevice int `yaml:"max_series_per_device"`
 }
+
+// defaultMaxSeries is store.max_series by default, sized for a board of
+// 512 MB. A series costs 688 bytes of heap with one reading, 468 once
+// loaded at a restart (BenchmarkSeriesMemory at 100k series), and up to
+// about 4 KiB more while a full open bucket of 200 readings waits to be
+// sealed; the auto memory limit counts 8.25 KiB (autoMemoryLimit). At
+// 20,000 series that is 161 MiB at most, 193 MiB with the store's own
+// 32 MiB: within the three quarters of 512 MB the limit may take
+// (memoryCeiling), with room left for the runtime's garbage. A flood of
+// new series, one reading each, stops at 20,000 × 688 bytes = 13 MiB.
+const defaultMaxSeries = 20000
+
+// maxMaxSeries bounds store.max_series: 10 million series would take
+// 6.5 GiB at the least.
+const maxMaxSeries = 10_000_000
 
 // RetentionConfig is the retention: section.
 type RetentionConfig struct {
@@ -354,6 +374,8 @@ func DefaultConfig() *Config {
 			MemTableMiB:        4,
 			CacheMiB:           4,
 			DiskReserve:        AutoBytes,
+			MaxSeries:          defaultMaxSeries,
+			MaxSeriesPerDevice: 1000,
 		},
 		MemoryLimitMiB: AutoMiB,
 	}
@@ -637,6 +659,12 @@ func (c *Config) Validate() error {
 	}
 	if s.DiskReserve != AutoBytes && (s.DiskReserve < minDiskReserve || s.DiskReserve > maxDiskReserve) {
 		bad("store.disk_reserve", "must be auto or from %s to %s (got %s)", minDiskReserve, maxDiskReserve, s.DiskReserve)
+	}
+	if s.MaxSeries < 1 || s.MaxSeries > maxMaxSeries {
+		bad("store.max_series", "must be from 1 to %d (got %d)", maxMaxSeries, s.MaxSeries)
+	}
+	if s.MaxSeriesPerDevice < 1 || s.MaxSeriesPerDevice > max(s.MaxSeries, 1) {
+		bad("store.max_series_per_device", "must be from 1 to store.max_series (%d) (got %d)", s.MaxSeries, s.MaxSeriesPerDevice)
 	}
 	r := c.Retention
 	for _, a := range []struct {

@@ -131,6 +131,8 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		MaxDiskBytes:            maxDisk,
 		KeepRecent:              time.Duration(cfg.Retention.KeepRecent),
 		Clock:                   clock,
+		MaxSeries:               cfg.Store.MaxSeries,
+		MaxSeriesPerDevice:      cfg.Store.MaxSeriesPerDevice,
 	})
 	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{Now: clock.Now, Logger: log.With("component", "retention")})
 	headroom := buffer.NewHeadroom(store, writer, buffer.HeadroomOptions{

@@ -343,6 +343,9 @@ func TestRun_EmbeddedEndToEnd(t *testing.T) {
 			{"/v1/devices/greenhouse-1/readings?from=2263-01-01T00:00:00Z", 400, "1677-09-21T00:12:43Z to 2262-04-11T23:47:16Z"},
 			{"/v1/devices/greenhouse-1/readings?from=0001-01-01T00:00:00Z", 400, "outside the times the store can hold"},
 			{"/v1/devices/greenhouse-1/stats?metric=temperature&from=0001-01-01T00:00:00Z&to=9999-12-31T00:00:00Z", 400, "from"},
+			{"/v1/devices?limit=0", 400, "limit"},
+			{"/v1/devices?limit=1001", 400, "limit"},
+			{"/v1/devices?after=a/b", 400, "after"},
 			{"/v1/no-such-endpoint", 404, "no such endpoint"},
 		}
 		for _, tt := range tests {

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"path"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,7 +35,13 @@ const (
 // autoMemoryLimit is memory_limit_mib auto for s with series series in the
 // store: 3 memtables (the one written, one being flushed and the table
 // built from it), both caches, and each series with a full open bucket.
+// The series count at most store.max_series: a store opened with more
+// (the limit lowered since) does not raise it further, and with the
+// defaults the figure stays at most 32 MiB + 20,000 × 8.25 KiB = 193 MiB.
 func autoMemoryLimit(s StoreConfig, series int) int64 {
+	if s.MaxSeries > 0 {
+		series = min(series, s.MaxSeries)
+	}
 	perSeries := int64(autoLimitSeries + autoLimitPerSample*s.BucketSamples)
 	return autoLimitBase + 3*int64(s.MemTableMiB)<<20 + 2*int64(s.CacheMiB)<<20 + int64(series)*perSeries
 }
@@ -43,10 +53,18 @@ func autoMemoryLimit(s StoreConfig, series int) int64 {
 // compactions hold more for a while as a large store's tree deepens; the
 // limit then leaves the heap a quarter of what is live (8 MiB at least)
 // above it, as GOGC 25 would.
+//
+// The limit never exceeds what the machine can give (memoryCeiling): above
+// that, the runtime would not collect before the kernel's OOM killer came,
+// and a limit the heap cannot keep under makes the runtime collect
+// without pause, which is still better than a crash loop.
 type memoryLimiter struct {
 	cfg   StoreConfig
 	store *buffer.Store
 	limit int64 // the limit set last
+	// ceiling is the most the limit may be (memoryCeiling); 0 until set
+	// looks it up.
+	ceiling int64
 	// live returns the heap live after the last GC, and the memory the
 	// runtime counts against the limit beside the heap (stacks, its own
 	// metadata); nil for the runtime's figures.
@@ -69,9 +87,13 @@ func (m *memoryLimiter) set() int64 {
 	if m.live == nil {
 		m.live = liveHeap
 	}
+	if m.ceiling == 0 {
+		m.ceiling = memoryCeiling("/")
+	}
 	live, other := m.live()
 	headroom := max(live/liveHeadroom, minHeadroom)
 	limit := max(autoMemoryLimit(m.cfg, m.store.SeriesCount()), int64(live+headroom+other))
+	limit = min(limit, m.ceiling)
 	if d := limit - m.limit; d >= 1<<20 || d <= -1<<20 {
 		debug.SetMemoryLimit(limit)
 		m.limit = limit
@@ -115,6 +137,93 @@ func liveHeap() (live, other uint64) {
 		other = v[1] - heap
 	}
 	return v[0], other
+}
+
+// ceilingShare is the share of what the machine has, its physical memory
+// or the memory limit of the process's cgroup, that the auto limit may
+// take: the kernel, the page cache of the store's tables (counted in a
+// cgroup's limit too), memory outside the Go heap and, on a board, the
+// other programs need the rest. Three quarters leaves 128 MB of a 512 MB
+// board for them.
+const (
+	ceilingShareNum = 3
+	ceilingShareDen = 4
+)
+
+// memoryCeiling returns the most the auto memory limit may be: three
+// quarters of the least of the physical memory (/proc/meminfo MemTotal)
+// and the memory limits of the process's cgroup and of its ancestors
+// (cgroup v2 memory.max, or v1 memory.limit_in_bytes), read under root
+// ("/" but in tests). What cannot be read does not count; with nothing
+// known there is no ceiling (math.MaxInt64).
+func memoryCeiling(root string) int64 {
+	least := int64(math.MaxInt64)
+	if b, err := os.ReadFile(filepath.Join(root, "proc/meminfo")); err == nil {
+		if n, ok := memTotal(b); ok {
+			least = n
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup")); err == nil {
+		least = min(least, cgroupMemoryLimit(b, filepath.Join(root, "sys/fs/cgroup")))
+	}
+	if least == math.MaxInt64 {
+		return least
+	}
+	return least / ceilingShareDen * ceilingShareNum
+}
+
+// memTotal returns MemTotal of /proc/meminfo's text, in bytes.
+func memTotal(meminfo []byte) (int64, bool) {
+	for _, line := range strings.Split(string(meminfo), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(rest)
+			if len(f) != 2 || f[1] != "kB" {
+				return 0, false
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			return kb << 10, err == nil && kb > 0
+		}
+	}
+	return 0, false
+}
+
+// cgroupMemoryLimit returns the least memory limit of the cgroups that
+// /proc/self/cgroup's text names, and of their ancestors, with the cgroup
+// file systems mounted at mnt: cgroup v2's (mnt itself) and v1's memory
+// controller (mnt/memory). math.MaxInt64 when none has a limit.
+func cgroupMemoryLimit(procCgroup []byte, mnt string) int64 {
+	least := int64(math.MaxInt64)
+	for _, line := range strings.Split(string(procCgroup), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		var dir, file string
+		switch {
+		case f[0] == "0" && f[1] == "":
+			dir, file = mnt, "memory.max"
+		case slices.Contains(strings.Split(f[1], ","), "memory"):
+			dir, file = filepath.Join(mnt, "memory"), "memory.limit_in_bytes"
+		default:
+			continue
+		}
+		// From the process's cgroup up to the root of the hierarchy.
+		for p := path.Clean("/" + f[2]); ; p = path.Dir(p) {
+			b, err := os.ReadFile(filepath.Join(dir, p, file))
+			if err == nil {
+				s := strings.TrimSpace(string(b))
+				// "max" is no limit in v2; v1 says so with a number near
+				// MaxInt64, which least keeps anyway.
+				if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 {
+					least = min(least, n)
+				}
+			}
+			if p == "/" {
+				break
+			}
+		}
+	}
+	return least
 }
 
 // Badger reads its tables through their memory maps, and what a read

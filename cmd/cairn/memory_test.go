@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -24,6 +27,10 @@ func TestAutoMemoryLimit(t *testing.T) {
 		{def, 0, 32 << 20},
 		{def, 1000, 32<<20 + 1000*(2048+32*200)},
 		{StoreConfig{MemTableMiB: 64, CacheMiB: 8, BucketSamples: 10000}, 10, 12<<20 + 3*64<<20 + 2*8<<20 + 10*(2048+32*10000)},
+		// Series above store.max_series (a limit lowered since they were
+		// stored) count for no more.
+		{def, def.MaxSeries, 32<<20 + 20000*(2048+32*200)},
+		{def, 3 * def.MaxSeries, 32<<20 + 20000*(2048+32*200)},
 	}
 	for _, tt := range tests {
 		if got := autoMemoryLimit(tt.store, tt.series); got != tt.want {
@@ -92,6 +99,85 @@ func TestMemoryLimiter_FollowsSeries(t *testing.T) {
 	live = 10 << 20
 	if got, want := m.set(), autoMemoryLimit(cfg, 200); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("10 MiB live again: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
+	}
+}
+
+// The limit never goes above the machine's ceiling, not even for a live
+// heap above it.
+func TestMemoryLimiter_Ceiling(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	store, err := buffer.Open(buffer.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var live uint64 = 10 << 20
+	m := &memoryLimiter{cfg: DefaultConfig().Store, store: store, ceiling: 24 << 20, live: func() (uint64, uint64) { return live, 0 }}
+	if got := m.set(); got != 24<<20 || debug.SetMemoryLimit(-1) != 24<<20 {
+		t.Errorf("auto limit %d above a ceiling of 24 MiB: set %d, runtime has %d, want the ceiling", autoMemoryLimit(m.cfg, 0), got, debug.SetMemoryLimit(-1))
+	}
+	live = 100 << 20
+	if got := m.set(); got != 24<<20 {
+		t.Errorf("100 MiB live: set %d, want the ceiling, 24 MiB", got)
+	}
+}
+
+// memoryCeiling takes three quarters of the least of the physical memory
+// and the limits of the process's cgroups, cgroup v2's and v1's, and of
+// their ancestors.
+func TestMemoryCeiling(t *testing.T) {
+	const meminfo = "MemTotal:         512000 kB\nMemFree:          100000 kB\n"
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  int64
+	}{
+		{"nothing readable", nil, math.MaxInt64},
+		{"physical memory only", map[string]string{"proc/meminfo": meminfo}, 512000 << 10 / 4 * 3},
+		{"cgroup v2, no limit", map[string]string{
+			"proc/meminfo":     meminfo,
+			"proc/self/cgroup": "0::/system.slice/cairn.service\n",
+			"sys/fs/cgroup/system.slice/cairn.service/memory.max": "max\n",
+		}, 512000 << 10 / 4 * 3},
+		{"cgroup v2, a limit on the service", map[string]string{
+			"proc/meminfo":     meminfo,
+			"proc/self/cgroup": "0::/system.slice/cairn.service\n",
+			"sys/fs/cgroup/system.slice/cairn.service/memory.max": "134217728\n",
+			"sys/fs/cgroup/system.slice/memory.max":               "max\n",
+		}, 128 << 20 / 4 * 3},
+		{"cgroup v2, a lower limit on a parent", map[string]string{
+			"proc/meminfo":     meminfo,
+			"proc/self/cgroup": "0::/system.slice/cairn.service\n",
+			"sys/fs/cgroup/system.slice/cairn.service/memory.max": "134217728\n",
+			"sys/fs/cgroup/system.slice/memory.max":               "67108864\n",
+		}, 64 << 20 / 4 * 3},
+		{"cgroup v1", map[string]string{
+			"proc/meminfo":     meminfo,
+			"proc/self/cgroup": "5:devices:/\n4:memory:/docker/abc\n0::/\n",
+			"sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": "9223372036854771712\n",
+			"sys/fs/cgroup/memory/docker/memory.limit_in_bytes":     "268435456\n",
+		}, 256 << 20 / 4 * 3},
+		{"a cgroup limit above the physical memory", map[string]string{
+			"proc/meminfo":             meminfo,
+			"proc/self/cgroup":         "0::/\n",
+			"sys/fs/cgroup/memory.max": "1073741824\n",
+		}, 512000 << 10 / 4 * 3},
+	}
+	for _, tt := range tests {
+		root := t.TempDir()
+		for name, content := range tt.files {
+			p := filepath.Join(root, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := memoryCeiling(root); got != tt.want {
+			t.Errorf("%s: got %d, want %d", tt.name, got, tt.want)
+		}
 	}
 }
 

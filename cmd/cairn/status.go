@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -146,6 +147,10 @@ func printStatus(w io.Writer, st gateway.Status, r *rates) {
 	s := st.Store
 	fmt.Fprintf(w, "store:  %d readings in %d series, %s on disk, %d commits (%.2f ms each), %d commit errors, %d seal errors\n",
 		s.Readings, s.Series, size(s.DiskBytes), s.Commits, s.CommitMillis, s.CommitErrors, s.SealErrors)
+	if s.MaxSeries > 0 || s.MaxSeriesPerDevice > 0 || in.Refused > 0 {
+		fmt.Fprintf(w, "        series: at most %s a device, %s in all; %d readings refused for a new series over a limit\n",
+			seriesLimit(s.MaxSeriesPerDevice), seriesLimit(s.MaxSeries), in.Refused)
+	}
 	if s.DiskReserveBytes > 0 {
 		fmt.Fprintf(w, "        %s free on its file system (ingest pauses below %s)", size(s.DiskFreeBytes), size(s.DiskReserveBytes))
 		if s.ReserveFileBytes == 0 {
@@ -182,6 +187,14 @@ func printClock(w io.Writer, c *buffer.ClockStatus) {
 		}
 		fmt.Fprintf(w, "        readings stamped by an untrusted clock from %s to %s: %s\n", sp.From.Format(time.RFC3339), sp.To.Format(time.RFC3339), kept)
 	}
+}
+
+// seriesLimit formats a limit on series.
+func seriesLimit(n int) string {
+	if n == 0 {
+		return "no limit"
+	}
+	return strconv.Itoa(n)
 }
 
 // printRetention says what retention removed, against which cap, and why
