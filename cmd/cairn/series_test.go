@@ -12,14 +12,7 @@ import (
 // floodConfig is the default configuration, limits on series and the auto
 // memory limit included, with the embedded broker on a port picked at
 // each start.
-const floodConfig = `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-http:
-  listen: "127.0.0.1:0"
-`
+const floodConfig = localConfig
 
 // floodPayload is a flat JSON object of n new metric names, from first
 // on: about 15 bytes each (3,800 make 56.6 KB).
