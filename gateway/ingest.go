@@ -74,6 +74,8 @@ type Ingester struct {
 	// before 2000.
 	restamped atomic.Uint64
 
+	unmatched unmatchedTopics
+
 	mu       sync.Mutex // guards rejected and examples
 	rejected map[string]uint64
 	examples []Rejection // newest last, at most maxExamples
@@ -128,6 +130,10 @@ func NewIngester(w committer, opts IngesterOptions) *Ingester {
 	if in.clock == nil {
 		in.clock = wallClock{}
 	}
+	if in.log == nil {
+		in.log = slog.New(slog.DiscardHandler)
+	}
+	in.unmatched.log = in.log
 	in.decoders.New = func() any { return &Decoder{MaxPayload: opts.MaxPayload} }
 	in.SetRoutes(opts.Routes)
 	return in
@@ -145,8 +151,9 @@ func (in *Ingester) SetRoutes(routes []Route) {
 }
 
 // Ingest decodes one message received at recv and submits its readings.
-// It reports whether the topic matches a route; if it does not, Ingest does
-// nothing else and never calls done.
+// It reports whether the topic matches a route; if it does not, Ingest
+// counts the message as unmatched (unmatched.go), does nothing else and
+// never calls done.
 //
 // Otherwise done is called exactly once, possibly before Ingest returns:
 // with nil when the message is settled — its readings are on disk, or it was
@@ -164,6 +171,7 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 		}
 	}
 	if route == nil {
+		in.unmatched.add(topic, recv)
 		return false
 	}
 	in.messages.Add(1)
@@ -353,6 +361,12 @@ type IngestStats struct {
 	// Restamped counts readings given the receive time because their
 	// device's time was before 2000: its clock was never set.
 	Restamped uint64 `json:"restamped"`
+
+	// Unmatched counts the messages on topics that no pattern of
+	// mqtt.topics matches (not stored); RecentUnmatched are the last few
+	// such topics, newest first.
+	Unmatched       uint64      `json:"unmatched"`
+	RecentUnmatched []Unmatched `json:"recent_unmatched"`
 }
 
 // Stats returns a snapshot of the counters, newest rejection first.
@@ -368,6 +382,7 @@ func (in *Ingester) Stats() IngestStats {
 		ByReason:   make(map[string]uint64),
 	}
 	st.Restamped = in.restamped.Load()
+	st.Unmatched, st.RecentUnmatched = in.unmatched.stats()
 	in.mu.Lock()
 	for r, n := range in.rejected {
 		st.ByReason[r] = n

@@ -144,6 +144,14 @@ func printStatus(w io.Writer, st gateway.Status, r *rates) {
 		ex := in.Examples[0]
 		fmt.Fprintf(w, "        last rejected: %s on %s: %s\n", ex.Time.Format(time.RFC3339), ex.Topic, ex.Detail)
 	}
+	if in.Unmatched > 0 {
+		topics := make([]string, 0, 3)
+		for _, u := range in.RecentUnmatched[:min(3, len(in.RecentUnmatched))] {
+			topics = append(topics, u.Topic)
+		}
+		fmt.Fprintf(w, "        %d messages on topics no mqtt.topics pattern matches, not stored (last: %s): a device that does not show up needs a pattern for its topic\n",
+			in.Unmatched, strings.Join(topics, ", "))
+	}
 	s := st.Store
 	fmt.Fprintf(w, "store:  %d readings in %d series, %s on disk, %d commits (%.2f ms each), %d commit errors, %d seal errors\n",
 		s.Readings, s.Series, size(s.DiskBytes), s.Commits, s.CommitMillis, s.CommitErrors, s.SealErrors)
