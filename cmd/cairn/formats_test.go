@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -132,6 +133,10 @@ func TestRun_PayloadFormats(t *testing.T) {
 	if got := st.Ingest; got.Stored != uint64(len(want)) || got.Ignored != wantIgnored || got.Restamped != wantRestamped || !maps.Equal(got.ByReason, wantReasons) {
 		t.Errorf("ingest status: stored %d, ignored %d, restamped %d, rejected %v; want %d, %d, %d, %v",
 			got.Stored, got.Ignored, got.Restamped, got.ByReason, len(want), wantIgnored, wantRestamped, wantReasons)
+	}
+	out, err := exec.Command(cairnBinary.get(t), "status", "-url", "http://"+d.http).CombinedOutput()
+	if want := fmt.Sprintf("%d readings given the receive time: their device's clock was never set", wantRestamped); err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("cairn status: %v, want %q in:\n%s", err, want, out)
 	}
 	if t.Failed() {
 		t.Logf("log:\n%s", d.log)

@@ -144,6 +144,9 @@ func printStatus(w io.Writer, st gateway.Status, r *rates) {
 		ex := in.Examples[0]
 		fmt.Fprintf(w, "        last rejected: %s on %s: %s\n", ex.Time.Format(time.RFC3339), ex.Topic, ex.Detail)
 	}
+	if in.Restamped > 0 {
+		fmt.Fprintf(w, "        %d readings given the receive time: their device's clock was never set (a date before 2000)\n", in.Restamped)
+	}
 	if in.Unmatched > 0 {
 		topics := make([]string, 0, 3)
 		for _, u := range in.RecentUnmatched[:min(3, len(in.RecentUnmatched))] {
