@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -18,7 +17,6 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"golang.org/x/sys/unix"
 
-	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
@@ -141,30 +139,13 @@ func (p *bulkPublisher) check(t *testing.T, dataDir string) int {
 		device, metric string
 		ms             int64
 	}
-	store, err := buffer.Open(buffer.Options{Dir: dataDir})
-	if err != nil {
-		t.Fatal(err)
+	all, counted := storedReadings(t, dataDir)
+	stored := make(map[key]float64, len(all))
+	for _, r := range all {
+		stored[key{r.Device, r.Metric, r.TS / 1e6}] = r.Value
 	}
-	defer func() {
-		if err := store.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	stored := make(map[key]float64)
-	for _, s := range store.SeriesList() {
-		rs, err := store.Readings(buffer.Query{Device: s.Device, Metric: s.Metric, From: math.MinInt64, To: math.MaxInt64, Limit: buffer.MaxQueryLimit})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rs) == buffer.MaxQueryLimit {
-			t.Fatalf("series %s/%s has too many readings for one query", s.Device, s.Metric)
-		}
-		for _, r := range rs {
-			stored[key{r.Device, r.Metric, r.TS / 1e6}] = r.Value
-		}
-	}
-	if n := store.ReadingCount(); n != uint64(len(stored)) {
-		t.Errorf("the store counts %d readings and holds %d", n, len(stored))
+	if counted != uint64(len(stored)) {
+		t.Errorf("the store counts %d readings and holds %d", counted, len(stored))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

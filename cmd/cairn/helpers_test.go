@@ -402,7 +402,8 @@ type readingsDoc struct {
 func msTS(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
 
 // storedReadings opens the data directory of a stopped daemon and returns
-// every reading of every series.
+// every reading of every series, series after series, and the count the
+// store keeps.
 func storedReadings(t *testing.T, dir string) (all []buffer.Reading, counted uint64) {
 	t.Helper()
 	store, err := buffer.Open(buffer.Options{Dir: dir})
@@ -414,17 +415,13 @@ func storedReadings(t *testing.T, dir string) (all []buffer.Reading, counted uin
 			t.Error(err)
 		}
 	}()
-	devices := make(map[string]bool)
 	for _, s := range store.SeriesList() {
-		devices[s.Device] = true
-	}
-	for dev := range devices {
-		rs, err := store.Readings(buffer.Query{Device: dev, From: math.MinInt64, To: math.MaxInt64, Limit: buffer.MaxQueryLimit})
+		rs, err := store.Readings(buffer.Query{Device: s.Device, Metric: s.Metric, From: math.MinInt64, To: math.MaxInt64, Limit: buffer.MaxQueryLimit})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(rs) == buffer.MaxQueryLimit {
-			t.Fatalf("device %s has %d readings or more: too many for one query", dev, len(rs))
+			t.Fatalf("series %s/%s has %d readings or more: too many for one query", s.Device, s.Metric, len(rs))
 		}
 		all = append(all, rs...)
 	}
