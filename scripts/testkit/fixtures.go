@@ -20,14 +20,25 @@ import (
 //	format: senml                  payload format
 //	device: meter-1                the topic's {device}, if any
 //	metric: light                  the topic's {metric}, if any
-//	reading: DEVICE METRIC TIME V  TIME is RFC 3339, or recv, or recv±duration
+//	preset: tasmota                the preset that reads it (instead of format)
+//	topic: tele/plug-1/SENSOR      the topic it is published on (presets)
+//	time_zone: Europe/Berlin       the topic's time_zone, if any
+//	reading: DEVICE METRIC TIME V [UNIT]
+//	                               TIME is RFC 3339, or recv, or recv±duration
 //	ignored: 2                     ignored count (default 0)
 //	restamped: 1                   readings restamped (default 0)
 //	reject: no_readings            the reason, if the message is rejected
+//	skip: availability             the kind, if the message is skipped
+//
+// A reading's fields are separated by spaces; one that holds a space, or
+// is empty, is written as a Go string literal ("kitchen door", "").
 type Fixture struct {
 	Name                   string // the file's name
 	Format                 string
 	Device, Metric, Reject string
+	Preset, Topic          string
+	TimeZone               string
+	Skip                   string
 	Readings               []FixtureReading
 	Ignored, Restamped     int
 	Payload                []byte
@@ -40,6 +51,7 @@ type FixtureReading struct {
 	At             time.Time
 	Offset         time.Duration
 	Value          float64
+	Unit           string
 }
 
 // TS returns the reading's time for a message received at recv.
@@ -82,6 +94,14 @@ func LoadFixtures(t testing.TB, dir string) []Fixture {
 				fx.Metric = val
 			case "reject":
 				fx.Reject = val
+			case "preset":
+				fx.Preset = val
+			case "topic":
+				fx.Topic = val
+			case "time_zone":
+				fx.TimeZone = val
+			case "skip":
+				fx.Skip = val
 			case "ignored":
 				fx.Ignored, err = strconv.Atoi(val)
 			case "restamped":
@@ -103,12 +123,17 @@ func LoadFixtures(t testing.TB, dir string) []Fixture {
 }
 
 func parseFixtureReading(s string) (FixtureReading, error) {
-	f := strings.Fields(s)
-	if len(f) != 4 {
-		return FixtureReading{}, errors.New("want DEVICE METRIC TIME VALUE")
+	f, err := fixtureFields(s)
+	if err != nil {
+		return FixtureReading{}, err
+	}
+	if len(f) != 4 && len(f) != 5 {
+		return FixtureReading{}, errors.New("want DEVICE METRIC TIME VALUE [UNIT]")
 	}
 	r := FixtureReading{Device: f[0], Metric: f[1]}
-	var err error
+	if len(f) == 5 {
+		r.Unit = f[4]
+	}
 	if rest, ok := strings.CutPrefix(f[2], "recv"); ok {
 		if rest != "" {
 			r.Offset, err = time.ParseDuration(rest)
@@ -121,4 +146,27 @@ func parseFixtureReading(s string) (FixtureReading, error) {
 	}
 	r.Value, err = strconv.ParseFloat(f[3], 64)
 	return r, err
+}
+
+// fixtureFields splits s at spaces; a field that starts with '"' is a Go
+// string literal.
+func fixtureFields(s string) ([]string, error) {
+	var out []string
+	for {
+		s = strings.TrimLeft(s, " \t")
+		if s == "" {
+			return out, nil
+		}
+		if s[0] != '"' {
+			f, rest, _ := strings.Cut(s, " ")
+			out, s = append(out, f), rest
+			continue
+		}
+		q, err := strconv.QuotedPrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("field %s: %v", s, err)
+		}
+		f, _ := strconv.Unquote(q)
+		out, s = append(out, f), s[len(q):]
+	}
 }
