@@ -42,7 +42,7 @@ const (
 )
 
 // sep separates the variable-length parts of a key. Device ids and metric
-// names never contain it (see ValidName).
+// names never contain it (see CheckName).
 const sep = 0x00
 
 // pointKeyFixed is the length of a point key's fixed-width tail.

@@ -254,7 +254,12 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 //
 // Submit blocks while the queue is full. It returns ErrClosed, and never
 // calls done, once the Writer is stopping, or ctx.Err() if ctx ends first.
+// A reading whose device id or metric name is not valid (CheckDevice,
+// CheckMetric) fails the whole batch at once, with an error naming it.
 func (w *Writer) Submit(ctx context.Context, readings []Reading, done func(Result)) error {
+	if err := checkNames(readings); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed {

@@ -59,7 +59,7 @@ func ParseACL(data []byte) (*ACL, error) {
 		var a Access
 		switch fields[0] {
 		case "user":
-			if !ValidDevice(fields[1]) {
+			if !ValidAccount(fields[1]) {
 				return nil, fmt.Errorf("line %d: user %q: not a valid user name (1-%d bytes of A-Z a-z 0-9 _ . : -)", n, fields[1], MaxDeviceLen)
 			}
 			user = fields[1]

@@ -110,17 +110,16 @@ func rejectf(reason, format string, args ...any) *RejectError {
 // Limits on names and payload structure.
 const (
 	// MaxDeviceLen is the longest valid device id, in bytes.
-	MaxDeviceLen = 64
+	MaxDeviceLen = buffer.MaxDeviceLen
 	// MaxMetricLen is the longest valid metric name, in bytes.
-	MaxMetricLen = 128
+	MaxMetricLen = buffer.MaxMetricLen
 	// MaxDepth is the deepest JSON nesting Decode accepts: the payload
 	// object is level 1, and every object or array inside it adds one.
 	MaxDepth = 16
-	// NameChars is the set of bytes allowed in device ids and metric names
-	// ([A-Za-z0-9_.:-]). A name is 1 to MaxDeviceLen (device) or
-	// MaxMetricLen (metric) bytes long and made only of these bytes. The
-	// '.' also joins the keys of nested JSON objects into one metric name.
-	NameChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-"
+	// AccountChars is the set of bytes allowed in an account name: an
+	// MQTT user name or certificate name, which the ACL maps to the one
+	// device it may publish as ([A-Za-z0-9_.:-]).
+	AccountChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-"
 )
 
 // Epoch timestamps are numbers whose unit Decode infers from their
@@ -222,7 +221,7 @@ func (d *Decoder) Restamped() int { return d.restamped }
 //
 // The formats, and which one auto picks, are described by decodeJSON,
 // decodeValue, decodeSenML and decodeInflux. Device ids and metric names
-// must be valid names (see NameChars); values must be finite.
+// must be valid names (see ValidDevice); values must be finite.
 func (d *Decoder) Decode(dst []buffer.Reading, format Format, payload []byte, device, metric string, recv time.Time) (out []buffer.Reading, ignored int, err error) {
 	d.restamped, d.relN = 0, 0
 	if d.MaxPayload > 0 && len(payload) > d.MaxPayload {
@@ -447,41 +446,51 @@ func (d *Decoder) intern(b []byte) string {
 	return s
 }
 
-// ValidDevice reports whether s is a valid device id: 1 to MaxDeviceLen
-// bytes from NameChars, and not "." or "..", which a URL path would take
-// for a step up or none.
-func ValidDevice(s string) bool { return checkDevice(s) == "" }
+// MaxUnitLen is the longest unit a reading carries, in bytes; a longer
+// one, or one that is not a name (see ValidMetric), is not a unit and is
+// dropped: the reading is kept without it.
+const MaxUnitLen = 32
 
-// checkDevice is checkName for a device id.
-func checkDevice[T ~string | ~[]byte](s T) string {
-	if string(s) == "." || string(s) == ".." {
-		return "a path step, not a name"
+// internUnit returns the unit b as a string, or "" if it is not a valid
+// unit.
+func (d *Decoder) internUnit(b []byte) string {
+	if checkName(b, MaxUnitLen) != "" {
+		return ""
 	}
-	return checkName(s, MaxDeviceLen)
+	return d.intern(b)
 }
 
-// ValidMetric reports whether s is a valid metric name: 1 to MaxMetricLen
-// bytes from NameChars.
-func ValidMetric(s string) bool { return checkName(s, MaxMetricLen) == "" }
+// ValidDevice reports whether s is a valid device id (buffer.CheckDevice):
+// 1 to MaxDeviceLen bytes of printable UTF-8, and not "." or "..".
+func ValidDevice(s string) bool { return buffer.CheckDevice(s) == "" }
 
-// checkName returns "" if s is a valid name of at most max bytes, else what
-// is wrong with it.
-func checkName[T ~string | ~[]byte](s T, max int) string {
-	if len(s) == 0 {
-		return "empty"
-	}
-	if len(s) > max {
-		return fmt.Sprintf("longer than %d bytes", max)
+// ValidMetric reports whether s is a valid metric name (buffer.CheckMetric):
+// 1 to MaxMetricLen bytes of printable UTF-8.
+func ValidMetric(s string) bool { return buffer.CheckMetric(s) == "" }
+
+// checkDevice and checkName are the store's own rules, which Writer.Submit
+// enforces too.
+func checkDevice[T ~string | ~[]byte](s T) string { return buffer.CheckDevice(s) }
+
+func checkName[T ~string | ~[]byte](s T, max int) string { return buffer.CheckName(s, max) }
+
+// ValidAccount reports whether s is a valid account name: 1 to
+// MaxDeviceLen bytes from AccountChars, and not "." or "..". Accounts are
+// stricter than device ids because the password and ACL files separate
+// their fields with spaces and colons.
+func ValidAccount(s string) bool {
+	if s == "" || len(s) > MaxDeviceLen || s == "." || s == ".." {
+		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if !isNameChar(s[i]) {
-			return fmt.Sprintf("invalid character %s at offset %d (allowed: A-Z a-z 0-9 _ . : -)", quoteByte(s[i]), i)
+		if !isAccountChar(s[i]) {
+			return false
 		}
 	}
-	return ""
+	return true
 }
 
-func isNameChar(c byte) bool {
+func isAccountChar(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '_' || c == '.' || c == ':' || c == '-'
 }

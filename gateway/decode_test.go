@@ -70,31 +70,50 @@ func TestRejectReason(t *testing.T) {
 	}
 }
 
-func TestNameChars(t *testing.T) {
-	for c := 0; c < 256; c++ {
-		if got, want := isNameChar(byte(c)), strings.IndexByte(NameChars, byte(c)) >= 0; got != want {
-			t.Errorf("isNameChar(%q) = %v, want %v", rune(c), got, want)
-		}
-	}
+func TestNames(t *testing.T) {
 	for _, tc := range []struct {
-		s             string
-		device, metic bool
+		s              string
+		device, metric bool
 	}{
 		{"boiler-1", true, true},
 		{"aa:bb:cc:dd", true, true},
 		{"0x00158d0001a2b3c4", true, true},
 		{"env.t_1", true, true},
+		{"a b", true, true},
+		{"kitchen/door", true, true},
+		{"Küche Temperatur", true, true},
+		{"温度", true, true},
+		{"sensor.outside_temperature", true, true},
+		{"%RH", true, true},
 		{"", false, false},
-		{"a b", false, false},
-		{"a/b", false, false},
-		{"é", false, false},
+		{".", false, true},
+		{"..", false, true},
+		{"a\x00b", false, false},
+		{"a\tb", false, false},
+		{"a\nb", false, false},
+		{"a\x7fb", false, false},
+		{"a\u0085b", false, false}, // C1 control
+		{"a\u200bb", false, false}, // zero-width space
+		{"\xff", false, false},
 		{strings.Repeat("a", 64), true, true},
+		{strings.Repeat("é", 32), true, true},
 		{strings.Repeat("a", 65), false, true},
 		{strings.Repeat("a", 128), false, true},
 		{strings.Repeat("a", 129), false, false},
 	} {
-		if ValidDevice(tc.s) != tc.device || ValidMetric(tc.s) != tc.metic {
-			t.Errorf("ValidDevice/ValidMetric(%q) = %v/%v, want %v/%v", tc.s, ValidDevice(tc.s), ValidMetric(tc.s), tc.device, tc.metic)
+		if ValidDevice(tc.s) != tc.device || ValidMetric(tc.s) != tc.metric {
+			t.Errorf("ValidDevice/ValidMetric(%q) = %v/%v, want %v/%v", tc.s, ValidDevice(tc.s), ValidMetric(tc.s), tc.device, tc.metric)
+		}
+	}
+	for _, tc := range []struct {
+		s  string
+		ok bool
+	}{
+		{"plug-1", true}, {"aa:bb", true}, {"a b", false}, {"a/b", false}, {"é", false}, {"", false}, {"..", false},
+		{strings.Repeat("a", 64), true}, {strings.Repeat("a", 65), false},
+	} {
+		if ValidAccount(tc.s) != tc.ok {
+			t.Errorf("ValidAccount(%q) = %v, want %v", tc.s, !tc.ok, tc.ok)
 		}
 	}
 }
@@ -476,10 +495,10 @@ func TestDecode_Reject(t *testing.T) {
 		{FormatJSON, `{"ts":"","a":1}`, "d", "", 0, ReasonBadTimestamp, ""},
 		{FormatJSON, `{"ts":1,"time":"bad","a":1}`, "d", "", 0, ReasonBadTimestamp, `field "time"`},
 
-		{FormatJSON, `{"a":1}`, "a b", "", 0, ReasonBadDevice, `device "a b" from topic: invalid character ' ' at offset 1`},
-		{FormatValue, "1", "a b", "m", 0, ReasonBadDevice, ""},
+		{FormatJSON, `{"a":1}`, "a\tb", "", 0, ReasonBadDevice, `device "a\tb" from topic: unprintable character '\t' at offset 1`},
+		{FormatValue, "1", "a\x7fb", "m", 0, ReasonBadDevice, ""},
 		{FormatJSON, `{"a":1}`, strings.Repeat("d", 65), "", 0, ReasonBadDevice, "longer than 64 bytes"},
-		{FormatJSON, `{"a":1,"device":"a/b"}`, "", "", 0, ReasonBadDevice, `device "a/b": invalid character '/'`},
+		{FormatJSON, `{"a":1,"device":"a\u0000b"}`, "", "", 0, ReasonBadDevice, `device "a\x00b": unprintable character '\x00'`},
 		{FormatJSON, `{"a":1,"device":""}`, "", "", 0, ReasonBadDevice, `device "": empty`},
 		{FormatJSON, `{"a":1}`, "..", "", 0, ReasonBadDevice, `device ".." from topic: a path step, not a name`},
 		{FormatValue, "1", ".", "m", 0, ReasonBadDevice, "a path step"},
@@ -488,17 +507,17 @@ func TestDecode_Reject(t *testing.T) {
 		{FormatJSON, `{"a":1}`, "", "", 0, ReasonBadDevice, `no device: topic has no {device} and payload no "device" field`},
 		{FormatValue, "1", "", "m", 0, ReasonBadDevice, "no device: a plain value needs {device} in the topic"},
 
-		{FormatJSON, `{"a b":1}`, "d", "", 0, ReasonBadMetric, `metric "a b": invalid character ' ' at offset 1`},
-		{FormatJSON, `{"tempé":1}`, "d", "", 0, ReasonBadMetric, "invalid character byte 0xc3"},
-		{FormatJSON, `{"\ud83d\ude00":1}`, "d", "", 0, ReasonBadMetric, ""},
+		{FormatJSON, `{"a\nb":1}`, "d", "", 0, ReasonBadMetric, `metric "a\nb": unprintable character '\n' at offset 1`},
+		{FormatJSON, "{\"temp\xc3\":1}", "d", "", 0, ReasonBadMetric, "not valid UTF-8 at offset 4"},
+		{FormatJSON, `{"\u200b":1}`, "d", "", 0, ReasonBadMetric, ""},
 		{FormatJSON, `{"a\u0000":1}`, "d", "", 0, ReasonBadMetric, ""},
 		{FormatJSON, `{"":1}`, "d", "", 0, ReasonBadMetric, `metric "": empty key`},
 		{FormatJSON, `{"":{"a":1}}`, "d", "", 0, ReasonBadMetric, `metric ".a": empty key`},
 		{FormatJSON, `{"a":{"":1}}`, "d", "", 0, ReasonBadMetric, ""},
 		{FormatJSON, `{"` + long + `":{"` + long + `":1}}`, "d", "", 0, ReasonBadMetric, "longer than 128 bytes"},
-		{FormatValue, "1", "d", "te mp", 0, ReasonBadMetric, `metric "te mp" from topic`},
-		{FormatJSON, `{"value":1}`, "d", "te mp", 0, ReasonBadMetric, ""},
-		{FormatJSON, `{"a":1,"b c":1e999}`, "d", "", 0, ReasonBadMetric, ""}, // first problem wins
+		{FormatValue, "1", "d", "te\x01mp", 0, ReasonBadMetric, `metric "te\x01mp" from topic`},
+		{FormatJSON, `{"value":1}`, "d", "te\x01mp", 0, ReasonBadMetric, ""},
+		{FormatJSON, `{"a":1,"b\u0007c":1e999}`, "d", "", 0, ReasonBadMetric, ""}, // first problem wins
 
 		{FormatValue, "21.5", "d", "", 0, ReasonNoMetric, "a plain value needs {metric} in the topic"},
 		{FormatAuto, "true", "d", "", 0, ReasonNoMetric, ""},

@@ -54,7 +54,7 @@ func TestDecode_Fixtures(t *testing.T) {
 					}
 					var want []buffer.Reading
 					for _, r := range fx.Readings {
-						want = append(want, rd(r.Device, r.Metric, r.TS(testRecv), r.Value))
+						want = append(want, buffer.Reading{Device: r.Device, Metric: r.Metric, TS: r.TS(testRecv), Value: r.Value, Unit: r.Unit})
 					}
 					if err == nil && !reflect.DeepEqual(got, want) {
 						t.Errorf("\n got %+v\nwant %+v", got, want)
@@ -151,8 +151,10 @@ func TestDecode_SenML(t *testing.T) {
 		{"sum ignored", S, `[{"bn":"d:","n":"e","s":12,"v":1},{"n":"f","s":3,"bs":1}]`, "", "", []buffer.Reading{rd("d", "e", recvNS, 1)}, 2},
 		{"topic device, n is the metric", S, `[{"n":"urn:x","v":1}]`, "dev", "temp", []buffer.Reading{rd("dev", "urn:x", recvNS, 1)}, 0},
 		{"topic device and metric", S, `[{"bn":"urn:x","v":1}]`, "dev", "temp", []buffer.Reading{rd("dev", "temp", recvNS, 1)}, 0},
-		{"topic metric beats unit", S, `[{"n":"urn:x","u":"Cel","v":1}]`, "", "temp", []buffer.Reading{rd("urn:x", "temp", recvNS, 1)}, 0},
-		{"unit characters", S, `[{"bn":"x","u":"m/s2","v":1}]`, "", "", []buffer.Reading{rd("x", "m_s2", recvNS, 1)}, 0},
+		{"topic metric beats unit", S, `[{"n":"urn:x","u":"Cel","v":1}]`, "", "temp", []buffer.Reading{withUnit(rd("urn:x", "temp", recvNS, 1), "Cel")}, 0},
+		{"unit as metric", S, `[{"bn":"x","u":"m/s2","v":1}]`, "", "", []buffer.Reading{withUnit(rd("x", "m/s2", recvNS, 1), "m/s2")}, 0},
+		{"base unit, record unit", S, `[{"bn":"x:","bu":"Cel","n":"a","v":1},{"n":"b","u":"%RH","v":2},{"n":"c","v":3}]`, "", "", []buffer.Reading{withUnit(rd("x", "a", recvNS, 1), "Cel"), withUnit(rd("x", "b", recvNS, 2), "%RH"), withUnit(rd("x", "c", recvNS, 3), "Cel")}, 0},
+		{"unit not a unit", S, `[{"bn":"x:","n":"a","u":"\u0001","v":1}]`, "", "", []buffer.Reading{rd("x", "a", recvNS, 1)}, 0},
 		{"unknown fields ignored", S, `[{"bn":"d:","n":"t","v":1,"ut":5,"x":{"y":[1]},"bver":10}]`, "", "", []buffer.Reading{rd("d", "t", recvNS, 1)}, 0},
 		{"escaped name", S, `[{"bn":"d\u003a","n":"\u0074","v":1}]`, "", "", []buffer.Reading{rd("d", "t", recvNS, 1)}, 0},
 		{"one trailing separator only", S, `[{"bn":"d::","n":"t","v":1}]`, "", "", []buffer.Reading{rd("d:", "t", recvNS, 1)}, 0},
@@ -183,9 +185,8 @@ func TestDecode_SenML(t *testing.T) {
 		{`[{"n":"t","t":1e30,"v":1}]`, "d", ReasonBadTimestamp, "out of range"},
 		{`[{"bt":9e9,"n":"t","t":9e9,"v":1}]`, "d", ReasonBadTimestamp, "out of range"},
 		{`[{"v":1}]`, "", ReasonBadDevice, "no name"},
-		{`[{"bn":"a b:","n":"t","v":1}]`, "", ReasonBadDevice, `device "a b"`},
-		{`[{"bn":"/3303/0/","n":"5700","v":1}]`, "", ReasonBadDevice, ""},
-		{`[{"bn":"d:","n":"a b","v":1}]`, "", ReasonBadMetric, `metric "a b"`},
+		{`[{"bn":"a\u0001b:","n":"t","v":1}]`, "", ReasonBadDevice, `device "a\x01b"`},
+		{`[{"bn":"d:","n":"a\tb","v":1}]`, "", ReasonBadMetric, `metric "a\tb"`},
 		{`[{"n":"d","v":1}]`, "", ReasonBadMetric, "no metric part"},
 		{`[]`, "d", ReasonNoReadings, "no values in 0 records"},
 		{`[{"bn":"d:"},{"n":"l","vs":"label"}]`, "", ReasonNoReadings, "(1 ignored)"},
@@ -258,11 +259,8 @@ func TestDecode_Influx(t *testing.T) {
 		{"m f=1 -5", "d", ReasonBadTimestamp, "negative"},
 		{"m f=1 99999999999999999999", "d", ReasonBadTimestamp, "out of range"},
 		{"m f=1", "", ReasonBadDevice, "no device or host tag"},
-		{`m,device=a\ b f=1`, "", ReasonBadDevice, `device "a b"`},
-		{`m\ x f=1`, "d", ReasonBadMetric, `metric "m x.f"`},
-		{`m\,x,device=a f=1`, "", ReasonBadMetric, `metric "m,x.f"`},
-		{`m,device=a\=b f=1`, "", ReasonBadDevice, `device "a=b"`},
-		{`m\a f=1`, "d", ReasonBadMetric, `metric "m\\a.f"`},
+		{"m,device=a\x01b f=1", "", ReasonBadDevice, `device "a\x01b"`},
+		{"m\x7fx f=1", "d", ReasonBadMetric, `metric "m\x7fx.f"`},
 		{`m f="label"`, "d", ReasonNoReadings, "no values in 1 lines (1 ignored)"},
 		{"# only a comment", "d", ReasonNoReadings, ""},
 		{"m f=1\nm g=2 x\n", "d", ReasonInvalidLine, "line 2"}, // stored whole or not at all
@@ -398,4 +396,36 @@ func TestDecode_DevicesDoc(t *testing.T) {
 		{"value", FormatValue, "ON", "boiler", "relay", []buffer.Reading{rd("boiler", "relay", recvNS, 1)}, 0},
 		{"missing value", FormatValue, "unavailable", "boiler", "relay", nil, 1},
 	})
+}
+
+func withUnit(r buffer.Reading, unit string) buffer.Reading {
+	r.Unit = unit
+	return r
+}
+
+// TestDecode_NamesAsSent reads names with spaces, '/', escapes and accents
+// as the devices send them.
+func TestDecode_NamesAsSent(t *testing.T) {
+	for _, tc := range []struct {
+		format         Format
+		payload        string
+		device, metric string
+	}{
+		{FormatSenML, `[{"bn":"a b:","n":"t","v":1}]`, "a b", "t"},
+		{FormatSenML, `[{"bn":"/3303/0/","n":"5700","v":1}]`, "/3303/0", "5700"},
+		{FormatSenML, `[{"bn":"d:","n":"a b","v":1}]`, "d", "a b"},
+		{FormatInflux, `m,device=a\ b f=1`, "a b", "m.f"},
+		{FormatInflux, `m\ x,device=d f=1`, "d", "m x.f"},
+		{FormatInflux, `m\,x,device=a f=1`, "a", "m,x.f"},
+		{FormatInflux, `m,device=a\=b f=1`, "a=b", "m.f"},
+		{FormatInflux, `m\a,device=d f=1`, "d", `m\a.f`},
+		{FormatInflux, `Temperatur,device=Küche Wert=21`, "Küche", "Temperatur.Wert"},
+		{FormatJSON, `{"device":"kitchen/door","Außen temp":1}`, "kitchen/door", "Außen temp"},
+	} {
+		var d Decoder
+		got, _, err := d.Decode(nil, tc.format, []byte(tc.payload), "", "", testRecv)
+		if err != nil || len(got) != 1 || got[0].Device != tc.device || got[0].Metric != tc.metric {
+			t.Errorf("Decode(%s) = %v, %v; want device %q metric %q", tc.payload, got, err, tc.device, tc.metric)
+		}
+	}
 }

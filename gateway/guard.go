@@ -166,7 +166,7 @@ func (h *guardHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bo
 			h.refusals.add(RefuseCertUser, who, "user", excerpt([]byte(user), 64), "cn", cn)
 			return false
 		}
-		if !ValidDevice(cn) {
+		if !ValidAccount(cn) {
 			h.refusals.add(RefuseBadCertificate, who, "cn", cn, "detail", "common name is not a valid user name")
 			return false
 		}

@@ -66,7 +66,7 @@ func ParsePasswords(data []byte) (*Passwords, error) {
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("line %d: want user:hash", n)
-		case !ValidDevice(user):
+		case !ValidAccount(user):
 			return nil, fmt.Errorf("line %d: user %q: not a valid user name (1-%d bytes of A-Z a-z 0-9 _ . : -)", n, user, MaxDeviceLen)
 		case p.hashes[user] != nil:
 			return nil, fmt.Errorf("line %d: user %q appears twice", n, user)

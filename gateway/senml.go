@@ -34,9 +34,9 @@ const senmlVersion = 10
 //     or n when there is no bn. The metric is n when both bn and n are
 //     present, or when n is and the topic names the device. Otherwise the
 //     name (all bn, or all n) names only a sensor, and the metric is the
-//     topic's {metric}, else the record's unit (u, or bu) with each byte a
-//     name cannot hold spelled '_' ("%RH" gives "_RH"); with neither it is
-//     bad_metric.
+//     topic's {metric}, else the record's unit (u, or bu: "%RH"); with
+//     neither it is bad_metric.
+//   - A reading's unit is the record's u, else bu.
 //   - bver above 10, a field whose name ends in '_' (must be understood,
 //     RFC 8428 §4.4), a field of the wrong JSON type, or an element that is
 //     not an object make the pack invalid_senml. Other fields are ignored.
@@ -348,7 +348,15 @@ func (p *senmlParser) resolve(r *senmlRecord) {
 	if !ok {
 		return
 	}
-	p.out = append(p.out, buffer.Reading{Device: device, Metric: metric, TS: ts, Value: v})
+	unit := p.d.bunit
+	if r.hasU {
+		unit = p.d.runit
+	}
+	var u string
+	if len(unit) > 0 {
+		u = p.d.internUnit(unit)
+	}
+	p.out = append(p.out, buffer.Reading{Device: device, Metric: metric, TS: ts, Value: v, Unit: u})
 }
 
 // names returns the device and metric of record r (see decodeSenML).
@@ -391,14 +399,7 @@ func (p *senmlParser) names(r *senmlRecord) (device, metric string, ok bool) {
 			p.fail(rejectf(ReasonBadMetric, "record %d: name %s has no metric part, and there is no unit or %s in the topic", p.rec, quote(devPart), PlaceholderMetric))
 			return "", "", false
 		}
-		p.d.name = p.d.name[:0]
-		for _, c := range unit {
-			if !isNameChar(c) {
-				c = '_'
-			}
-			p.d.name = append(p.d.name, c)
-		}
-		metPart = p.d.name
+		metPart = unit
 	}
 	if prob := checkName(metPart, MaxMetricLen); prob != "" {
 		p.fail(rejectf(ReasonBadMetric, "record %d: metric %s: %s", p.rec, quote(metPart), prob))

@@ -726,7 +726,7 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 		u.GatewayID = host
 		c.Uplink.GatewayID = host
 	}
-	if !gateway.ValidDevice(u.GatewayID) {
+	if !gateway.ValidAccount(u.GatewayID) {
 		bad("uplink.gateway_id", "use 1 to 64 of A-Z a-z 0-9 _ . : - (got %q)", u.GatewayID)
 	}
 	if u.Measurement == "" {

@@ -36,7 +36,7 @@ func runPasswd(args []string, stdin *os.File, stdout, stderr io.Writer) error {
 		return flag.ErrHelp
 	}
 	user := fs.Arg(0)
-	if !gateway.ValidDevice(user) {
+	if !gateway.ValidAccount(user) {
 		return fmt.Errorf("passwd: user %q: not a valid user name (1-%d bytes of A-Z a-z 0-9 _ . : -, like a device id)", user, gateway.MaxDeviceLen)
 	}
 	old, err := os.ReadFile(*file)
