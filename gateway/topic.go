@@ -8,10 +8,22 @@ import (
 
 // Placeholders that a pattern level may consist of.
 const (
-	// PlaceholderDevice names the topic level that carries the device id.
+	// PlaceholderDevice names a topic level that carries the device id, or
+	// a part of it: the parts of several are joined with '.'
+	// ("homeassistant/{device}/{device}/state" reads the topic
+	// "homeassistant/sensor/outside/state" as device "sensor.outside").
 	PlaceholderDevice = "{device}"
-	// PlaceholderMetric names the topic level that carries the metric name.
+	// PlaceholderMetric names a topic level that carries the metric name,
+	// or a part of it, joined like {device}.
 	PlaceholderMetric = "{metric}"
+	// PlaceholderDeviceLevels stands for one or more levels that together
+	// are the device id, '/' and all ("zigbee2mqtt/{device+}" reads
+	// "zigbee2mqtt/kitchen/door" as device "kitchen/door").
+	PlaceholderDeviceLevels = "{device+}"
+	// PlaceholderMetricLevels stands for one or more levels that together
+	// are the metric name, joined with '.' ("shellies/{device}/{metric+}"
+	// reads "shellies/plug-1/relay/0/power" as metric "relay.0.power").
+	PlaceholderMetricLevels = "{metric+}"
 )
 
 // maxTopicLen is the longest topic (filter) MQTT can carry, in bytes.
@@ -25,6 +37,8 @@ const (
 	levelMulti                    // "#": matches the rest, also nothing (last level only)
 	levelDevice                   // "{device}": any one non-empty level, captured
 	levelMetric                   // "{metric}": any one non-empty level, captured
+	levelDevices                  // "{device+}": one or more non-empty levels, captured
+	levelMetrics                  // "{metric+}": one or more non-empty levels, captured
 )
 
 type patternLevel struct {
@@ -33,13 +47,16 @@ type patternLevel struct {
 }
 
 // Pattern is a parsed topic pattern: an MQTT topic filter in which a whole
-// level may be the placeholder {device} or {metric}, each at most once.
+// level may be a placeholder that captures the device id or the metric
+// name: {device} or {metric} (one level each, a part of the name, may
+// occur more than once), or {device+} or {metric+} (one or more levels).
 //
 // Levels are separated by '/'. Apart from the placeholders a level is either
 // literal text (possibly empty, as in MQTT), the single-level wildcard "+",
 // or, as the last level only, the multi-level wildcard "#". A placeholder
 // matches like "+" except that it never matches an empty level: the value it
-// captures is always non-empty.
+// captures is always non-empty. A pattern has at most one multi-level part
+// ({device+}, {metric+} or "#"), so that a topic matches it in one way only.
 //
 // Match follows the MQTT matching rules: "a/#" also matches "a", and a
 // pattern whose first level is a wildcard or placeholder does not match
@@ -53,18 +70,20 @@ type Pattern struct {
 	levels    []patternLevel
 	hasDevice bool
 	hasMetric bool
+	multi     int // index of the {device+} or {metric+} level, or -1
 }
 
 // ParsePattern parses a topic pattern such as "sensors/{device}/{metric}" or
-// "zigbee2mqtt/{device}".
+// "zigbee2mqtt/{device+}".
 //
 // It rejects an empty pattern, one longer than 65535 bytes, one that is not
-// valid UTF-8 or contains U+0000, a placeholder other than {device} and
-// {metric}, a placeholder that occurs twice, a '{' or '}' that is not part
-// of a whole-level placeholder, a '+' or '#' that is not a whole level, and
-// a '#' that is not the last level. Errors name the pattern, e.g.
+// valid UTF-8 or contains U+0000, an unknown placeholder, {device} with
+// {device+} or {metric} with {metric+}, more than one multi-level part, a
+// '{' or '}' that is not part of a whole-level placeholder, a '+' or '#'
+// that is not a whole level, and a '#' that is not the last level. Errors
+// name the pattern, e.g.
 //
-//	pattern "a/{dev}/b": unknown placeholder {dev} (want {device} or {metric})
+//	pattern "a/{dev}/b": unknown placeholder {dev} (want {device}, {metric}, {device+} or {metric+})
 func ParsePattern(s string) (Pattern, error) {
 	fail := func(format string, args ...any) (Pattern, error) {
 		return Pattern{}, fmt.Errorf("pattern %q: %s", s, fmt.Sprintf(format, args...))
@@ -80,51 +99,65 @@ func ParsePattern(s string) (Pattern, error) {
 		return fail("contains U+0000")
 	}
 
-	p := Pattern{raw: s, levels: make([]patternLevel, 0, strings.Count(s, "/")+1)}
+	p := Pattern{raw: s, levels: make([]patternLevel, 0, strings.Count(s, "/")+1), multi: -1}
 	var filter strings.Builder
 	filter.Grow(len(s))
+	var devices, metrics, multis int // placeholders seen, multi-level parts
+	var deviceLevels, metricLevels bool
 	rest := s
 	for i := 0; ; i++ {
 		lvl, tail, more := strings.Cut(rest, "/")
-		if i > 0 {
+		if i > 0 && p.multi < 0 {
 			filter.WriteByte('/')
 		}
 		var l patternLevel
 		switch {
-		case lvl == PlaceholderDevice:
-			if p.hasDevice {
-				return fail("%s appears more than once", PlaceholderDevice)
-			}
-			p.hasDevice = true
+		case lvl == PlaceholderDevice, lvl == PlaceholderDeviceLevels:
+			devices++
 			l.kind = levelDevice
-			filter.WriteByte('+')
-		case lvl == PlaceholderMetric:
-			if p.hasMetric {
-				return fail("%s appears more than once", PlaceholderMetric)
+			if lvl == PlaceholderDeviceLevels {
+				deviceLevels, l.kind = true, levelDevices
 			}
-			p.hasMetric = true
+		case lvl == PlaceholderMetric, lvl == PlaceholderMetricLevels:
+			metrics++
 			l.kind = levelMetric
-			filter.WriteByte('+')
+			if lvl == PlaceholderMetricLevels {
+				metricLevels, l.kind = true, levelMetrics
+			}
 		case lvl == "+":
 			l.kind = levelSingle
-			filter.WriteByte('+')
 		case lvl == "#":
 			if more {
 				return fail(`"#" must be the last level`)
 			}
 			l.kind = levelMulti
-			filter.WriteByte('#')
+			multis++
 		case len(lvl) >= 2 && lvl[0] == '{' && lvl[len(lvl)-1] == '}' &&
 			!strings.ContainsAny(lvl[1:len(lvl)-1], "{}"):
-			return fail("unknown placeholder %s (want %s or %s)", lvl, PlaceholderDevice, PlaceholderMetric)
+			return fail("unknown placeholder %s (want %s, %s, %s or %s)", lvl, PlaceholderDevice, PlaceholderMetric, PlaceholderDeviceLevels, PlaceholderMetricLevels)
 		case strings.ContainsAny(lvl, "{}"):
-			return fail("level %q: a placeholder must be a whole level, %s or %s", lvl, PlaceholderDevice, PlaceholderMetric)
+			return fail("level %q: a placeholder must be a whole level", lvl)
 		case strings.ContainsAny(lvl, "+#"):
 			return fail(`level %q: wildcards "+" and "#" must be a whole level`, lvl)
 		default:
 			l.kind = levelLiteral
 			l.lit = lvl
-			filter.WriteString(lvl)
+		}
+		if l.kind == levelDevices || l.kind == levelMetrics {
+			multis++
+			if p.multi < 0 {
+				p.multi = len(p.levels)
+				filter.WriteByte('#')
+			}
+		} else if p.multi < 0 {
+			switch l.kind {
+			case levelLiteral:
+				filter.WriteString(lvl)
+			case levelMulti:
+				filter.WriteByte('#')
+			default:
+				filter.WriteByte('+')
+			}
 		}
 		p.levels = append(p.levels, l)
 		if !more {
@@ -132,6 +165,15 @@ func ParsePattern(s string) (Pattern, error) {
 		}
 		rest = tail
 	}
+	switch {
+	case deviceLevels && devices > 1:
+		return fail("%s is the whole device id: it cannot be joined with another device placeholder", PlaceholderDeviceLevels)
+	case metricLevels && metrics > 1:
+		return fail("%s is the whole metric name: it cannot be joined with another metric placeholder", PlaceholderMetricLevels)
+	case multis > 1:
+		return fail(`at most one of %s, %s and "#" may appear: a topic must match in one way only`, PlaceholderDeviceLevels, PlaceholderMetricLevels)
+	}
+	p.hasDevice, p.hasMetric = devices > 0, metrics > 0
 	p.filter = filter.String()
 	return p, nil
 }
@@ -140,19 +182,21 @@ func ParsePattern(s string) (Pattern, error) {
 func (p Pattern) String() string { return p.raw }
 
 // Filter returns the MQTT subscription filter for the pattern: the pattern
-// with each placeholder replaced by "+". For the zero Pattern it is "".
+// with each one-level placeholder replaced by "+", and cut at a multi-level
+// one, which becomes "#". For the zero Pattern it is "".
 func (p Pattern) Filter() string { return p.filter }
 
-// HasDevice reports whether the pattern contains {device}.
+// HasDevice reports whether the pattern captures the device id.
 func (p Pattern) HasDevice() bool { return p.hasDevice }
 
-// HasMetric reports whether the pattern contains {metric}.
+// HasMetric reports whether the pattern captures the metric name.
 func (p Pattern) HasMetric() bool { return p.hasMetric }
 
 // Match reports whether the concrete topic name matches the pattern and, if
-// it does, returns the levels captured by {device} and {metric}. A value is
-// "" exactly when the pattern lacks that placeholder; otherwise it is a
-// non-empty substring of topic (Match does not allocate).
+// it does, returns the device id and metric name it captured. A value is
+// "" exactly when the pattern lacks that placeholder; otherwise it is
+// non-empty. Match allocates only to join the parts of a name from several
+// levels.
 //
 // A topic that is empty or contains '+', '#' or U+0000 is not a valid topic
 // name and matches nothing.
@@ -163,39 +207,76 @@ func (p Pattern) Match(topic string) (device, metric string, ok bool) {
 	if topic[0] == '$' && p.levels[0].kind != levelLiteral {
 		return "", "", false
 	}
+	// span is how many topic levels the multi-level placeholder takes.
+	span := 1
+	if p.multi >= 0 {
+		span = strings.Count(topic, "/") + 1 - (len(p.levels) - 1)
+		if span < 1 {
+			return "", "", false
+		}
+	}
 	rest, more := topic, true
-	for _, l := range p.levels {
+	for i, l := range p.levels {
 		if l.kind == levelMulti {
 			return device, metric, true
 		}
 		if !more {
 			return "", "", false
 		}
-		var lvl string
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
-			lvl, rest = rest[:j], rest[j+1:]
-		} else {
-			lvl, rest, more = rest, "", false
+		n := 1
+		if i == p.multi {
+			n = span
 		}
+		var lvl string
+		lvl, rest, more = cutLevels(rest, n)
 		switch l.kind {
 		case levelLiteral:
 			if lvl != l.lit {
 				return "", "", false
 			}
-		case levelDevice:
-			if lvl == "" {
+		case levelDevice, levelMetric, levelDevices, levelMetrics:
+			if lvl == "" || strings.HasPrefix(lvl, "/") || strings.HasSuffix(lvl, "/") || strings.Contains(lvl, "//") {
 				return "", "", false
 			}
-			device = lvl
-		case levelMetric:
-			if lvl == "" {
-				return "", "", false
+			switch l.kind {
+			case levelDevice:
+				device = joinPart(device, lvl)
+			case levelMetric:
+				metric = joinPart(metric, lvl)
+			case levelDevices:
+				device = lvl
+			case levelMetrics:
+				metric = strings.ReplaceAll(lvl, "/", ".")
 			}
-			metric = lvl
 		}
 	}
 	if more {
 		return "", "", false
 	}
 	return device, metric, true
+}
+
+// cutLevels returns the first n levels of s, what follows them, and whether
+// anything does.
+func cutLevels(s string, n int) (levels, rest string, more bool) {
+	i := 0
+	for ; n > 0; n-- {
+		j := strings.IndexByte(s[i:], '/')
+		if j < 0 {
+			return s, "", false
+		}
+		if n == 1 {
+			return s[:i+j], s[i+j+1:], true
+		}
+		i += j + 1
+	}
+	return s, "", false
+}
+
+// joinPart joins a part of a name to the parts before it with '.'.
+func joinPart(name, part string) string {
+	if name == "" {
+		return part
+	}
+	return name + "." + part
 }

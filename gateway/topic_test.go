@@ -24,6 +24,11 @@ func TestParsePattern(t *testing.T) {
 		{"a//{device}/", "a//+/", true, false},
 		{"$SYS/{metric}", "$SYS/+", false, true},
 		{"café/{device}", "café/+", true, false},
+		{"zigbee2mqtt/{device+}", "zigbee2mqtt/#", true, false},
+		{"zigbee2mqtt/{device+}/availability", "zigbee2mqtt/#", true, false},
+		{"shellies/{device}/{metric+}", "shellies/+/#", true, true},
+		{"homeassistant/{device}/{device}/state", "homeassistant/+/+/state", true, false},
+		{"a/{metric}/{metric}/{device}", "a/+/+/+", true, true},
 	} {
 		p, err := ParsePattern(tc.pattern)
 		if err != nil {
@@ -39,15 +44,17 @@ func TestParsePattern(t *testing.T) {
 
 func TestParsePattern_Errors(t *testing.T) {
 	for _, tc := range []struct{ pattern, err string }{
-		{"a/{dev}/b", `pattern "a/{dev}/b": unknown placeholder {dev} (want {device} or {metric})`},
-		{"{}", `pattern "{}": unknown placeholder {} (want {device} or {metric})`},
-		{"{Device}", `pattern "{Device}": unknown placeholder {Device} (want {device} or {metric})`},
-		{"a/{device}/{device}", `pattern "a/{device}/{device}": {device} appears more than once`},
-		{"{metric}/{metric}", `pattern "{metric}/{metric}": {metric} appears more than once`},
-		{"a/x{device}", `pattern "a/x{device}": level "x{device}": a placeholder must be a whole level, {device} or {metric}`},
-		{"a/{device", `pattern "a/{device": level "{device": a placeholder must be a whole level, {device} or {metric}`},
-		{"a/device}", `pattern "a/device}": level "device}": a placeholder must be a whole level, {device} or {metric}`},
-		{"a/{{device}}", `pattern "a/{{device}}": level "{{device}}": a placeholder must be a whole level, {device} or {metric}`},
+		{"a/{dev}/b", `pattern "a/{dev}/b": unknown placeholder {dev} (want {device}, {metric}, {device+} or {metric+})`},
+		{"{}", `pattern "{}": unknown placeholder {} (want {device}, {metric}, {device+} or {metric+})`},
+		{"{Device}", `pattern "{Device}": unknown placeholder {Device} (want {device}, {metric}, {device+} or {metric+})`},
+		{"a/{device+}/{device}", `pattern "a/{device+}/{device}": {device+} is the whole device id: it cannot be joined with another device placeholder`},
+		{"{metric+}/{metric}", `pattern "{metric+}/{metric}": {metric+} is the whole metric name: it cannot be joined with another metric placeholder`},
+		{"{device+}/{metric+}", `pattern "{device+}/{metric+}": at most one of {device+}, {metric+} and "#" may appear: a topic must match in one way only`},
+		{"{device+}/#", `pattern "{device+}/#": at most one of {device+}, {metric+} and "#" may appear: a topic must match in one way only`},
+		{"a/x{device}", `pattern "a/x{device}": level "x{device}": a placeholder must be a whole level`},
+		{"a/{device", `pattern "a/{device": level "{device": a placeholder must be a whole level`},
+		{"a/device}", `pattern "a/device}": level "device}": a placeholder must be a whole level`},
+		{"a/{{device}}", `pattern "a/{{device}}": level "{{device}}": a placeholder must be a whole level`},
 		{"a/#/b", `pattern "a/#/b": "#" must be the last level`},
 		{"a/b#", `pattern "a/b#": level "b#": wildcards "+" and "#" must be a whole level`},
 		{"a/+b", `pattern "a/+b": level "+b": wildcards "+" and "#" must be a whole level`},
@@ -102,6 +109,22 @@ func TestPattern_Match(t *testing.T) {
 		{"a/{device}", "a/+", "", "", false}, // not a topic name
 		{"a/{device}", "a/#", "", "", false},
 		{"a/{device}", "a/b\x00", "", "", false},
+		{"z/{device+}", "z/kitchen/door", "kitchen/door", "", true},
+		{"z/{device+}", "z/lamp", "lamp", "", true},
+		{"z/{device+}", "z", "", "", false},
+		{"z/{device+}", "z/a//b", "", "", false}, // placeholders never match an empty level
+		{"z/{device+}", "z/a/", "", "", false},
+		{"z/{device+}/set", "z/kitchen/door/set", "kitchen/door", "", true},
+		{"z/{device+}/set", "z/door/set", "door", "", true},
+		{"z/{device+}/set", "z/set", "", "", false},
+		{"z/{device+}/set", "z/door/get", "", "", false},
+		{"z/{device+}/+/{metric}", "z/a/b/x/t", "a/b", "t", true},
+		{"s/{device}/{metric+}", "s/plug-1/relay/0/power", "plug-1", "relay.0.power", true},
+		{"s/{device}/{metric+}", "s/plug-1/temperature", "plug-1", "temperature", true},
+		{"s/{device}/{metric+}", "s/plug-1", "", "", false},
+		{"ha/{device}/{device}/state", "ha/sensor/outside_temperature/state", "sensor.outside_temperature", "", true},
+		{"ha/{device}/{device}/{metric}", "ha/climate/hall/current_temperature", "climate.hall", "current_temperature", true},
+		{"{device+}/x", "$SYS/x", "", "", false},
 	} {
 		p, err := ParsePattern(tc.pattern)
 		if err != nil {
