@@ -111,24 +111,36 @@ func checkACLFilter(f string) error {
 }
 
 // defaultRules are the rules every authenticated client has: read and write
-// on each configured topic pattern that has {device}, with the device level
-// set to the client's user name and {metric} to any level.
+// on each configured topic pattern whose device id is one {device} level,
+// with that level set to the client's user name, {metric} to any level and
+// a last {metric+} to "#". A pattern whose device id spans levels, or is
+// joined from several, is a bridge's (one client publishing for many
+// devices) and needs an ACL rule of its own; so does a skipped route's.
 func defaultRules(routes []Route) []ACLRule {
 	var rules []ACLRule
 	for _, r := range routes {
-		if !r.Pattern.HasDevice() {
+		if !r.Pattern.HasDevice() || r.Skip != "" {
 			continue
 		}
 		levels := strings.Split(r.Pattern.String(), "/")
+		devices, ok := 0, true
 		for i, l := range levels {
 			switch l {
 			case PlaceholderDevice:
 				levels[i] = PlaceholderUsername
+				devices++
 			case PlaceholderMetric:
 				levels[i] = "+"
+			case PlaceholderMetricLevels:
+				levels[i] = "#"
+				ok = ok && i == len(levels)-1
+			case PlaceholderDeviceLevels:
+				ok = false
 			}
 		}
-		rules = append(rules, ACLRule{Access: ReadWrite, Filter: strings.Join(levels, "/")})
+		if ok && devices == 1 {
+			rules = append(rules, ACLRule{Access: ReadWrite, Filter: strings.Join(levels, "/")})
+		}
 	}
 	return rules
 }

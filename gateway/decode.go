@@ -162,6 +162,9 @@ type Decoder struct {
 	rname     []byte            // SenML record name; line protocol device tag
 	runit     []byte            // SenML record unit
 	restamped int               // readings of the last Decode given recv, see Restamped
+	doc       document          // the payload flattened, for presets and mappings
+	zone      *time.Location    // of times without an offset (nil: UTC)
+	units     *unitBook         // units learned from messages (may be nil)
 	// relLo and relHi bound the times of the last Decode's readings that
 	// are relative to recv (SenML), when relN > 0.
 	relLo, relHi int64
@@ -450,6 +453,10 @@ func (d *Decoder) intern(b []byte) string {
 // one, or one that is not a name (see ValidMetric), is not a unit and is
 // dropped: the reading is kept without it.
 const MaxUnitLen = 32
+
+// ValidUnit reports whether s is a valid unit: 1 to MaxUnitLen bytes of
+// printable UTF-8.
+func ValidUnit(s string) bool { return checkName(s, MaxUnitLen) == "" }
 
 // internUnit returns the unit b as a string, or "" if it is not a valid
 // unit.

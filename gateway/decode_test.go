@@ -285,7 +285,7 @@ func TestParseISOTime_MatchesTimePackage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("time.Parse(%q): %v", s, err)
 		}
-		got, prob := parseISOTime([]byte(s))
+		got, prob := parseISOTime([]byte(s), nil)
 		if prob != "" || got != want.UnixNano() {
 			if want.UnixNano() < 0 && prob != "" {
 				continue

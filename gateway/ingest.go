@@ -22,12 +22,6 @@ import (
 	"github.com/cairn-gateway/cairn/buffer"
 )
 
-// Route maps the topics that match Pattern to a payload format.
-type Route struct {
-	Pattern Pattern
-	Format  Format
-}
-
 // committer is the part of buffer.Writer the Ingester uses.
 type committer interface {
 	Submit(ctx context.Context, readings []buffer.Reading, done func(buffer.Result)) error
@@ -75,6 +69,10 @@ type Ingester struct {
 	restamped atomic.Uint64
 
 	unmatched unmatchedTopics
+	units     unitBook // units that messages give for other messages' readings
+
+	// skipped counts messages that are not readings, by kind (Route.Skip).
+	skipped sync.Map // kind → *atomic.Uint64
 
 	mu       sync.Mutex // guards rejected and examples
 	rejected map[string]uint64
@@ -134,7 +132,7 @@ func NewIngester(w committer, opts IngesterOptions) *Ingester {
 		in.log = slog.New(slog.DiscardHandler)
 	}
 	in.unmatched.log = in.log
-	in.decoders.New = func() any { return &Decoder{MaxPayload: opts.MaxPayload} }
+	in.decoders.New = func() any { return &Decoder{MaxPayload: opts.MaxPayload, units: &in.units} }
 	in.SetRoutes(opts.Routes)
 	return in
 }
@@ -176,7 +174,7 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 	}
 	in.messages.Add(1)
 	dec := in.decoders.Get().(*Decoder)
-	readings, ignored, err := dec.Decode(nil, route.Format, payload, device, metric, recv)
+	readings, ignored, err := dec.DecodeRoute(nil, route, payload, device, metric, recv)
 	restamped := dec.Restamped()
 	rel := relTimes{}
 	rel.lo, rel.hi, rel.ok = dec.Relative()
@@ -189,6 +187,10 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 	}
 	if err == nil && restamped > 0 {
 		in.restamped.Add(uint64(restamped))
+	}
+	if kind := SkipKind(err); kind != "" {
+		in.skip(kind)
+		readings, err = nil, nil
 	}
 	if err != nil {
 		in.reject(topic, payload, recv, err)
@@ -232,6 +234,15 @@ func (in *Ingester) Settle(ctx context.Context, done func(error)) {
 	if err != nil {
 		done(fmt.Errorf("submit: %w", err))
 	}
+}
+
+// skip counts a message that is not a reading, by kind.
+func (in *Ingester) skip(kind string) {
+	n, ok := in.skipped.Load(kind)
+	if !ok {
+		n, _ = in.skipped.LoadOrStore(kind, new(atomic.Uint64))
+	}
+	n.(*atomic.Uint64).Add(1)
 }
 
 // ReasonTooManySeries counts a message some of whose readings the store
@@ -367,6 +378,11 @@ type IngestStats struct {
 	// such topics, newest first.
 	Unmatched       uint64      `json:"unmatched"`
 	RecentUnmatched []Unmatched `json:"recent_unmatched"`
+
+	// Skipped counts the messages, on a configured topic, that are not
+	// readings but a device's or bridge's other traffic (availability,
+	// command, bridge, discovery, meta): acknowledged, not stored.
+	Skipped map[string]uint64 `json:"skipped"`
 }
 
 // Stats returns a snapshot of the counters, newest rejection first.
@@ -383,6 +399,11 @@ func (in *Ingester) Stats() IngestStats {
 	}
 	st.Restamped = in.restamped.Load()
 	st.Unmatched, st.RecentUnmatched = in.unmatched.stats()
+	st.Skipped = make(map[string]uint64)
+	in.skipped.Range(func(k, v any) bool {
+		st.Skipped[k.(string)] = v.(*atomic.Uint64).Load()
+		return true
+	})
 	in.mu.Lock()
 	for r, n := range in.rejected {
 		st.ByReason[r] = n

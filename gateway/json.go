@@ -348,7 +348,7 @@ func (p *jsonParser) timestamp(key []byte, rank int) *RejectError {
 			p.d.str = unescape(p.d.str[:0], raw)
 			raw = p.d.str
 		}
-		ns, prob = parseISOTime(raw)
+		ns, prob = parseISOTime(raw, p.d.zone)
 		if n, ok := scanNumber(raw, 0, false); prob != "" && ok && n.end == len(raw) && len(raw) > 0 && isDigit(raw[0]) {
 			ns, prob = epochNanos(n)
 		}

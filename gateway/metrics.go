@@ -21,7 +21,7 @@ type collector struct {
 	retLastRun, retRemoved, retDropped, retPaused, retOldest          *prometheus.Desc
 	retNewest, retMaxDisk                                             *prometheus.Desc
 	clockSynced, clockTrusted                                         *prometheus.Desc
-	restamped, unmatched                                              *prometheus.Desc
+	restamped, unmatched, skipped                                     *prometheus.Desc
 	refused, maxSeries, maxPerDevice                                  *prometheus.Desc
 }
 
@@ -38,6 +38,7 @@ func newCollector(opts APIOptions) *collector {
 		ignored:       d("ingest_ignored_fields_total", "Payload fields skipped (text that is no value, missing values, arrays)."),
 		restamped:     d("ingest_restamped_total", "Readings given the receive time for a device time before 2000."),
 		unmatched:     d("ingest_unmatched_total", "Messages on topics that no pattern of mqtt.topics matches (not stored)."),
+		skipped:       d("ingest_skipped_total", "Messages on a configured topic that are not readings (availability, command, bridge, discovery, meta), by kind.", "kind"),
 		failed:        d("ingest_failed_total", "Messages whose readings could not be stored (not acknowledged)."),
 		rejected:      d("ingest_rejected_total", "Messages rejected as bad input, by reason.", "reason"),
 		refused:       d("ingest_refused_readings_total", "Readings not stored because each would have made a new series over a limit."),
@@ -96,6 +97,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.failed, float64(in.Failed))
 	counter(c.restamped, float64(in.Restamped))
 	counter(c.unmatched, float64(in.Unmatched))
+	for kind, n := range in.Skipped {
+		counter(c.skipped, float64(n), kind)
+	}
 	counter(c.refused, float64(in.Refused))
 	for reason, n := range in.ByReason {
 		counter(c.rejected, float64(n), reason)

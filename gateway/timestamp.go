@@ -63,9 +63,10 @@ func pow10u(k int) uint64 {
 
 // parseISOTime parses an RFC 3339 / ISO 8601 date-time,
 // YYYY-MM-DD[Tt ]hh:mm:ss[.fraction][Z|z|±hh:mm|±hhmm], to nanoseconds since
-// the epoch; without a zone the time is UTC. Fractions beyond nanoseconds are
-// truncated. It returns a problem on failure.
-func parseISOTime(b []byte) (int64, string) {
+// the epoch; a time without a zone is in zone, or UTC if zone is nil.
+// Fractions beyond nanoseconds are truncated. It returns a problem on
+// failure.
+func parseISOTime(b []byte, zone *time.Location) (int64, string) {
 	const syntax = "want an RFC 3339 time such as 2026-11-22T10:00:00Z"
 	num := func(lo, hi int) int {
 		v := 0
@@ -102,7 +103,7 @@ func parseISOTime(b []byte) (int64, string) {
 			frac *= 10
 		}
 	}
-	offset := 0
+	offset, local := 0, i == len(b) && zone != nil
 	if i < len(b) {
 		switch b[i] {
 		case 'Z', 'z':
@@ -130,6 +131,9 @@ func parseISOTime(b []byte) (int64, string) {
 	t := time.Date(year, time.Month(month), day, hour, min, sec, 0, time.UTC)
 	if month < 1 || int(t.Month()) != month || t.Day() != day || hour > 23 || min > 59 || sec > 59 {
 		return 0, "date or time field out of range"
+	}
+	if local {
+		t = time.Date(year, time.Month(month), day, hour, min, sec, 0, zone)
 	}
 	switch secs := t.Unix() - int64(offset); {
 	case secs < 0:

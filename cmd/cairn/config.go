@@ -86,10 +86,52 @@ type MQTTConfig struct {
 	TLS          TLSConfig `yaml:"tls"`
 }
 
-// TopicConfig is one entry of mqtt.topics.
+// TopicConfig is one entry of mqtt.topics: a pattern and how to read its
+// messages, or a preset (docs/devices.md).
 type TopicConfig struct {
-	Pattern string `yaml:"pattern"`
-	Format  string `yaml:"format"`
+	Pattern   string `yaml:"pattern"`
+	Format    string `yaml:"format"`
+	Preset    string `yaml:"preset"`
+	BaseTopic string `yaml:"base_topic"`
+	// TimeZone is the IANA zone of times without an offset ("UTC",
+	// "Local", "Europe/Berlin").
+	TimeZone string `yaml:"time_zone"`
+
+	// A mapping, for JSON documents that carry their own ids
+	// (gateway.Mapping).
+	DeviceField string        `yaml:"device_field"`
+	TimeField   string        `yaml:"time_field"`
+	TimeFormat  string        `yaml:"time_format"`
+	ValueField  string        `yaml:"value_field"`
+	MetricField string        `yaml:"metric_field"`
+	UnitField   string        `yaml:"unit_field"`
+	StripPrefix string        `yaml:"strip_prefix"`
+	Metrics     MetricsFilter `yaml:"metrics"`
+
+	// Units are units by metric name, for readings that bring none.
+	Units map[string]string `yaml:"units"`
+	// Validate are limits by metric name.
+	Validate map[string]MetricCheck `yaml:"validate"`
+}
+
+// MetricsFilter selects readings by metric name (path.Match patterns).
+type MetricsFilter struct {
+	Include []string `yaml:"include"`
+	Exclude []string `yaml:"exclude"`
+}
+
+// MetricCheck is what the readings of one metric must keep.
+type MetricCheck struct {
+	Min      *float64 `yaml:"min"`
+	Max      *float64 `yaml:"max"`
+	Required bool     `yaml:"required"`
+}
+
+// hasMapping reports whether t sets any mapping option.
+func (t *TopicConfig) hasMapping() bool {
+	return t.DeviceField != "" || t.TimeField != "" || t.TimeFormat != "" || t.ValueField != "" ||
+		t.MetricField != "" || t.UnitField != "" || t.StripPrefix != "" ||
+		len(t.Metrics.Include) > 0 || len(t.Metrics.Exclude) > 0
 }
 
 // StoreConfig is the store: section.
@@ -603,22 +645,8 @@ func (c *Config) Validate() error {
 		m.Topics = []TopicConfig{{Pattern: defaultPattern, Format: "auto"}}
 	}
 	c.routes = c.routes[:0]
-	for i, t := range m.Topics {
-		key := fmt.Sprintf("mqtt.topics[%d]", i)
-		p, err := gateway.ParsePattern(t.Pattern)
-		if err != nil {
-			bad(key+".pattern", "%v", err)
-			continue
-		}
-		if t.Format == "" {
-			t.Format = "auto"
-		}
-		f, err := gateway.ParseFormat(t.Format)
-		if err != nil {
-			bad(key+".format", "%v", err)
-			continue
-		}
-		c.routes = append(c.routes, gateway.Route{Pattern: p, Format: f})
+	for i := range m.Topics {
+		c.routes = append(c.routes, topicRoutes(&m.Topics[i], fmt.Sprintf("mqtt.topics[%d]", i), bad)...)
 	}
 	if err := checkHostPort(c.HTTP.Listen); err != nil {
 		bad("http.listen", "%v", err)
@@ -813,4 +841,109 @@ func parseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("must be debug, info, warn or error (got %q)", s)
 	}
 	return l, nil
+}
+
+// topicRoutes returns the routes of one mqtt.topics entry, reporting each
+// problem to bad under key.
+func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...any)) []gateway.Route {
+	var zone *time.Location
+	switch t.TimeZone {
+	case "":
+	case "Local", "local":
+		zone = time.Local
+	default:
+		z, err := time.LoadLocation(t.TimeZone)
+		if err != nil {
+			bad(key+".time_zone", "%q is not an IANA time zone such as Europe/Berlin or UTC", t.TimeZone)
+			return nil
+		}
+		zone = z
+	}
+	checks := &gateway.Checks{Range: map[string]gateway.Range{}}
+	for _, metric := range slices.Sorted(maps.Keys(t.Validate)) {
+		v := t.Validate[metric]
+		if !gateway.ValidMetric(metric) {
+			bad(key+".validate", "%q is not a metric name", metric)
+		}
+		if v.Min != nil && v.Max != nil && *v.Min > *v.Max {
+			bad(key+".validate."+metric, "min %g is above max %g", *v.Min, *v.Max)
+		}
+		if v.Min != nil || v.Max != nil {
+			checks.Range[metric] = gateway.Range{Min: v.Min, Max: v.Max}
+		}
+		if v.Required {
+			checks.Required = append(checks.Required, metric)
+		}
+	}
+	if len(t.Validate) == 0 {
+		checks = nil
+	}
+	for metric, unit := range t.Units {
+		if !gateway.ValidMetric(metric) {
+			bad(key+".units", "%q is not a metric name", metric)
+		}
+		if !gateway.ValidUnit(unit) {
+			bad(key+".units."+metric, "%q is not a unit: 1 to %d bytes of printable UTF-8", unit, gateway.MaxUnitLen)
+		}
+	}
+	finish := func(routes []gateway.Route) []gateway.Route {
+		for i := range routes {
+			routes[i].Checks, routes[i].Units = checks, t.Units
+			if zone != nil {
+				routes[i].Zone = zone
+			}
+		}
+		return routes
+	}
+	if t.Preset != "" {
+		switch {
+		case t.Pattern != "":
+			bad(key+".pattern", "a preset has its own topics: set base_topic to move them, or drop preset to give a pattern")
+		case t.Format != "":
+			bad(key+".format", "a preset reads its own format")
+		case t.hasMapping():
+			bad(key+".preset", "a preset reads its own fields: mapping options (device_field, time_field, ...) need a pattern instead")
+		}
+		routes, err := gateway.PresetRoutes(t.Preset, t.BaseTopic, zone)
+		if err != nil {
+			bad(key+".preset", "%v", err)
+			return nil
+		}
+		return finish(routes)
+	}
+	if t.BaseTopic != "" {
+		bad(key+".base_topic", "base_topic moves a preset's topics: set preset too, or put the topic in pattern")
+	}
+	p, err := gateway.ParsePattern(t.Pattern)
+	if err != nil {
+		bad(key+".pattern", "%v", err)
+		return nil
+	}
+	if t.Format == "" {
+		t.Format = "auto"
+	}
+	f, err := gateway.ParseFormat(t.Format)
+	if err != nil {
+		bad(key+".format", "%v", err)
+		return nil
+	}
+	r := gateway.Route{Pattern: p, Format: f}
+	if t.hasMapping() {
+		if f != gateway.FormatAuto && f != gateway.FormatJSON {
+			bad(key+".format", "mapping options read JSON documents: want json or auto (got %s)", t.Format)
+		}
+		tf, err := gateway.ParseTimeFormat(t.TimeFormat)
+		if err != nil {
+			bad(key+".time_format", "%v", err)
+		}
+		r.Mapping = &gateway.Mapping{
+			DeviceField: t.DeviceField, TimeField: t.TimeField, TimeFormat: tf,
+			ValueField: t.ValueField, MetricField: t.MetricField, UnitField: t.UnitField,
+			StripPrefix: t.StripPrefix, Include: t.Metrics.Include, Exclude: t.Metrics.Exclude,
+		}
+		if err := r.Mapping.Check(); err != nil {
+			bad(key, "%v", err)
+		}
+	}
+	return finish([]gateway.Route{r})
 }

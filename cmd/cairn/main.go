@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	_ "time/tzdata" // time_zone works on a system without zoneinfo
 )
 
 // Set at build time with -ldflags "-X main.version=… -X main.commit=… -X main.date=…".

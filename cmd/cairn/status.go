@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,6 +148,14 @@ func printStatus(w io.Writer, st gateway.Status, r *rates) {
 	}
 	if in.Restamped > 0 {
 		fmt.Fprintf(w, "        %d readings given the receive time: their device's clock was never set (a date before 2000)\n", in.Restamped)
+	}
+	if len(in.Skipped) > 0 {
+		kinds := slices.Sorted(maps.Keys(in.Skipped))
+		parts := make([]string, len(kinds))
+		for i, k := range kinds {
+			parts[i] = fmt.Sprintf("%s %d", k, in.Skipped[k])
+		}
+		fmt.Fprintf(w, "        skipped, not readings: %s\n", strings.Join(parts, ", "))
 	}
 	if in.Unmatched > 0 {
 		topics := make([]string, 0, 3)

@@ -1,0 +1,425 @@
+package gateway
+
+import (
+	"fmt"
+	"math"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// Mapping tells how a JSON document that carries its own ids becomes
+// readings: where its device id, time, metric name, value and unit are,
+// and which of its fields are readings. Field names are the document's
+// keys joined with '.' ("uplink_message.decoded_payload.temperature").
+// The zero Mapping reads a document as format json does.
+type Mapping struct {
+	// DeviceField names the field that holds the device id, when the
+	// topic has none (default "device").
+	DeviceField string
+	// TimeField names the field that holds the reading time (default: a
+	// top-level epoch, ts, time or timestamp field, in any case).
+	TimeField string
+	// TimeFormat says how the time field is written (see ParseTimeFormat);
+	// the zero value tells RFC 3339 text and epoch numbers apart.
+	TimeFormat TimeFormat
+	// ValueField, if set, names the field that holds a value: the
+	// document's own, or that of each object that has one
+	// ({"temp":{"v":21.5,"u":"°C"}} with ValueField "v" gives metric
+	// "temp"). Other fields are then not readings. A top-level value is
+	// named by MetricField, else the topic's {metric}, else ValueField.
+	ValueField string
+	// MetricField names the field that holds the metric name of the
+	// document's top-level ValueField.
+	MetricField string
+	// UnitField names the field beside a value that holds its unit; at
+	// the top level, without ValueField, the unit of every reading.
+	UnitField string
+	// StripPrefix, if set, names the object whose fields are the readings,
+	// named without it ("uplink_message.decoded_payload"); fields outside
+	// it are envelope: not readings, and not counted.
+	StripPrefix string
+	// Include and Exclude select readings by metric name, after
+	// StripPrefix, with path.Match patterns ("*" is any run of
+	// characters but '/'): a reading must match an Include pattern, if
+	// there are any, and no Exclude pattern. Readings left out are not
+	// counted.
+	Include, Exclude []string
+
+	// drop are envelope fields of a preset: not readings, not counted.
+	drop []string
+}
+
+// Check reports the first problem with m's options.
+func (m *Mapping) Check() error {
+	for _, p := range append(append([]string(nil), m.Include...), m.Exclude...) {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("metric pattern %q: %v", p, err)
+		}
+	}
+	if m.MetricField != "" && m.ValueField == "" {
+		return fmt.Errorf("metric_field needs value_field")
+	}
+	return nil
+}
+
+// TimeFormat is how a time field is written.
+type TimeFormat struct {
+	kind   timeKind
+	layout string // for timeLayout
+}
+
+type timeKind uint8
+
+const (
+	timeAuto    timeKind = iota // RFC 3339 text, or epoch by magnitude
+	timeUnit                    // epoch in a fixed unit: scale ns per unit
+	timeRFC3339                 // RFC 3339 / ISO 8601 text only
+	timeLayout                  // a Go reference-time layout
+)
+
+// ParseTimeFormat parses a time format: "" or "auto" (RFC 3339 text, or
+// an epoch number whose unit follows from its magnitude), "unix",
+// "unix_ms", "unix_us", "unix_ns" (an epoch number, or text holding one,
+// in that unit), "rfc3339", or a Go layout written with the reference
+// time ("2006-01-02 15:04:05", "02.01.2006 15:04").
+func ParseTimeFormat(s string) (TimeFormat, error) {
+	switch s {
+	case "", "auto":
+		return TimeFormat{}, nil
+	case "unix":
+		return TimeFormat{kind: timeUnit, layout: "s"}, nil
+	case "unix_ms":
+		return TimeFormat{kind: timeUnit, layout: "ms"}, nil
+	case "unix_us":
+		return TimeFormat{kind: timeUnit, layout: "us"}, nil
+	case "unix_ns":
+		return TimeFormat{kind: timeUnit, layout: "ns"}, nil
+	case "rfc3339":
+		return TimeFormat{kind: timeRFC3339}, nil
+	}
+	if !strings.Contains(s, "2006") && !strings.Contains(s, "06") || !strings.Contains(s, "01") && !strings.Contains(s, "Jan") {
+		return TimeFormat{}, fmt.Errorf("unknown time format %q (want auto, unix, unix_ms, unix_us, unix_ns, rfc3339, or a Go layout such as \"2006-01-02 15:04:05\")", s)
+	}
+	return TimeFormat{kind: timeLayout, layout: s}, nil
+}
+
+// docReader turns the leaves of the Decoder's document into readings.
+type docReader struct {
+	d                *Decoder
+	out              []buffer.Reading
+	first            int // len(out) before the document
+	ignored, missing int
+	err              *RejectError
+	skip             *SkipError // the message is not a reading
+}
+
+func (r *docReader) fail(err *RejectError) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+// time returns the time of leaf l written in format f, restamped if it is
+// before 2000 (see restamp); with no leaf, recv.
+func (r *docReader) time(l *leaf, f TimeFormat, recv time.Time) int64 {
+	if l == nil {
+		return recv.UnixNano()
+	}
+	l.used = true
+	doc := &r.d.doc
+	raw := doc.str(l)
+	ns, prob := int64(0), ""
+	switch {
+	case l.kind != leafNumber && l.kind != leafString:
+		prob = "want a time"
+	case f.kind == timeUnit:
+		n, ok := scanNumber(raw, 0, false)
+		if !ok || n.end != len(raw) {
+			prob = "want an epoch number"
+			break
+		}
+		ns, prob = epochIn(n, f.layout)
+	case f.kind == timeLayout && l.kind == leafString:
+		zone := r.d.zone
+		if zone == nil {
+			zone = time.UTC
+		}
+		t, err := time.ParseInLocation(f.layout, string(raw), zone)
+		if err != nil {
+			prob = fmt.Sprintf("want the layout %q", f.layout)
+			break
+		}
+		ns = t.UnixNano()
+		if t.Year() < 1970 || t.Year() > 2262 {
+			prob = "time out of range"
+		}
+	case l.kind == leafString:
+		ns, prob = parseISOTime(raw, r.d.zone)
+		if n, ok := scanNumber(raw, 0, false); prob != "" && f.kind == timeAuto && ok && n.end == len(raw) && len(raw) > 0 && isDigit(raw[0]) {
+			ns, prob = epochNanos(n)
+		}
+	case f.kind == timeAuto:
+		n, _ := scanNumber(raw, 0, true)
+		ns, prob = epochNanos(n)
+	default:
+		prob = "want RFC 3339 text"
+	}
+	if prob != "" {
+		r.fail(rejectf(ReasonBadTimestamp, "field %s = %s: %s", quote(doc.name(l)), quote(raw), prob))
+		return 0
+	}
+	return r.d.restamp(ns, recv)
+}
+
+// epochIn converts a scanned epoch number in unit ("s", "ms", "us", "ns")
+// to nanoseconds.
+func epochIn(n numScan, unit string) (int64, string) {
+	if n.neg {
+		return 0, "negative epoch time"
+	}
+	digits := map[string]int{"s": 9, "ms": 6, "us": 3, "ns": 0}[unit]
+	ns, ok := floorScaled(n.mant, n.exp+digits)
+	if !ok || ns > math.MaxInt64 {
+		return 0, "epoch time out of range"
+	}
+	return int64(ns), ""
+}
+
+// emit makes leaf l a reading of device named name at ts, with unit, or
+// counts it as ignored.
+func (r *docReader) emit(l *leaf, device string, name []byte, ts int64, unit string) {
+	if r.err != nil {
+		return
+	}
+	l.used = true
+	v, kind := r.d.doc.value(l)
+	switch kind {
+	case textMissing:
+		r.ignored++
+		r.missing++
+		return
+	case textOther:
+		r.ignored++
+		return
+	case textNonFinite:
+		r.fail(rejectf(ReasonNonFinite, "metric %s: %s is not a finite float64", quote(name), quote(r.d.doc.str(l))))
+		return
+	}
+	metric, known := r.d.names[string(name)] // names in the cache are valid
+	if !known {
+		if prob := checkName(name, MaxMetricLen); prob != "" {
+			r.fail(rejectf(ReasonBadMetric, "metric %s: %s", quote(name), prob))
+			return
+		}
+		metric = r.d.intern(name)
+	}
+	r.out = append(r.out, buffer.Reading{Device: device, Metric: metric, TS: ts, Value: v, Unit: unit})
+}
+
+// device returns the device id held by leaf l, marking it used.
+func (r *docReader) device(l *leaf) string {
+	l.used = true
+	b := r.d.doc.str(l)
+	if l.kind != leafString && l.kind != leafNumber {
+		r.fail(rejectf(ReasonBadDevice, "field %s: want a string", quote(r.d.doc.name(l))))
+		return ""
+	}
+	if prob := checkDevice(b); prob != "" {
+		r.fail(rejectf(ReasonBadDevice, "device %s: %s", quote(b), prob))
+		return ""
+	}
+	return r.d.intern(b)
+}
+
+// text returns the text of a string leaf, marking it used, or "".
+func (r *docReader) text(l *leaf) string {
+	if l == nil {
+		return ""
+	}
+	l.used = true
+	if l.kind != leafString {
+		return ""
+	}
+	return r.d.internUnit(r.d.doc.str(l))
+}
+
+// result returns what the document gave: its readings, or no_readings if
+// it gave none and no value was missing.
+func (r *docReader) result(dst []buffer.Reading) ([]buffer.Reading, int, error) {
+	if r.err != nil {
+		return dst, 0, r.err
+	}
+	if len(r.out) == r.first && r.missing == 0 {
+		return dst, 0, rejectf(ReasonNoReadings, "no values (%d ignored)", r.ignored)
+	}
+	return r.out, r.ignored, nil
+}
+
+// timeLeaf returns the leaf that gives the document's time: the named
+// field, or else the best top-level field of timeFields.
+func (doc *document) timeLeaf(name string) *leaf {
+	if name != "" {
+		return doc.find(name)
+	}
+	var best *leaf
+	rank := 0
+	for i := range doc.leaves {
+		l := &doc.leaves[i]
+		if l.depth != 1 {
+			continue
+		}
+		for k, n := range timeFields {
+			if k+1 >= rank && asciiEqualFold(doc.name(l), n) {
+				best, rank = l, k+1
+			}
+		}
+	}
+	return best
+}
+
+// decodeMapped reads a JSON document by Mapping m.
+func (d *Decoder) decodeMapped(dst []buffer.Reading, m *Mapping, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
+	if err := d.flatten(payload, skipSpace(payload, 0)); err != nil {
+		return dst, 0, err
+	}
+	r := docReader{d: d, out: dst, first: len(dst)}
+	return r.mapped(dst, m, device, metric, recv)
+}
+
+// mapped reads the flattened document by m (see Mapping).
+func (r *docReader) mapped(dst []buffer.Reading, m *Mapping, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
+	doc := &r.d.doc
+	for _, name := range m.drop {
+		for i := range doc.leaves {
+			if n := doc.name(&doc.leaves[i]); string(n) == name || doc.under(&doc.leaves[i], name) {
+				doc.leaves[i].used = true
+			}
+		}
+	}
+	deviceField := m.DeviceField
+	if deviceField == "" {
+		deviceField = "device"
+	}
+	if l := doc.find(deviceField); l != nil {
+		if device != "" {
+			l.used = true
+			if m.DeviceField == "" {
+				r.ignored++ // as format json counts it
+			}
+		} else {
+			device = r.device(l)
+		}
+	}
+	if device == "" && r.err == nil {
+		r.fail(rejectf(ReasonBadDevice, "no device: topic has no %s and payload no %s field", PlaceholderDevice, quote(deviceField)))
+	}
+	ts := r.time(doc.timeLeaf(m.TimeField), m.TimeFormat, recv)
+	docUnit := ""
+	if m.UnitField != "" && m.ValueField == "" {
+		docUnit = r.text(doc.find(m.UnitField))
+	}
+	var name []byte
+	for i := range doc.leaves {
+		l := &doc.leaves[i]
+		if l.used {
+			continue
+		}
+		n := doc.name(l)
+		if m.StripPrefix != "" {
+			if !doc.under(l, m.StripPrefix) {
+				continue
+			}
+			n = n[len(m.StripPrefix)+1:]
+		}
+		unit := docUnit
+		if m.ValueField != "" {
+			parent, key := splitLast(n)
+			if string(key) != m.ValueField {
+				continue
+			}
+			if len(parent) == 0 {
+				switch {
+				case m.MetricField != "":
+					parent = []byte(r.text(doc.find(m.MetricField)))
+				case metric != "":
+					parent = []byte(metric)
+				default:
+					parent = key
+				}
+			}
+			if m.UnitField != "" {
+				full := doc.name(l)
+				unitName := string(full[:len(full)-len(key)]) + m.UnitField
+				unit = r.text(doc.find(unitName))
+			}
+			n = parent
+		} else if metric != "" && string(n) == "value" && l.depth == 1 && r.onlyValue(m) {
+			n = []byte(metric)
+		}
+		if !m.selects(n) {
+			l.used = true
+			continue
+		}
+		name = append(name[:0], n...)
+		r.emit(l, device, name, ts, unit)
+	}
+	return r.result(dst)
+}
+
+// onlyValue reports whether the document's only candidate reading is its
+// top-level "value" field, which the topic's {metric} then names (as in
+// format json).
+func (r *docReader) onlyValue(m *Mapping) bool {
+	doc := &r.d.doc
+	n := 0
+	for i := range doc.leaves {
+		l := &doc.leaves[i]
+		if l.used || l.kind == leafArray || l.kind == leafNull {
+			continue
+		}
+		if _, kind := doc.value(l); kind != textNumber {
+			continue
+		}
+		n++
+	}
+	return n == 1
+}
+
+// selects reports whether metric name passes m's Include and Exclude.
+func (m *Mapping) selects(name []byte) bool {
+	if len(m.Include) == 0 && len(m.Exclude) == 0 {
+		return true
+	}
+	s := string(name)
+	if len(m.Include) > 0 {
+		in := false
+		for _, p := range m.Include {
+			if ok, _ := path.Match(p, s); ok {
+				in = true
+				break
+			}
+		}
+		if !in {
+			return false
+		}
+	}
+	for _, p := range m.Exclude {
+		if ok, _ := path.Match(p, s); ok {
+			return false
+		}
+	}
+	return true
+}
+
+// splitLast splits a dotted name at its last '.'.
+func splitLast(n []byte) (parent, key []byte) {
+	for i := len(n) - 1; i >= 0; i-- {
+		if n[i] == '.' {
+			return n[:i], n[i+1:]
+		}
+	}
+	return nil, n
+}

@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"strings"
+	"time"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// esphomePreset reads ESPHome's MQTT component
+// (https://esphome.io/components/mqtt.html): states on
+// NODE/COMPONENT/NAME/state, plain (a sensor's number, a binary sensor's
+// ON/OFF) or JSON (a light's). Units come from the node's Home Assistant
+// discovery messages, which are skipped after their unit is noted.
+var esphomePreset = preset{
+	name: "esphome",
+	routes: []presetRoute{
+		{pattern: "homeassistant/#", read: esphomeDiscovery},
+		{pattern: "{device}/status", skip: SkipAvailability},
+		{pattern: "{device}/debug", skip: SkipMeta},
+		{pattern: "{device}/+/+/command", skip: SkipCommand},
+		{pattern: "{device}/+/+/+/command", skip: SkipCommand},
+		{pattern: "{device}/+/{metric}/state", read: esphomeState},
+	},
+}
+
+// esphomeState reads a component's state: JSON (a light, a fan) as
+// NAME.field, anything else as a plain value; text that is not a value (a
+// text sensor's) is ignored.
+func esphomeState(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
+	if start := skipSpace(payload, 0); start < len(payload) && payload[start] == '{' {
+		return readJSON(func(r *docReader, device, metric string, recv time.Time) {
+			var name []byte
+			doc := &r.d.doc
+			for i := range doc.leaves {
+				l := &doc.leaves[i]
+				name = append(append(append(name[:0], metric...), '.'), doc.name(l)...)
+				r.emit(l, device, name, recv.UnixNano(), "")
+			}
+		})(d, dst, payload, device, metric, recv)
+	}
+	return readText(d, dst, payload, device, metric, recv)
+}
+
+// esphomeDiscovery notes the unit of a discovery config's state topic and
+// skips the message.
+func esphomeDiscovery(d *Decoder, dst []buffer.Reading, payload []byte, _, _ string, _ time.Time) ([]buffer.Reading, int, error) {
+	skip := &SkipError{Kind: SkipDiscovery, Detail: "Home Assistant discovery"}
+	if d.units == nil || d.flatten(payload, skipSpace(payload, 0)) != nil {
+		return dst, 0, skip
+	}
+	doc := &d.doc
+	text := func(full, abbr string) string {
+		l := doc.find(full)
+		if l == nil {
+			l = doc.find(abbr)
+		}
+		if l == nil || l.kind != leafString {
+			return ""
+		}
+		return string(doc.str(l))
+	}
+	unit, topic := text("unit_of_measurement", "unit_of_meas"), text("state_topic", "stat_t")
+	if base := text("~", "~"); base != "" {
+		if rest, ok := strings.CutPrefix(topic, "~"); ok {
+			topic = base + rest
+		} else if rest, ok := strings.CutSuffix(topic, "~"); ok {
+			topic = rest + base
+		}
+	}
+	if unit == "" || topic == "" {
+		return dst, 0, skip
+	}
+	if device, metric, ok := esphomeStatePattern.Match(topic); ok {
+		d.units.learn(device, metric, unit)
+	}
+	return dst, 0, skip
+}
+
+var esphomeStatePattern, _ = ParsePattern("{device}/+/{metric}/state")

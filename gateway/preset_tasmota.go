@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"strings"
+	"time"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// tasmotaPreset reads Tasmota (https://tasmota.github.io/docs/MQTT/) with
+// its default full topic %prefix%/%topic%/: telemetry on tele/DEVICE/SENSOR
+// and STATE, sensor status on stat/DEVICE/STATUS10 (StatusSNS), relay
+// states on stat/DEVICE/POWER and POWER1…. Times are local without an
+// offset unless SetOption52 adds one; a sensor object with an "Id" (several
+// DS18B20 on one pin) is a device of its own, DEVICE/ID.
+var tasmotaPreset = preset{
+	name: "tasmota", local: true,
+	routes: []presetRoute{
+		{pattern: "tele/{device}/LWT", skip: SkipAvailability},
+		{pattern: "cmnd/#", skip: SkipCommand},
+		{pattern: "tasmota/discovery/#", skip: SkipDiscovery},
+		{pattern: "tele/{device}/SENSOR", read: readJSON(tasmotaJSON(""))},
+		{pattern: "tele/{device}/STATE", read: readJSON(tasmotaJSON(""))},
+		{pattern: "stat/{device}/STATUS10", read: readJSON(tasmotaJSON("StatusSNS"))},
+		{pattern: "stat/{device}/STATUS8", read: readJSON(tasmotaJSON("StatusSNS"))},
+		{pattern: "stat/{device}/{metric}", read: tasmotaStat},
+		{pattern: "tele/{device}/+", skip: SkipMeta},
+	},
+}
+
+// tasmotaUnits are the units of Tasmota's fields by key.
+var tasmotaUnits = map[string]string{
+	"Humidity": "%", "Illuminance": "lx", "CarbonDioxide": "ppm", "eCO2": "ppm", "TVOC": "ppb",
+	"PM1": "µg/m³", "PM2.5": "µg/m³", "PM10": "µg/m³",
+	"ENERGY.Total": "kWh", "ENERGY.Yesterday": "kWh", "ENERGY.Today": "kWh", "ENERGY.Power": "W",
+	"ENERGY.ApparentPower": "VA", "ENERGY.ReactivePower": "var", "ENERGY.Voltage": "V",
+	"ENERGY.Current": "A", "ENERGY.Period": "Wh", "ENERGY.Frequency": "Hz",
+	"UptimeSec": "s", "Heap": "kB", "Wifi.RSSI": "%", "Wifi.Signal": "dBm",
+}
+
+// tasmotaStat reads stat/DEVICE/POWER and POWERn; the other stat topics
+// are command responses.
+func tasmotaStat(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
+	if n, ok := strings.CutPrefix(metric, "POWER"); !ok || strings.Trim(n, "0123456789") != "" || len(n) > 1 {
+		return dst, 0, &SkipError{Kind: SkipMeta, Detail: "a command response"}
+	}
+	return d.decodeValue(dst, payload, skipSpace(payload, 0), device, metric, recv)
+}
+
+// tasmotaJSON reads a SENSOR, STATE or STATUS message; prefix is the
+// object the fields are in ("StatusSNS"), if any.
+func tasmotaJSON(prefix string) func(r *docReader, device, metric string, recv time.Time) {
+	key := func(k string) string {
+		if prefix == "" {
+			return k
+		}
+		return prefix + "." + k
+	}
+	return func(r *docReader, device, _ string, recv time.Time) {
+		doc := &r.d.doc
+		tl := doc.find(key("Epoch"))
+		if tl == nil {
+			tl = doc.find(key("Time"))
+		}
+		ts := r.time(tl, TimeFormat{}, recv)
+		for _, k := range []string{"Time", "Epoch", "TempUnit", "PressureUnit", "SpeedUnit", "ENERGY.TotalStartTime"} {
+			if l := doc.find(key(k)); l != nil {
+				l.used = true
+			}
+		}
+		temp, pressure := "°C", "hPa"
+		if u := doc.find(key("TempUnit")); u != nil && string(doc.str(u)) == "F" {
+			temp = "°F"
+		}
+		if u := doc.find(key("PressureUnit")); u != nil && u.kind == leafString && len(doc.str(u)) > 0 {
+			pressure = r.d.internUnit(doc.str(u))
+		}
+		unit := func(name []byte) string {
+			switch {
+			case hasKey(name, "Temperature"), hasKey(name, "DewPoint"):
+				return temp
+			case hasKey(name, "Pressure"), hasKey(name, "SeaPressure"):
+				return pressure
+			}
+			return keyUnit(tasmotaUnits, name)
+		}
+		// A sensor object with an Id is a device of its own.
+		var name []byte
+		for i := range doc.leaves {
+			idl := &doc.leaves[i]
+			n := doc.name(idl)
+			obj, k := splitLast(n)
+			rel, under := strings.CutPrefix(string(obj), prefixOf(prefix))
+			if string(k) != "Id" || idl.used || !under || rel == "" || strings.Contains(rel, ".") {
+				continue
+			}
+			idl.used = true
+			sub := r.d.intern(append(append([]byte(device), '/'), doc.str(idl)...))
+			if prob := checkDevice(sub); prob != "" {
+				r.fail(rejectf(ReasonBadDevice, "device %s: %s", quote(sub), prob))
+				return
+			}
+			objName := string(obj)
+			for j := range doc.leaves {
+				l := &doc.leaves[j]
+				if l.used || !doc.under(l, objName) {
+					continue
+				}
+				name = append(name[:0], doc.name(l)[len(objName)+1:]...)
+				r.emit(l, sub, name, ts, unit(name))
+			}
+		}
+		r.readAll(prefix, device, ts, unit)
+	}
+}
+
+// prefixOf returns prefix and its '.', or "".
+func prefixOf(prefix string) string {
+	if prefix == "" {
+		return ""
+	}
+	return prefix + "."
+}
