@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -114,4 +116,67 @@ func TestPresets_Names(t *testing.T) {
 	if errors.As(error(&SkipError{Kind: SkipMeta}), &se) && SkipKind(se) != SkipMeta {
 		t.Error("SkipKind")
 	}
+}
+
+// fuzzRoute is the body of the fuzz targets of presets and mappings:
+// whatever the payload, DecodeRoute skips it, rejects it cleanly, or
+// returns valid readings, the same from a fresh Decoder.
+func fuzzRoute(t *testing.T, r *Route, payload []byte, device, metric string) {
+	d := Decoder{units: &unitBook{}}
+	dst := make([]buffer.Reading, 1, 4)
+	out, ignored, err := d.DecodeRoute(dst, r, payload, device, metric, testRecv)
+	switch {
+	case SkipKind(err) != "":
+		if len(out) != 1 || ignored != 0 {
+			t.Fatalf("%q skipped with %d readings, ignored %d", payload, len(out)-1, ignored)
+		}
+	case err != nil:
+		var re *RejectError
+		if !errors.As(err, &re) || len(out) != 1 || ignored != 0 {
+			t.Fatalf("%q: err %v, out %d, ignored %d", payload, err, len(out), ignored)
+		}
+	default:
+		if ignored < 0 {
+			t.Fatalf("%q: ignored %d", payload, ignored)
+		}
+		for _, rd := range out[1:] {
+			if math.IsInf(rd.Value, 0) || math.IsNaN(rd.Value) || !ValidDevice(rd.Device) || !ValidMetric(rd.Metric) ||
+				rd.TS < 0 || rd.Unit != "" && !ValidUnit(rd.Unit) {
+				t.Fatalf("%q: invalid reading %+v", payload, rd)
+			}
+		}
+	}
+	fresh := Decoder{units: &unitBook{}}
+	out2, ignored2, err2 := fresh.DecodeRoute(nil, r, payload, device, metric, testRecv)
+	if fmt.Sprint(err) != fmt.Sprint(err2) || ignored != ignored2 || fmt.Sprint(out[1:]) != fmt.Sprint(out2) {
+		t.Fatalf("%q not deterministic: %v %v / %v %v", payload, out[1:], err, out2, err2)
+	}
+}
+
+// FuzzPresets fuzzes each preset fixture's payload on its own topic; the
+// fixtures are the seed corpus.
+func FuzzPresets(f *testing.F) {
+	fixtures := presetFixtures(f)
+	for i, fx := range fixtures {
+		f.Add(uint16(i), fx.Payload)
+	}
+	f.Fuzz(func(t *testing.T, i uint16, payload []byte) {
+		fx := fixtures[int(i)%len(fixtures)]
+		r, device, metric := routeFor(t, fx)
+		fuzzRoute(t, r, payload, device, metric)
+	})
+}
+
+// FuzzMapping fuzzes a mapping that uses every option.
+func FuzzMapping(f *testing.F) {
+	for _, s := range []string{
+		`{"meta":{"id":"m-1","ts":1763805600},"data":{"t":{"v":"21.5","u":"°C"},"h":{"v":40,"u":"%"}}}`,
+		`{"meta":{"id":"a b"},"data":{"x":{"v":null}}}`,
+		`{"data":{"t":{"v":1e999}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	m := Mapping{DeviceField: "meta.id", TimeField: "meta.ts", ValueField: "v", UnitField: "u", StripPrefix: "data", Exclude: []string{"x*"}}
+	r := Route{Format: FormatJSON, Mapping: &m}
+	f.Fuzz(func(t *testing.T, payload []byte) { fuzzRoute(t, &r, payload, "", "") })
 }

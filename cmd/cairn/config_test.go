@@ -85,6 +85,14 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"tls_on_tcp_url.bad.yaml":           `mqtt.tls: set, but mqtt.url "tcp://10.0.0.2:1883" is not ssl://`,
 		"bad_pattern.bad.yaml":              "mqtt.topics[1].pattern: ",
 		"bad_format.bad.yaml":               "mqtt.topics[0].format: ",
+		"preset_unknown.bad.yaml":           `mqtt.topics[0].preset: unknown preset "tasmotta" (want one of chirpstack, esphome, homeassistant-statestream, openmqttgateway, senml, shelly, shelly-rpc, tasmota, telegraf, ttn, zigbee2mqtt)`,
+		"preset_with_pattern.bad.yaml":      "mqtt.topics[0].pattern: a preset has its own topics: set base_topic to move them, or drop preset to give a pattern",
+		"preset_base_topic.bad.yaml":        "mqtt.topics[0].preset: preset esphome: its topics start with the device's name, so it takes no base_topic",
+		"time_zone.bad.yaml":                `mqtt.topics[0].time_zone: "Mars/Olympus" is not an IANA time zone such as Europe/Berlin or UTC`,
+		"time_format.bad.yaml":              `mqtt.topics[0].time_format: unknown time format "yesterday"`,
+		"validate_range.bad.yaml":           "mqtt.topics[0].validate.temp: min 10 is above max 5",
+		"mapping_format.bad.yaml":           "mqtt.topics[0].format: mapping options read JSON documents: want json or auto (got influx)",
+		"mapping_pattern.bad.yaml":          `mqtt.topics[0]: metric pattern "[a": syntax error in pattern`,
 		"bad_level.bad.yaml":                `log.level: must be debug, info, warn or error (got "loud")`,
 		"data_dir_list.bad.yaml":            "data_dir: cannot use !!seq into string (line 1)",
 		"bucket_too_big.bad.yaml":           "store.bucket_samples: 9000 readings do not fit a bucket with store.memtable_mib 1 (at most 7281)",
@@ -192,6 +200,32 @@ func TestParseConfig_MaxDiskBytes(t *testing.T) {
 		}
 		if got := cfg.Retention.MaxDiskBytes; got != tc.want {
 			t.Errorf("%s: got %d, want %d", tc.yaml, got, tc.want)
+		}
+	}
+}
+
+func TestLoadConfig_Presets(t *testing.T) {
+	c, err := LoadConfig("testdata/presets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPreset := map[string]int{}
+	for _, r := range c.routes {
+		byPreset[r.Preset]++
+	}
+	if len(byPreset) != 12 || byPreset[""] != 1 {
+		t.Errorf("routes by preset: %v, want 11 presets and one pattern", byPreset)
+	}
+	last := c.routes[len(c.routes)-1]
+	if last.Mapping == nil || last.Mapping.DeviceField != "meta.id" || last.Units["power"] != "W" || last.Checks == nil || last.Checks.Required[0] != "power" {
+		t.Errorf("mapping route: %+v", last)
+	}
+	for _, r := range c.routes {
+		if r.Preset == "zigbee2mqtt" && !strings.HasPrefix(r.Pattern.String(), "z2m/") {
+			t.Errorf("zigbee2mqtt route %s is not under base_topic z2m", r.Pattern)
+		}
+		if r.Preset == "tasmota" && (r.Zone == nil || r.Zone.String() != "Europe/Berlin") {
+			t.Errorf("tasmota route %s: zone %v", r.Pattern, r.Zone)
 		}
 	}
 }

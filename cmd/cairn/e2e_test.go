@@ -92,7 +92,7 @@ func apiReadings(rs []buffer.Reading, device string, desc bool) []readingDoc {
 // checkReadings fetches path and compares the readings it lists.
 func checkReadings(t *testing.T, api *apiClient, device, query string, want []readingDoc) {
 	t.Helper()
-	path := "/v1/devices/" + device + "/readings"
+	path := "/v1/devices/" + url.PathEscape(device) + "/readings"
 	if query != "" {
 		path += "?" + query
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -153,7 +154,7 @@ func findRecv(t *testing.T, api *apiClient, fx testkit.Fixture, sent, acked time
 			continue
 		}
 		from, to := sent.Add(r.Offset).Add(-time.Millisecond), acked.Add(r.Offset).Add(time.Millisecond)
-		path := fmt.Sprintf("/v1/devices/%s/readings?metric=%s&from=%d&to=%d&order=asc", r.Device, r.Metric, from.UnixNano(), to.UnixNano())
+		path := fmt.Sprintf("/v1/devices/%s/readings?metric=%s&from=%d&to=%d&order=asc", url.PathEscape(r.Device), url.QueryEscape(r.Metric), from.UnixNano(), to.UnixNano())
 		var got readingsDoc
 		if code := api.get(t, path, &got); code != http.StatusOK {
 			t.Fatalf("%s: GET %s: %d", fx.Name, path, code)
