@@ -220,9 +220,14 @@ func (doc *document) has(prefix string) bool {
 
 // The presets of standard formats.
 var (
+	// telegrafPreset reads Telegraf's MQTT output in line protocol, on
+	// its default topic BASE/HOST/PLUGIN: the host is the device.
 	telegrafPreset = preset{
 		name: "telegraf", base: "telegraf",
-		routes: []presetRoute{{pattern: "%base%/#", format: FormatInflux}},
+		routes: []presetRoute{
+			{pattern: "%base%/{device}/#", format: FormatInflux},
+			{pattern: "%base%", format: FormatInflux},
+		},
 	}
 	senmlPreset = preset{
 		name: "senml", base: "senml",

@@ -13,7 +13,7 @@ var openMQTTGatewayPreset = preset{
 		{pattern: "%base%/{device}/LWT", skip: SkipAvailability},
 		{pattern: "%base%/+/commands/#", skip: SkipCommand},
 		{pattern: "%base%/+/+/config", skip: SkipCommand},
-		{pattern: "%base%/{device}/SYStoMQTT", read: readJSON(bleJSON)},
+		{pattern: "%base%/{device}/SYStoMQTT", read: readJSON(bleGateway)},
 		{pattern: "%base%/+/BTtoMQTT/{device}", read: readJSON(bleJSON)},
 	},
 }
@@ -32,6 +32,11 @@ var bleUnits = map[string]string{
 var bleEnvelope = []string{"id", "mac", "name", "brand", "model", "model_id", "type", "mac_type",
 	"adv_type", "cidc", "acts", "cont", "track", "servicedata", "servicedatauuid",
 	"manufacturerdata", "uuid", "txpower"}
+
+// bleGateway reads the gateway's own system readings.
+func bleGateway(r *docReader, device, _ string, recv time.Time) {
+	r.readAll("", device, recv.UnixNano(), func(name []byte) string { return keyUnit(bleUnits, name) })
+}
 
 // bleJSON reads a device's readings; its id is the device.
 func bleJSON(r *docReader, device, _ string, recv time.Time) {
