@@ -164,6 +164,8 @@ type Decoder struct {
 	restamped int               // readings of the last Decode given recv, see Restamped
 	doc       document          // the payload flattened, for presets and mappings
 	zone      *time.Location    // of times without an offset (nil: UTC)
+	lineTags  bool              // line protocol tags other than host name the series (telegraf)
+	tags      []byte            // a line's other tags, k=v,k=v
 	units     *unitBook         // units learned from messages (may be nil)
 	// relLo and relHi bound the times of the last Decode's readings that
 	// are relative to recv (SenML), when relN > 0.

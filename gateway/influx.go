@@ -30,7 +30,8 @@ import (
 //	    and counted).
 //	  - The device is the topic's {device}, else the line's "device" tag,
 //	    else its "host" tag (Telegraf's). Other tags are not kept: lines that
-//	    differ only in them give readings of the same series.
+//	    differ only in them give readings of the same series. (The telegraf
+//	    preset differs: see Route.lineTags.)
 //	  - The timestamp is an integer whose unit follows from its magnitude
 //	    (see EpochMillisFrom) rather than the protocol's fixed nanoseconds:
 //	    devices send seconds and milliseconds as often, and MQTT has no
@@ -158,6 +159,7 @@ func (p *lineParser) line() *RejectError {
 		return p.syntax("empty measurement")
 	}
 	p.d.base = unescapeLine(p.d.base[:0], meas, escMeasurement)
+	p.d.tags = p.d.tags[:0]
 	devRank := 0 // 2: device tag in d.rname, 1: host tag
 	for p.peek() == ',' {
 		p.i++
@@ -177,6 +179,18 @@ func (p *lineParser) line() *RejectError {
 		case "host":
 			rank = 1
 		}
+		if p.d.lineTags { // Telegraf's: the host is the device, other tags name the series
+			if rank = 0; string(key) == "host" {
+				rank = 2
+			} else {
+				if len(p.d.tags) > 0 {
+					p.d.tags = append(p.d.tags, ',')
+				}
+				p.d.tags = unescapeLine(p.d.tags, key, escKey)
+				p.d.tags = append(p.d.tags, '=')
+				p.d.tags = unescapeLine(p.d.tags, val, escKey)
+			}
+		}
 		if rank > devRank {
 			p.d.rname = unescapeLine(p.d.rname[:0], val, escKey)
 			devRank = rank
@@ -190,7 +204,7 @@ func (p *lineParser) line() *RejectError {
 		return p.syntax("no field set")
 	}
 	device := p.device
-	if device == "" && devRank > 0 {
+	if devRank > 0 && (device == "" || p.d.lineTags) {
 		if prob := checkDevice(p.d.rname); prob != "" {
 			p.fail(rejectf(ReasonBadDevice, "line %d: device %s: %s", p.no, quote(p.d.rname), prob))
 		} else {
@@ -260,6 +274,9 @@ func (p *lineParser) field(device string) *RejectError {
 	}
 	p.d.key = unescapeLine(p.d.key[:0], key, escKey)
 	p.d.name = append(append(append(p.d.name[:0], p.d.base...), '.'), p.d.key...)
+	if len(p.d.tags) > 0 {
+		p.d.name = append(append(append(p.d.name, '{'), p.d.tags...), '}')
+	}
 	switch kind {
 	case textOther:
 		p.ignored++

@@ -36,6 +36,8 @@ type presetRoute struct {
 	skip    string
 	format  Format
 	read    readFunc
+	// lineTags: see Route.lineTags.
+	lineTags bool
 }
 
 // presets are the presets by name.
@@ -94,7 +96,7 @@ func PresetRoutes(name, base string, zone *time.Location) ([]Route, error) {
 		if err != nil {
 			return nil, fmt.Errorf("preset %s: base_topic %q: %v", name, base, err)
 		}
-		routes = append(routes, Route{Pattern: pat, Format: pr.format, Skip: pr.skip, Preset: name, Zone: zone, read: pr.read})
+		routes = append(routes, Route{Pattern: pat, Format: pr.format, Skip: pr.skip, Preset: name, Zone: zone, read: pr.read, lineTags: pr.lineTags})
 	}
 	return routes, nil
 }
@@ -221,12 +223,15 @@ func (doc *document) has(prefix string) bool {
 // The presets of standard formats.
 var (
 	// telegrafPreset reads Telegraf's MQTT output in line protocol, on
-	// its default topic BASE/HOST/PLUGIN: the host is the device.
+	// its default topic BASE/HOST/PLUGIN: the host tag is the device, else
+	// the topic's host level, and the other tags are a part of the metric
+	// name, "cpu.usage_idle{cpu=cpu0}", so that the series of one plugin
+	// (a core, a disk) stay apart.
 	telegrafPreset = preset{
 		name: "telegraf", base: "telegraf",
 		routes: []presetRoute{
-			{pattern: "%base%/{device}/#", format: FormatInflux},
-			{pattern: "%base%", format: FormatInflux},
+			{pattern: "%base%/{device}/#", format: FormatInflux, lineTags: true},
+			{pattern: "%base%", format: FormatInflux, lineTags: true},
 		},
 	}
 	senmlPreset = preset{

@@ -36,6 +36,9 @@ type Route struct {
 	// read, if not nil, reads the messages instead of Format: a preset's
 	// reader.
 	read readFunc
+	// lineTags: line protocol's host tag is the device, and its other tags
+	// are a part of each metric's name (telegraf).
+	lineTags bool
 }
 
 // readFunc reads one message of a route, like Decode.
@@ -77,8 +80,8 @@ func (d *Decoder) DecodeRoute(dst []buffer.Reading, r *Route, payload []byte, de
 	if r.Skip != "" {
 		return dst, 0, &SkipError{Kind: r.Skip, Detail: "topic of " + r.Pattern.String()}
 	}
-	d.zone = r.Zone
-	defer func() { d.zone = nil }()
+	d.zone, d.lineTags = r.Zone, r.lineTags
+	defer func() { d.zone, d.lineTags = nil, false }()
 	switch {
 	case r.read != nil || r.Mapping != nil:
 		d.restamped, d.relN = 0, 0
