@@ -114,8 +114,13 @@ func readJSON(fn func(r *docReader, device, metric string, recv time.Time)) read
 		}
 		r := docReader{d: d, out: dst, first: len(dst)}
 		fn(&r, device, metric, recv)
-		if r.skip != nil {
+		switch {
+		case r.skip != nil:
 			return dst, 0, r.skip
+		case r.err == nil && len(r.out) == r.first:
+			// A device of the family sent a message without a value,
+			// such as a button's action: settled, its fields counted.
+			return dst, r.ignored, nil
 		}
 		return r.result(dst)
 	}

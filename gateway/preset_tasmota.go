@@ -32,6 +32,10 @@ var tasmotaPreset = preset{
 var tasmotaUnits = map[string]string{
 	"Humidity": "%", "Illuminance": "lx", "CarbonDioxide": "ppm", "eCO2": "ppm", "TVOC": "ppb",
 	"PM1": "µg/m³", "PM2.5": "µg/m³", "PM10": "µg/m³",
+}
+
+// tasmotaFields are the units of Tasmota's fields by whole name.
+var tasmotaFields = map[string]string{
 	"ENERGY.Total": "kWh", "ENERGY.Yesterday": "kWh", "ENERGY.Today": "kWh", "ENERGY.Power": "W",
 	"ENERGY.ApparentPower": "VA", "ENERGY.ReactivePower": "var", "ENERGY.Voltage": "V",
 	"ENERGY.Current": "A", "ENERGY.Period": "Wh", "ENERGY.Frequency": "Hz",
@@ -76,6 +80,9 @@ func tasmotaJSON(prefix string) func(r *docReader, device, metric string, recv t
 			pressure = r.d.internUnit(doc.str(u))
 		}
 		unit := func(name []byte) string {
+			if u, ok := tasmotaFields[string(name)]; ok {
+				return u
+			}
 			switch {
 			case hasKey(name, "Temperature"), hasKey(name, "DewPoint"):
 				return temp
