@@ -457,9 +457,10 @@ func (u *Uplink) fresh(rs []buffer.OutboxReading, cutoff int64) []buffer.OutboxR
 func (u *Uplink) cut(rs []buffer.OutboxReading, end uint64) uint64 {
 	size := 0
 	for i := range rs {
-		// A reading costs about its names, a timestamp and a value, plus
-		// the tags (line protocol) or its id and the keys (JSON).
-		size += len(rs[i].Device) + len(rs[i].Metric) + len(u.opts.Gateway) + len(u.opts.Measurement) + 64
+		// A reading costs about its names and unit, a timestamp and a
+		// value, plus the tags (line protocol) or its id and the keys
+		// (JSON).
+		size += len(rs[i].Device) + len(rs[i].Metric) + len(rs[i].Unit) + len(u.opts.Gateway) + len(u.opts.Measurement) + 64
 		if u.opts.Format == JSON {
 			size += len(rs[i].Device) + 100
 		}
