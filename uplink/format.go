@@ -93,8 +93,8 @@ func newEncoder(f Format, measurement, gateway string) *encoder {
 
 // encode writes the batch whose id is batch and returns the body. Only
 // finite values are written (ingest refuses the others), and in line
-// protocol only readings whose names have no line break, which it cannot
-// carry; a reading that is left out is counted in skipped.
+// protocol only readings whose device, metric and unit are WritableName;
+// a reading that is left out is counted in skipped.
 func (e *encoder) encode(batch string, rs []buffer.OutboxReading) (body []byte, skipped int) {
 	if e.format == JSON {
 		return e.json(batch, rs)
@@ -113,7 +113,7 @@ func (e *encoder) influx(rs []buffer.OutboxReading) ([]byte, int) {
 	lineStart := -1 // index in rs of the reading that opened the line
 	for i := range rs {
 		r := &rs[i]
-		if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) || hasLineBreak(r.Device) || hasLineBreak(r.Metric) || hasLineBreak(r.Unit) {
+		if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) || !WritableName(r.Device) || !WritableName(r.Metric) || !WritableName(r.Unit) {
 			skipped++
 			continue
 		}
@@ -230,38 +230,44 @@ func escape(s, special string) string {
 	return string(appendEscaped(nil, s, special))
 }
 
-// appendEscaped appends s as line protocol wants a name or a tag value:
-// a backslash before each byte of special, and before each backslash
-// that would otherwise be read as escaping what follows it (one before a
-// comma, an equals sign, a space or another backslash, or at the end of
-// s, where a separator follows). Any other backslash stands for itself.
-// That is how InfluxDB documents line protocol and how VictoriaMetrics
-// reads it; InfluxDB 1.x reads an escaped backslash as two.
-//
-// Line protocol has no escape for a line break: names with one are not
-// written (hasLineBreak).
+// appendEscaped appends s with a backslash before each byte of special,
+// as line protocol wants in names and tag values. s must be WritableName:
+// its other backslashes stand for themselves.
 func appendEscaped(b []byte, s, special string) []byte {
-	if !strings.ContainsAny(s, special) && strings.IndexByte(s, '\\') < 0 {
+	if !strings.ContainsAny(s, special) {
 		return append(b, s...)
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case strings.IndexByte(special, c) >= 0:
-			b = append(b, '\\', c)
-		case c == '\\' && (i+1 == len(s) || strings.IndexByte(",= \\", s[i+1]) >= 0):
-			b = append(b, '\\', '\\')
-		default:
-			b = append(b, c)
+		if strings.IndexByte(special, s[i]) >= 0 {
+			b = append(b, '\\')
 		}
+		b = append(b, s[i])
 	}
 	return b
 }
 
-// hasLineBreak reports whether s holds a byte that ends a line of line
-// protocol.
-func hasLineBreak(s string) bool {
-	return strings.ContainsAny(s, "\n\r")
+// WritableName reports whether line protocol carries s, as a measurement,
+// a tag value or a field key, so that every upstream reads back s: it
+// holds no line break (line protocol has no escape for one), and no
+// backslash at its end or before a comma, an equals sign, a space or
+// another backslash. InfluxDB documents `\\` as an escaped backslash,
+// and VictoriaMetrics reads it so, but InfluxDB 1.x reads it as two, and
+// takes a backslash before a separator as escaping it whatever comes
+// before: a name ending in a backslash cannot be written for it at all,
+// and a batch with one is refused whole. A backslash anywhere else stands
+// for itself in all of them.
+func WritableName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\n', '\r':
+			return false
+		case '\\':
+			if i+1 == len(s) || strings.IndexByte(",= \\", s[i+1]) >= 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and

@@ -98,12 +98,25 @@ func TestEncoder_InfluxEscapesNamesAndUnits(t *testing.T) {
 		{"café", "débit", "m³/h", `readings,device=café,gateway=gw,unit=m³/h débit=1 5`},
 		{"a,b=c", "x,y=z", "W h,=", `readings,device=a\,b\=c,gateway=gw,unit=W\ h\,\= x\,y\=z=1 5`},
 		{`"quoted"`, `say "hi"`, `"`, `readings,device="quoted",gateway=gw,unit=" say\ "hi"=1 5`},
-		{`C:\temp`, `a\b`, `\`, `readings,device=C:\temp,gateway=gw,unit=\\ a\b=1 5`},
-		{`end\`, `x\,y`, `\\`, `readings,device=end\\,gateway=gw,unit=\\\\ x\\\,y=1 5`},
+		{`C:\temp`, `a\b`, `µ\g`, `readings,device=C:\temp,gateway=gw,unit=µ\g a\b=1 5`},
+		// Not WritableName: not written.
+		{`end\`, "t", "", ""},
+		{"d", `x\,y`, "", ""},
+		{"d", "t", `\\`, ""},
+		{"d", `a\ b`, "", ""},
+		{"d", `a\=b`, "", ""},
+		{"line\nbreak", "t", "", ""},
+		{"d", "t", "\r", ""},
 	}
 	e := newEncoder(Influx, "readings", "gw")
 	for _, tt := range tests {
 		body, skipped := e.encode("b", []buffer.OutboxReading{outboxReading(tt.device, tt.metric, tt.unit, 5, 1)})
+		if tt.want == "" {
+			if len(body) != 0 || skipped != 1 {
+				t.Errorf("%q %q %q: got %q (skipped %d), want it skipped", tt.device, tt.metric, tt.unit, body, skipped)
+			}
+			continue
+		}
 		if got := strings.TrimSuffix(string(body), "\n"); got != tt.want || skipped != 0 {
 			t.Errorf("%q %q %q:\n got %s (skipped %d)\nwant %s", tt.device, tt.metric, tt.unit, got, skipped, tt.want)
 			continue
@@ -119,8 +132,8 @@ func TestEncoder_InfluxEscapesNamesAndUnits(t *testing.T) {
 	}
 }
 
-// Whatever the names hold but line breaks, an upstream reads back what
-// was written.
+// Whatever names and units line protocol can carry (WritableName), an
+// upstream reads back what was written; the others are skipped.
 func TestEncoder_InfluxEscapesRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	alphabet := []string{"a", "Z", "0", ",", "=", " ", `\`, `"`, "/", "é", "°", "'", "#", "_"}
@@ -131,23 +144,34 @@ func TestEncoder_InfluxEscapesRoundTrip(t *testing.T) {
 		}
 		return b.String()
 	}
-	e := newEncoder(Influx, `my, measurement\`, `gw =1\`)
+	e := newEncoder(Influx, `my, measure\ment`, `gw =1\a`)
+	written := 0
 	for range 2000 {
 		dev, met, unit := word(), word(), word()
-		body, _ := e.encode("b", []buffer.OutboxReading{outboxReading(dev, met, unit, 7, 2.5)})
+		body, skipped := e.encode("b", []buffer.OutboxReading{outboxReading(dev, met, unit, 7, 2.5)})
+		if !WritableName(dev) || !WritableName(met) || !WritableName(unit) {
+			if len(body) != 0 || skipped != 1 {
+				t.Fatalf("%q %q %q: wrote %q (skipped %d), want it skipped", dev, met, unit, body, skipped)
+			}
+			continue
+		}
+		written++
 		ps := parseLP(t, string(body))
 		if len(ps) != 1 {
 			t.Fatalf("%q %q %q: %d lines: %s", dev, met, unit, len(ps), body)
 		}
 		want := lpPoint{
-			Measurement: `my, measurement\`,
-			Tags:        map[string]string{"device": dev, "gateway": `gw =1\`, "unit": unit},
+			Measurement: `my, measure\ment`,
+			Tags:        map[string]string{"device": dev, "gateway": `gw =1\a`, "unit": unit},
 			Fields:      map[string]string{met: "2.5"},
 			TS:          "7",
 		}
 		if !reflect.DeepEqual(ps[0], want) {
 			t.Fatalf("%q %q %q: wrote %s read back %+v", dev, met, unit, body, ps[0])
 		}
+	}
+	if written < 500 {
+		t.Errorf("only %d of 2000 written: the test checks too little", written)
 	}
 }
 
@@ -172,17 +196,18 @@ func TestEncoder_InfluxLinesByUnit(t *testing.T) {
 	}
 }
 
-// Line protocol cannot carry a line break in a name: such a reading is
-// left out and counted, the others go.
-func TestEncoder_InfluxSkipsNamesWithLineBreaks(t *testing.T) {
+// A reading whose names line protocol cannot carry is left out and
+// counted, the others go.
+func TestEncoder_InfluxSkipsNamesItCannotWrite(t *testing.T) {
 	e := newEncoder(Influx, "r", "")
 	body, skipped := e.encode("b", []buffer.OutboxReading{
 		outboxReading("a\nb", "t", "", 5, 1),
 		outboxReading("d", "t\r", "", 5, 1),
 		outboxReading("d", "t", "", 5, 2),
+		outboxReading("d", "t", `°C\`, 6, 1),
 	})
-	if want := "r,device=d t=2 5\n"; string(body) != want || skipped != 2 {
-		t.Errorf("got %q (skipped %d), want %q (skipped 2)", body, skipped, want)
+	if want := "r,device=d t=2 5\n"; string(body) != want || skipped != 3 {
+		t.Errorf("got %q (skipped %d), want %q (skipped 3)", body, skipped, want)
 	}
 }
 
@@ -233,5 +258,23 @@ func TestEncoder_JSONUnitsAndEscapes(t *testing.T) {
 	}
 	if strings.Contains(string(body), `"unit":""`) {
 		t.Errorf("an unknown unit is written: %s", body)
+	}
+}
+
+// A measurement or a gateway id that line protocol cannot carry would
+// have every batch refused: New refuses it for line protocol, not for
+// JSON.
+func TestNew_RefusesNamesLineProtocolCannotCarry(t *testing.T) {
+	for _, o := range []Options{
+		{URL: "http://127.0.0.1:1/write", Measurement: `readings\`},
+		{URL: "http://127.0.0.1:1/write", Gateway: "gw\n1"},
+	} {
+		if _, err := withDefaults(o); err == nil || !strings.Contains(err.Error(), "line protocol cannot carry") {
+			t.Errorf("%+v: got %v, want a refusal", o, err)
+		}
+		o.Format = JSON
+		if _, err := withDefaults(o); err != nil {
+			t.Errorf("JSON %+v: got %v", o, err)
+		}
 	}
 }

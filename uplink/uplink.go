@@ -159,6 +159,13 @@ func withDefaults(opts Options) (Options, error) {
 	if opts.Measurement == "" {
 		opts.Measurement = "readings"
 	}
+	if opts.Format == Influx {
+		for _, n := range []struct{ what, name string }{{"measurement", opts.Measurement}, {"gateway", opts.Gateway}} {
+			if !WritableName(n.name) {
+				return opts, fmt.Errorf("uplink: %s %q: line protocol cannot carry it (a line break, or a backslash at its end or before a comma, an equals sign, a space or a backslash)", n.what, n.name)
+			}
+		}
+	}
 	if opts.BatchReadings <= 0 {
 		opts.BatchReadings = 5000
 	}
