@@ -93,8 +93,10 @@ func newEncoder(f Format, measurement, gateway string) *encoder {
 
 // encode writes the batch whose id is batch and returns the body. Only
 // finite values are written (ingest refuses the others), and in line
-// protocol only readings whose device, metric and unit are WritableName;
-// a reading that is left out is counted in skipped.
+// protocol only readings whose device and metric are WritableName; a
+// reading that is left out is counted in skipped. A unit that is not
+// WritableName is left out of line protocol, not its reading: the reading
+// goes without a unit tag.
 func (e *encoder) encode(batch string, rs []buffer.OutboxReading) (body []byte, skipped int) {
 	if e.format == JSON {
 		return e.json(batch, rs)
@@ -111,13 +113,18 @@ func (e *encoder) influx(rs []buffer.OutboxReading) ([]byte, int) {
 	b := e.buf[:0]
 	skipped := 0
 	lineStart := -1 // index in rs of the reading that opened the line
+	lineUnit := ""  // the unit of the line's tags
 	for i := range rs {
 		r := &rs[i]
-		if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) || !WritableName(r.Device) || !WritableName(r.Metric) || !WritableName(r.Unit) {
+		if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) || !WritableName(r.Device) || !WritableName(r.Metric) {
 			skipped++
 			continue
 		}
-		same := lineStart >= 0 && rs[lineStart].Device == r.Device && rs[lineStart].TS == r.TS && rs[lineStart].Unit == r.Unit
+		unit := r.Unit
+		if !WritableName(unit) {
+			unit = ""
+		}
+		same := lineStart >= 0 && rs[lineStart].Device == r.Device && rs[lineStart].TS == r.TS && lineUnit == unit
 		if same {
 			for j := lineStart; j < i; j++ {
 				if rs[j].Metric == r.Metric {
@@ -134,14 +141,14 @@ func (e *encoder) influx(rs []buffer.OutboxReading) ([]byte, int) {
 				b = strconv.AppendInt(b, rs[lineStart].TS, 10)
 				b = append(b, '\n')
 			}
-			lineStart = i
+			lineStart, lineUnit = i, unit
 			b = append(b, e.measurement...)
 			b = append(b, ",device="...)
 			b = appendEscaped(b, r.Device, keySpecial)
 			b = append(b, e.gatewayTag...)
-			if r.Unit != "" {
+			if unit != "" {
 				b = append(b, ",unit="...)
-				b = appendEscaped(b, r.Unit, keySpecial)
+				b = appendEscaped(b, unit, keySpecial)
 			}
 			b = append(b, ' ')
 		}

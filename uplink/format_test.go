@@ -99,14 +99,15 @@ func TestEncoder_InfluxEscapesNamesAndUnits(t *testing.T) {
 		{"a,b=c", "x,y=z", "W h,=", `readings,device=a\,b\=c,gateway=gw,unit=W\ h\,\= x\,y\=z=1 5`},
 		{`"quoted"`, `say "hi"`, `"`, `readings,device="quoted",gateway=gw,unit=" say\ "hi"=1 5`},
 		{`C:\temp`, `a\b`, `µ\g`, `readings,device=C:\temp,gateway=gw,unit=µ\g a\b=1 5`},
-		// Not WritableName: not written.
+		// Names that are not WritableName: not written.
 		{`end\`, "t", "", ""},
 		{"d", `x\,y`, "", ""},
-		{"d", "t", `\\`, ""},
 		{"d", `a\ b`, "", ""},
 		{"d", `a\=b`, "", ""},
 		{"line\nbreak", "t", "", ""},
-		{"d", "t", "\r", ""},
+		// A unit that is not: the reading goes without it.
+		{"d", "t", `\\`, `readings,device=d,gateway=gw t=1 5`},
+		{"d", "t", "°C\r", `readings,device=d,gateway=gw t=1 5`},
 	}
 	e := newEncoder(Influx, "readings", "gw")
 	for _, tt := range tests {
@@ -123,7 +124,7 @@ func TestEncoder_InfluxEscapesNamesAndUnits(t *testing.T) {
 		}
 		p := parseLP(t, string(body))[0]
 		wantTags := map[string]string{"device": tt.device, "gateway": "gw"}
-		if tt.unit != "" {
+		if tt.unit != "" && WritableName(tt.unit) {
 			wantTags["unit"] = tt.unit
 		}
 		if !reflect.DeepEqual(p.Tags, wantTags) || p.Fields[tt.metric] != "1" {
@@ -149,7 +150,7 @@ func TestEncoder_InfluxEscapesRoundTrip(t *testing.T) {
 	for range 2000 {
 		dev, met, unit := word(), word(), word()
 		body, skipped := e.encode("b", []buffer.OutboxReading{outboxReading(dev, met, unit, 7, 2.5)})
-		if !WritableName(dev) || !WritableName(met) || !WritableName(unit) {
+		if !WritableName(dev) || !WritableName(met) {
 			if len(body) != 0 || skipped != 1 {
 				t.Fatalf("%q %q %q: wrote %q (skipped %d), want it skipped", dev, met, unit, body, skipped)
 			}
@@ -165,6 +166,9 @@ func TestEncoder_InfluxEscapesRoundTrip(t *testing.T) {
 			Tags:        map[string]string{"device": dev, "gateway": `gw =1\a`, "unit": unit},
 			Fields:      map[string]string{met: "2.5"},
 			TS:          "7",
+		}
+		if !WritableName(unit) {
+			delete(want.Tags, "unit")
 		}
 		if !reflect.DeepEqual(ps[0], want) {
 			t.Fatalf("%q %q %q: wrote %s read back %+v", dev, met, unit, body, ps[0])
@@ -197,7 +201,7 @@ func TestEncoder_InfluxLinesByUnit(t *testing.T) {
 }
 
 // A reading whose names line protocol cannot carry is left out and
-// counted, the others go.
+// counted, the others go; one whose unit it cannot carry goes without.
 func TestEncoder_InfluxSkipsNamesItCannotWrite(t *testing.T) {
 	e := newEncoder(Influx, "r", "")
 	body, skipped := e.encode("b", []buffer.OutboxReading{
@@ -206,8 +210,8 @@ func TestEncoder_InfluxSkipsNamesItCannotWrite(t *testing.T) {
 		outboxReading("d", "t", "", 5, 2),
 		outboxReading("d", "t", `°C\`, 6, 1),
 	})
-	if want := "r,device=d t=2 5\n"; string(body) != want || skipped != 3 {
-		t.Errorf("got %q (skipped %d), want %q (skipped 3)", body, skipped, want)
+	if want := "r,device=d t=2 5\nr,device=d t=1 6\n"; string(body) != want || skipped != 2 {
+		t.Errorf("got %q (skipped %d), want %q (skipped 2)", body, skipped, want)
 	}
 }
 
