@@ -37,6 +37,11 @@ const (
 	// checkpoint writes them as runs and aggregates (see journal.go):
 	//   'j' seq(8B BE) → the readings, encoded as an outbox entry.
 	kindJournal keyKind = 'j'
+	// kindUnit holds the unit of a series, the last one a stored reading
+	// brought (see unit.go); a series whose unit is not known has none:
+	//   'u' device 0x00 metric 0x00 → the unit, 1 to MaxUnitLen bytes of
+	//   UTF-8 without control characters.
+	kindUnit keyKind = 'u'
 	// kindMeta holds store-wide values under a name: '_' name → value.
 	kindMeta keyKind = '_'
 )
@@ -222,6 +227,29 @@ func (a Sample) less(b Sample) bool {
 // same reports whether a and b are the same sample, bit for bit.
 func (a Sample) same(b Sample) bool {
 	return a.TS == b.TS && math.Float64bits(a.Value) == math.Float64bits(b.Value)
+}
+
+// appendUnitKey appends the key of the unit of a series to dst.
+func appendUnitKey(dst []byte, device, metric string) []byte {
+	dst = append(dst, byte(kindUnit))
+	dst = append(dst, device...)
+	dst = append(dst, sep)
+	dst = append(dst, metric...)
+	return append(dst, sep)
+}
+
+// parseUnitKey parses a key written by appendUnitKey. The strings it
+// returns are copies; the key may be reused.
+func parseUnitKey(k []byte) (device, metric string, err error) {
+	if len(k) < 1+4 || keyKind(k[0]) != kindUnit || k[len(k)-1] != sep {
+		return "", "", fmt.Errorf("%w: not a unit key (%d bytes)", errBadKey, len(k))
+	}
+	head := k[1 : len(k)-1]
+	i := bytes.IndexByte(head, sep)
+	if i < 1 || i == len(head)-1 || bytes.IndexByte(head[i+1:], sep) >= 0 {
+		return "", "", fmt.Errorf("%w: unit key without device and metric", errBadKey)
+	}
+	return string(head[:i]), string(head[i+1:]), nil
 }
 
 // appendMetaKey appends the key of the meta value name to dst.

@@ -93,3 +93,50 @@ func FuzzParsePointKey(f *testing.F) {
 		}
 	})
 }
+
+func TestUnitKey_RoundTrip(t *testing.T) {
+	for _, s := range [][2]string{{"d", "m"}, {"kitchen/door", "température ambiante"}, {"a b", "c=d,e"}} {
+		k := appendUnitKey(nil, s[0], s[1])
+		device, metric, err := parseUnitKey(k)
+		if err != nil {
+			t.Fatalf("parse %q: %v", k, err)
+		}
+		if device != s[0] || metric != s[1] {
+			t.Errorf("got %q %q, want %q %q", device, metric, s[0], s[1])
+		}
+	}
+	// The unit key of "a" "b" is not a prefix of "a" "bc"'s.
+	if a, b := appendUnitKey(nil, "a", "b"), appendUnitKey(nil, "a", "bc"); bytes.HasPrefix(b, a) {
+		t.Errorf("unit key %q is a prefix of %q", a, b)
+	}
+}
+
+func TestParseUnitKey_Bad(t *testing.T) {
+	for _, k := range [][]byte{
+		nil,
+		[]byte("u"),
+		[]byte("ud\x00m"),          // no final separator
+		[]byte("u\x00m\x00"),       // no device
+		[]byte("ud\x00\x00"),       // no metric
+		[]byte("ud\x00m\x00x\x00"), // a separator in the metric
+		[]byte("pd\x00m\x00"),      // another kind
+	} {
+		if _, _, err := parseUnitKey(k); err == nil {
+			t.Errorf("parseUnitKey(%q): got nil error", k)
+		}
+	}
+}
+
+func FuzzParseUnitKey(f *testing.F) {
+	f.Add(appendUnitKey(nil, "d", "m"))
+	f.Add([]byte("u\x00\x00"))
+	f.Fuzz(func(t *testing.T, k []byte) {
+		device, metric, err := parseUnitKey(k)
+		if err != nil {
+			return
+		}
+		if got := appendUnitKey(nil, device, metric); !bytes.Equal(got, k) {
+			t.Fatalf("round trip: %x → %q %q → %x", k, device, metric, got)
+		}
+	})
+}

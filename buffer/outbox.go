@@ -502,12 +502,16 @@ func (s *Store) outboxSynced() {
 }
 
 // ReadOutbox appends to dst the readings from sequence number from on, at
-// most max of them, in the order they were stored.
+// most max of them, in the order they were stored. Each one's Unit is the
+// unit its series has when it is read ("" when its series has none, or
+// is no longer in the index): a unit belongs to a series, not to a
+// reading, and the outbox does not keep it (unit.go).
 func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxReading, error) {
 	if max <= 0 {
 		return dst, nil
 	}
 	want := len(dst) + max
+	first := len(dst)
 	err := s.db.View(func(txn *badger.Txn) error {
 		// The entry holding from starts at from or before it.
 		start := appendOutboxKey(nil, from)
@@ -554,6 +558,7 @@ func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxR
 		}
 		return nil
 	})
+	s.fillUnits(dst[first:])
 	return dst, err
 }
 

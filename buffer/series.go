@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -157,11 +158,13 @@ func (s *Store) HasDevice(device string) bool {
 	return s.devices[device] != nil
 }
 
-// Device describes a device of the index: its metrics, sorted, and the
+// Device describes a device of the index: its metrics, sorted, the unit
+// of each (Units[i] is that of Metrics[i], "" when not known), and the
 // newest timestamp stored of any of them (ns since the epoch).
 type Device struct {
 	Name    string
 	Metrics []string
+	Units   []string
 	Last    int64
 }
 
@@ -186,17 +189,29 @@ func (s *Store) Devices(after string, limit int) ([]Device, bool) {
 	out := make([]Device, len(names))
 	page := make(map[string]*Device, len(names))
 	for i, name := range names {
-		out[i] = Device{Name: name, Metrics: make([]string, 0, s.devices[name].series), Last: math.MinInt64}
+		n := s.devices[name].series
+		out[i] = Device{Name: name, Metrics: make([]string, 0, n), Units: make([]string, 0, n), Last: math.MinInt64}
 		page[name] = &out[i]
 	}
 	for _, st := range s.series {
 		if d := page[st.device]; d != nil {
 			d.Metrics = append(d.Metrics, st.metric)
+			d.Units = append(d.Units, st.unitName())
 			d.Last = max(d.Last, st.last)
 		}
 	}
 	for i := range out {
-		slices.Sort(out[i].Metrics)
+		sort.Sort(byMetric(out[i]))
 	}
 	return out, more
+}
+
+// byMetric sorts a Device's metrics and their units by metric.
+type byMetric Device
+
+func (d byMetric) Len() int           { return len(d.Metrics) }
+func (d byMetric) Less(i, j int) bool { return d.Metrics[i] < d.Metrics[j] }
+func (d byMetric) Swap(i, j int) {
+	d.Metrics[i], d.Metrics[j] = d.Metrics[j], d.Metrics[i]
+	d.Units[i], d.Units[j] = d.Units[j], d.Units[i]
 }

@@ -13,23 +13,31 @@ import (
 // per device) through a real Store and Writer and checkpointing, less the
 // heap live before, over N (bytes/series); and the same for the store
 // opened again on that directory, which loads the series from disk
-// (reopened-bytes/series). scripts/bench.sh series prints them; the
-// figures are in docs/storage.md, and size store.max_series.
+// (reopened-bytes/series). The -units cases give every series a unit,
+// one of a few. scripts/bench.sh series prints them; the figures are in
+// docs/storage.md, and size store.max_series.
 func BenchmarkSeriesMemory(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
-		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
-			for b.Loop() {
-				live, reopened := seriesMemory(b, n)
-				b.ReportMetric(live, "bytes/series")
-				b.ReportMetric(reopened, "reopened-bytes/series")
+		for _, withUnits := range []bool{false, true} {
+			name := fmt.Sprintf("%dk", n/1000)
+			if withUnits {
+				name += "-units"
 			}
-		})
+			b.Run(name, func(b *testing.B) {
+				for b.Loop() {
+					live, reopened := seriesMemory(b, n, withUnits)
+					b.ReportMetric(live, "bytes/series")
+					b.ReportMetric(reopened, "reopened-bytes/series")
+				}
+			})
+		}
 	}
 }
 
 // seriesMemory returns the heap bytes per series of n new series, with
-// the Writer that made them, and after the store is opened again.
-func seriesMemory(b *testing.B, n int) (live, reopened float64) {
+// the Writer that made them, and after the store is opened again; with
+// withUnits, each series has a unit.
+func seriesMemory(b *testing.B, n int, withUnits bool) (live, reopened float64) {
 	b.Helper()
 	dir := b.TempDir()
 	s, err := Open(Options{Dir: dir})
@@ -42,11 +50,16 @@ func seriesMemory(b *testing.B, n int) (live, reopened float64) {
 	go func() { done <- w.Run(ctx) }()
 
 	ts := time.Now().Add(-time.Minute).UnixNano()
+	units := []string{"°C", "%", "hPa", "kWh"}
 	submit := func(from, to int) {
 		var rs []Reading
 		wait := make(chan Result, 1)
 		for i := from; i < to; i++ {
-			rs = append(rs, Reading{Device: fmt.Sprintf("device-%05d", i/100), Metric: fmt.Sprintf("metric-%03d", i%100), TS: ts, Value: float64(i)})
+			r := Reading{Device: fmt.Sprintf("device-%05d", i/100), Metric: fmt.Sprintf("metric-%03d", i%100), TS: ts, Value: float64(i)}
+			if withUnits {
+				r.Unit = units[i%len(units)]
+			}
+			rs = append(rs, r)
 			if len(rs) == 5000 || i == to-1 {
 				if err := w.Submit(ctx, rs, func(r Result) { wait <- r }); err != nil {
 					b.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unique"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -99,7 +100,7 @@ type Store struct {
 	// would go to the value log.
 	maxValue int
 
-	mu sync.RWMutex // guards series, devices, seriesState.last, readings, uncompacted and oldest*
+	mu sync.RWMutex // guards series, devices, seriesState.last and .unit, readings, uncompacted and oldest*
 	// series maps a series id (device 0x00 metric) to its state. It is
 	// loaded at Open; after that only the Writer adds to it.
 	series map[string]*seriesState
@@ -141,6 +142,9 @@ type seriesState struct {
 	rolled [2]int64
 
 	device, metric string
+	// unit is the series' unit (unit.go); the zero handle when not known.
+	// Written by the Writer under Store.mu, read by others under Store.mu.
+	unit unique.Handle[string]
 
 	// Used by the Writer's goroutine only.
 	next       int64      // newest timestamp written, maybe not yet committed
@@ -281,7 +285,7 @@ func Open(opts Options) (*Store, error) {
 		devices:  make(map[string]*deviceSeries),
 		oldest:   math.MaxInt64,
 	}
-	for _, step := range []func() error{s.moveOutbox, s.load, s.replayJournal, s.repair, s.dropBadNewest, s.recordSchema} {
+	for _, step := range []func() error{s.moveOutbox, s.load, s.replayJournal, s.loadUnits, s.repair, s.dropBadNewest, s.recordSchema} {
 		if err := step(); err != nil {
 			if isNoSpace(err) {
 				err = fmt.Errorf("%w: %w", ErrNoSpace, err)
@@ -648,7 +652,8 @@ func allocated(info fs.FileInfo) int64 {
 type Series struct {
 	Device string
 	Metric string
-	Last   int64 // newest timestamp stored, ns since the epoch
+	Last   int64  // newest timestamp stored, ns since the epoch
+	Unit   string // "" when not known
 }
 
 // SeriesList returns every series, sorted by device then metric.
@@ -657,7 +662,7 @@ func (s *Store) SeriesList() []Series {
 	out := make([]Series, 0, len(s.series))
 	for id, st := range s.series {
 		dev, metric, _ := cutSeriesID(id)
-		out = append(out, Series{Device: dev, Metric: metric, Last: st.last})
+		out = append(out, Series{Device: dev, Metric: metric, Last: st.last, Unit: st.unitName()})
 	}
 	s.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool {

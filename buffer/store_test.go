@@ -203,7 +203,7 @@ func TestStore_ReopenKeepsIndexAndCounts(t *testing.T) {
 		}
 	}()
 	s, w := testStore(t, dir)
-	want := []Series{{"a", "t", 9}, {"a", "u", 7}, {"b", "t", 3}}
+	want := []Series{{"a", "t", 9, ""}, {"a", "u", 7, ""}, {"b", "t", 3, ""}}
 	if got := s.SeriesList(); !reflect.DeepEqual(got, want) {
 		t.Errorf("series after reopen:\n got %+v\nwant %+v", got, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -173,13 +174,14 @@ type Writer struct {
 	batch     []request
 	results   []Result
 	scratch   []byte
-	snap      *badger.Txn                 // read snapshot of the commit, if one was needed
-	created   map[string]*seriesState     // series new in this commit
-	createdBy map[string]*deviceSeries    // how many of them each device has
-	deltas    map[statKey]aggregate.Stats // aggregates of the commit part under way
-	written   []writtenStats              // records written by the commit part under way
-	touched   []*seriesState              // series written in this commit; after a checkpoint, those it wrote
-	outbox    outboxEncoder               // outbox entry of the commit part under way
+	snap      *badger.Txn                            // read snapshot of the commit, if one was needed
+	created   map[string]*seriesState                // series new in this commit
+	createdBy map[string]*deviceSeries               // how many of them each device has
+	deltas    map[statKey]aggregate.Stats            // aggregates of the commit part under way
+	written   []writtenStats                         // records written by the commit part under way
+	touched   []*seriesState                         // series written in this commit; after a checkpoint, those it wrote
+	units     map[*seriesState]unique.Handle[string] // units the commit part under way changes (unit.go)
+	outbox    outboxEncoder                          // outbox entry of the commit part under way
 	seal      sealer
 
 	// The journal (journal.go); used by the Run goroutine only.
@@ -239,6 +241,7 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 		stopped:   make(chan struct{}),
 		created:   make(map[string]*seriesState),
 		createdBy: make(map[string]*deviceSeries),
+		units:     make(map[*seriesState]unique.Handle[string]),
 		deltas:    make(map[statKey]aggregate.Stats),
 		ckDeltas:  make(map[statKey]aggregate.Stats),
 		ckpt:      newTxnBudget(s.db, 0),
@@ -527,6 +530,7 @@ func (w *Writer) write() error {
 	w.touched = w.touched[:0]
 	defer func() {
 		clear(w.deltas) // what a failed part had gathered
+		clear(w.units)
 		for _, st := range w.touched {
 			st.touched = false
 			st.pend = st.pend[:0] // committed ones were moved to the journal's
@@ -566,7 +570,12 @@ func (w *Writer) write() error {
 					continue
 				}
 			}
-			if !w.reserve(&budget, st, &r) {
+			unit, newUnit := w.unitChange(st, r.Unit)
+			var unitSize int64
+			if newUnit {
+				unitSize = unitEntrySize(st, unit)
+			}
+			if !w.reserve(&budget, st, &r, unitSize) {
 				// Readings are idempotent: commit this part, with the
 				// count of what it holds, checkpoint, and go on. Sync it
 				// now: db.Sync covers only the memtable being written,
@@ -582,7 +591,12 @@ func (w *Writer) write() error {
 				if txn, budget, err = w.newPart(); err != nil {
 					return err
 				}
-				w.reserve(&budget, st, &r) // an empty part and checkpoint take a reading
+				w.reserve(&budget, st, &r, unitSize) // an empty part and checkpoint take a reading
+			}
+			if newUnit {
+				if err := w.setUnit(txn, st, unit); err != nil {
+					return err
+				}
 			}
 			w.hold(st, smp)
 			w.jour.add(&r)
@@ -610,10 +624,14 @@ func (w *Writer) hold(st *seriesState, smp Sample) {
 }
 
 // reserve reports whether r of st fits the part under way (its journal and
-// outbox entries) and the next checkpoint (its run and its records), and
-// counts it in both if so.
-func (w *Writer) reserve(part *txnBudget, st *seriesState, r *Reading) bool {
+// outbox entries, and the entry of its series' unit, of unitSize bytes,
+// when it changes it) and the next checkpoint (its run and its records),
+// and counts it in both if so.
+func (w *Writer) reserve(part *txnBudget, st *seriesState, r *Reading, unitSize int64) bool {
 	try := *part
+	if unitSize > 0 && !try.takeSize(unitSize) {
+		return false
+	}
 	if !w.reserveJournal(&try, r) || !w.reserveOutbox(&try, r) || !w.reserveReading(&w.ckpt, st, r.TS) {
 		return false
 	}
@@ -817,6 +835,10 @@ func (w *Writer) journaled(jkey []byte, total *uint64) {
 			s.oldest = min(s.oldest, p.TS)
 		}
 	}
+	for st, unit := range w.units {
+		st.unit = unit
+	}
+	clear(w.units)
 	s.mu.Unlock()
 	for _, st := range w.touched {
 		if len(st.pend) == 0 {

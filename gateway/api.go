@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -242,9 +244,12 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 }
 
 type deviceJSON struct {
-	Device   string   `json:"device"`
-	Metrics  []string `json:"metrics"`
-	LastSeen string   `json:"last_seen"`
+	Device  string   `json:"device"`
+	Metrics []string `json:"metrics"`
+	// Units maps each metric whose unit is known to it; absent when no
+	// metric has one.
+	Units    map[string]string `json:"units,omitempty"`
+	LastSeen string            `json:"last_seen"`
 }
 
 // Page sizes of the devices endpoint: a page holds at most
@@ -269,8 +274,8 @@ func (a *API) devices(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	after := v.Get("after")
-	if after != "" && !ValidDevice(after) {
-		a.fail(w, http.StatusBadRequest, fmt.Errorf("after: must be a device id (1-%d bytes of A-Z a-z 0-9 _ . : -) (got %q)", MaxDeviceLen, after))
+	if after != "" && !queryName(after, MaxDeviceLen) {
+		a.fail(w, http.StatusBadRequest, fmt.Errorf("after: must be a device id (%s) (got %q)", queryNameRule(MaxDeviceLen), after))
 		return
 	}
 	page, more := a.opts.Store.Devices(after, limit)
@@ -280,6 +285,15 @@ func (a *API) devices(w http.ResponseWriter, r *http.Request) {
 	}{Devices: make([]deviceJSON, len(page))}
 	for i, d := range page {
 		out.Devices[i] = deviceJSON{Device: d.Name, Metrics: d.Metrics, LastSeen: time.Unix(0, d.Last).UTC().Format(time.RFC3339Nano)}
+		for j, u := range d.Units {
+			if u == "" {
+				continue
+			}
+			if out.Devices[i].Units == nil {
+				out.Devices[i].Units = make(map[string]string)
+			}
+			out.Devices[i].Units[d.Metrics[j]] = u
+		}
 	}
 	if more {
 		out.Next = page[len(page)-1].Name
@@ -299,10 +313,14 @@ const (
 	maxLimit     = 10000
 )
 
+// readings answers /v1/devices/{device}/readings?metric=&from=&to=&limit=&order=.
+// With a metric, "unit" is its unit; without, "units" maps each metric of
+// the readings whose unit is known to it. Either is absent when no unit
+// is known.
 func (a *API) readings(w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
-	if !ValidDevice(device) {
-		a.fail(w, http.StatusBadRequest, fmt.Errorf("device %q: not a valid device id (1-%d bytes of A-Z a-z 0-9 _ . : -)", device, MaxDeviceLen))
+	if !queryName(device, MaxDeviceLen) {
+		a.fail(w, http.StatusBadRequest, fmt.Errorf("device %q: not a valid device id (%s)", device, queryNameRule(MaxDeviceLen)))
 		return
 	}
 	q, err := parseReadingsQuery(device, r)
@@ -320,11 +338,30 @@ func (a *API) readings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := struct {
-		Device   string        `json:"device"`
-		Readings []readingJSON `json:"readings"`
+		Device   string            `json:"device"`
+		Unit     string            `json:"unit,omitempty"`
+		Units    map[string]string `json:"units,omitempty"`
+		Readings []readingJSON     `json:"readings"`
 	}{Device: device, Readings: make([]readingJSON, len(rs))}
 	for i, rd := range rs {
 		out.Readings[i] = readingJSON{Metric: rd.Metric, TS: rd.Time().Format(time.RFC3339Nano), Value: rd.Value}
+	}
+	if q.Metric != "" {
+		out.Unit = a.opts.Store.Unit(device, q.Metric)
+	} else {
+		seen := make(map[string]bool)
+		for _, rd := range rs {
+			if seen[rd.Metric] {
+				continue
+			}
+			seen[rd.Metric] = true
+			if u := a.opts.Store.Unit(device, rd.Metric); u != "" {
+				if out.Units == nil {
+					out.Units = make(map[string]string)
+				}
+				out.Units[rd.Metric] = u
+			}
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -343,16 +380,17 @@ type statsJSON struct {
 // maxStatsGroups bounds the groups one stats request may return.
 const maxStatsGroups = 10000
 
-// stats answers /v1/devices/{device}/stats?metric=&from=&to=&group=.
+// stats answers /v1/devices/{device}/stats?metric=&from=&to=&group=,
+// with the metric's unit in "unit" (absent when not known).
 func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
 	v := r.URL.Query()
 	metric, group := v.Get("metric"), v.Get("group")
 	var errs []string
-	if !ValidDevice(device) {
+	if !queryName(device, MaxDeviceLen) {
 		errs = append(errs, fmt.Sprintf("device %q: not a valid device id", device))
 	}
-	if !ValidMetric(metric) {
+	if !queryName(metric, MaxMetricLen) {
 		errs = append(errs, fmt.Sprintf("metric: required, a valid metric name (got %q)", metric))
 	}
 	from, to := int64(math.MinInt64), a.now().UnixNano()
@@ -410,9 +448,10 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Device string      `json:"device"`
 		Metric string      `json:"metric"`
+		Unit   string      `json:"unit,omitempty"`
 		Group  string      `json:"group"`
 		Stats  []statsJSON `json:"stats"`
-	}{Device: device, Metric: metric, Group: group, Stats: make([]statsJSON, len(groups))}
+	}{Device: device, Metric: metric, Unit: a.opts.Store.Unit(device, metric), Group: group, Stats: make([]statsJSON, len(groups))}
 	for i, g := range groups {
 		st := g.Stats
 		out.Stats[i] = statsJSON{
@@ -428,10 +467,33 @@ func (a *API) knownDevice(device string) bool {
 	return a.opts.Store.HasDevice(device)
 }
 
+// queryName reports whether s can name a device or a metric in a query:
+// 1 to max bytes of UTF-8 without control characters. Queries are not
+// held to the names ingest takes (ValidDevice, ValidMetric): they ask
+// about what the store holds, and a device it does not hold gets 404. In a
+// path, a device id is one segment, percent-encoded where it must be
+// (kitchen%2Fdoor for kitchen/door).
+func queryName(s string, max int) bool {
+	if s == "" || len(s) > max || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// queryNameRule says what queryName takes.
+func queryNameRule(max int) string {
+	return fmt.Sprintf("1-%d bytes of UTF-8 without control characters", max)
+}
+
 // parseReadingsQuery reads metric, from, to, limit and order.
 func parseReadingsQuery(device string, r *http.Request) (buffer.Query, error) {
 	v := r.URL.Query()
-	if m := v.Get("metric"); m != "" && !ValidMetric(m) {
+	if m := v.Get("metric"); m != "" && !queryName(m, MaxMetricLen) {
 		return buffer.Query{}, fmt.Errorf("metric %q: not a valid metric name", m)
 	}
 	q := buffer.Query{

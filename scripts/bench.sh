@@ -92,7 +92,8 @@
 #                   one reading to each of 10,000 and of 100,000 new series
 #                   (100 metrics a device) through the writer and a
 #                   checkpoint (bytes_per_series), and after the store is
-#                   opened again and loads them (reopened_bytes_per_series)
+#                   opened again and loads them (reopened_bytes_per_series);
+#                   the same with a unit on every series (…_units)
 #
 # Figures: readings_per_sec, cpu_sec_per_100k_msgs (utime+stime of cairn from
 # just before the load until all readings are stored and a query has had
@@ -925,10 +926,12 @@ series_bench() {
 	out=$(go test -run '^$' -bench 'SeriesMemory' -benchtime 1x -count "$RUNS" -timeout 0 ./buffer/) ||
 		die "series benchmark failed: $out"
 	printf '%s\n' "$out" | awk "$AWK_MEDIANS"'
+		/^BenchmarkSeriesMemory\/10k-units/ { add("bytes_per_series_10k_units", metric("bytes/series")); add("reopened_bytes_per_series_10k_units", metric("reopened-bytes/series")); next }
+		/^BenchmarkSeriesMemory\/100k-units/ { add("bytes_per_series_100k_units", metric("bytes/series")); add("reopened_bytes_per_series_100k_units", metric("reopened-bytes/series")); next }
 		/^BenchmarkSeriesMemory\/10k/ { add("bytes_per_series_10k", metric("bytes/series")); add("reopened_bytes_per_series_10k", metric("reopened-bytes/series")) }
 		/^BenchmarkSeriesMemory\/100k/ { add("bytes_per_series_100k", metric("bytes/series")); add("reopened_bytes_per_series_100k", metric("reopened-bytes/series")) }
 		END {
-			split("bytes_per_series_10k bytes_per_series_100k reopened_bytes_per_series_10k reopened_bytes_per_series_100k", keys, " ")
+			split("bytes_per_series_10k bytes_per_series_100k reopened_bytes_per_series_10k reopened_bytes_per_series_100k bytes_per_series_10k_units bytes_per_series_100k_units reopened_bytes_per_series_10k_units reopened_bytes_per_series_100k_units", keys, " ")
 			for (i = 1; i in keys; i++) if (n[keys[i]]) printf "series: %s median=%s runs=[%s]\n", keys[i], median(keys[i]), runs(keys[i])
 		}'
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cairn-gateway/cairn/buffer"
 )
@@ -14,18 +15,20 @@ import (
 type Format int
 
 const (
-	// Influx is InfluxDB line protocol: one line per device and timestamp,
-	// the device and the gateway as tags, metrics as float fields,
-	// nanosecond timestamps. InfluxDB 1.x/2.x/3.x, VictoriaMetrics,
-	// QuestDB and Telegraf take it; a batch sent twice changes nothing.
+	// Influx is InfluxDB line protocol: one line per device, unit and
+	// timestamp, the device, the gateway and the unit (when the series
+	// has one) as tags, metrics as float fields, nanosecond timestamps.
+	// InfluxDB 1.x/2.x/3.x, VictoriaMetrics, QuestDB and Telegraf take
+	// it; a batch sent twice changes nothing.
 	Influx Format = iota
 	// JSON is cairn's JSON batch for webhooks:
 	//
 	//	{"gateway":"pi-kitchen","batch":"pi-kitchen-1200",
-	//	 "readings":[{"id":"…","device":"…","metric":"…","ts":"RFC 3339","value":21.5}]}
+	//	 "readings":[{"id":"…","device":"…","metric":"…","unit":"°C","ts":"RFC 3339","value":21.5}]}
 	//
 	// where a reading's id is stable across retries and sorts by time,
-	// then device, then the reading's sequence number.
+	// then device, then the reading's sequence number, and "unit" is
+	// left out when the series has none.
 	JSON
 )
 
@@ -62,7 +65,16 @@ func (f Format) fileExt() string {
 	return ".lp"
 }
 
-// encoder writes batches in one format. Its buffer is reused.
+// encoder writes batches in one format. Its buffers are reused.
+//
+// The unit of a reading is the one its series has when the batch is
+// read from the outbox (buffer.Store.ReadOutbox), not one kept with the
+// reading: the store keeps one unit per series, in memory, so the outbox
+// entries and the journal, which share their encoding, stay as they were,
+// and a reading costs no more bytes on the SD card. The price: readings
+// still waiting when their series' unit changes (a device's firmware
+// update during an outage, say) go upstream with the new unit, and a
+// batch resent across such a change goes under another tag set.
 type encoder struct {
 	format      Format
 	measurement string // escaped
@@ -72,16 +84,19 @@ type encoder struct {
 }
 
 func newEncoder(f Format, measurement, gateway string) *encoder {
-	e := &encoder{format: f, gateway: gateway, measurement: escape(measurement, ", ")}
+	e := &encoder{format: f, gateway: gateway, measurement: escape(measurement, measurementSpecial)}
 	if gateway != "" {
-		e.gatewayTag = ",gateway=" + escape(gateway, ",= ")
+		e.gatewayTag = ",gateway=" + escape(gateway, keySpecial)
 	}
 	return e
 }
 
 // encode writes the batch whose id is batch and returns the body. Only
-// finite values are written (ingest refuses the others); a reading that
-// is not is counted in skipped.
+// finite values are written (ingest refuses the others), and in line
+// protocol only readings whose device and metric are WritableName; a
+// reading that is left out is counted in skipped. A unit that is not
+// WritableName is left out of line protocol, not its reading: the reading
+// goes without a unit tag.
 func (e *encoder) encode(batch string, rs []buffer.OutboxReading) (body []byte, skipped int) {
 	if e.format == JSON {
 		return e.json(batch, rs)
@@ -89,20 +104,27 @@ func (e *encoder) encode(batch string, rs []buffer.OutboxReading) (body []byte, 
 	return e.influx(rs)
 }
 
-// influx writes rs as line protocol. Consecutive readings of one device
-// and timestamp (the fields of one message) share a line, unless a metric
-// repeats.
+// influx writes rs as line protocol. Consecutive readings of one device,
+// unit and timestamp (the fields of one message, unless their series
+// have different units) share a line, unless a metric repeats. Tags are
+// in the order of their keys (device, gateway, unit), as InfluxDB
+// prefers them.
 func (e *encoder) influx(rs []buffer.OutboxReading) ([]byte, int) {
 	b := e.buf[:0]
 	skipped := 0
 	lineStart := -1 // index in rs of the reading that opened the line
+	lineUnit := ""  // the unit of the line's tags
 	for i := range rs {
 		r := &rs[i]
-		if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) {
+		if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) || !WritableName(r.Device) || !WritableName(r.Metric) {
 			skipped++
 			continue
 		}
-		same := lineStart >= 0 && rs[lineStart].Device == r.Device && rs[lineStart].TS == r.TS
+		unit := r.Unit
+		if !WritableName(unit) {
+			unit = ""
+		}
+		same := lineStart >= 0 && rs[lineStart].Device == r.Device && rs[lineStart].TS == r.TS && lineUnit == unit
 		if same {
 			for j := lineStart; j < i; j++ {
 				if rs[j].Metric == r.Metric {
@@ -119,14 +141,18 @@ func (e *encoder) influx(rs []buffer.OutboxReading) ([]byte, int) {
 				b = strconv.AppendInt(b, rs[lineStart].TS, 10)
 				b = append(b, '\n')
 			}
-			lineStart = i
+			lineStart, lineUnit = i, unit
 			b = append(b, e.measurement...)
 			b = append(b, ",device="...)
-			b = appendEscaped(b, r.Device, ",= ")
+			b = appendEscaped(b, r.Device, keySpecial)
 			b = append(b, e.gatewayTag...)
+			if unit != "" {
+				b = append(b, ",unit="...)
+				b = appendEscaped(b, unit, keySpecial)
+			}
 			b = append(b, ' ')
 		}
-		b = appendEscaped(b, r.Metric, ",= ")
+		b = appendEscaped(b, r.Metric, keySpecial)
 		b = append(b, '=')
 		b = strconv.AppendFloat(b, r.Value, 'g', -1, 64)
 	}
@@ -142,9 +168,9 @@ func (e *encoder) influx(rs []buffer.OutboxReading) ([]byte, int) {
 // json writes rs as cairn's JSON batch.
 func (e *encoder) json(batch string, rs []buffer.OutboxReading) ([]byte, int) {
 	b := append(e.buf[:0], `{"gateway":`...)
-	b = strconv.AppendQuote(b, e.gateway)
+	b = appendJSONString(b, e.gateway)
 	b = append(b, `,"batch":`...)
-	b = strconv.AppendQuote(b, batch)
+	b = appendJSONString(b, batch)
 	b = append(b, `,"readings":[`...)
 	skipped, n := 0, 0
 	for i := range rs {
@@ -160,9 +186,13 @@ func (e *encoder) json(batch string, rs []buffer.OutboxReading) ([]byte, int) {
 		b = append(b, `{"id":"`...)
 		b = appendReadingID(b, r)
 		b = append(b, `","device":`...)
-		b = strconv.AppendQuote(b, r.Device)
+		b = appendJSONString(b, r.Device)
 		b = append(b, `,"metric":`...)
-		b = strconv.AppendQuote(b, r.Metric)
+		b = appendJSONString(b, r.Metric)
+		if r.Unit != "" {
+			b = append(b, `,"unit":`...)
+			b = appendJSONString(b, r.Unit)
+		}
 		b = append(b, `,"ts":"`...)
 		b = time.Unix(0, r.TS).UTC().AppendFormat(b, time.RFC3339Nano)
 		b = append(b, `","value":`...)
@@ -174,17 +204,19 @@ func (e *encoder) json(batch string, rs []buffer.OutboxReading) ([]byte, int) {
 	return b, skipped
 }
 
-// appendReadingID appends a reading's id: its time in nanoseconds, zero
-// padded to 19 digits (so that ids sort by time as strings), the device,
-// and its sequence number in 16 hex digits.
+// appendReadingID appends a reading's id, as the characters of a JSON
+// string: its time in nanoseconds, zero padded to 19 digits (so that ids
+// sort by time as strings), the device, and its sequence number in 16
+// hex digits.
 func appendReadingID(b []byte, r *buffer.OutboxReading) []byte {
-	ts := strconv.AppendUint(nil, uint64(max(r.TS, 0)), 10)
+	var digits [20]byte
+	ts := strconv.AppendUint(digits[:0], uint64(max(r.TS, 0)), 10)
 	for range 19 - len(ts) {
 		b = append(b, '0')
 	}
 	b = append(b, ts...)
 	b = append(b, '-')
-	b = append(b, r.Device...)
+	b = appendJSONChars(b, r.Device)
 	b = append(b, '-')
 	const hex = "0123456789abcdef"
 	for shift := 60; shift >= 0; shift -= 4 {
@@ -193,13 +225,21 @@ func appendReadingID(b []byte, r *buffer.OutboxReading) []byte {
 	return b
 }
 
+// The bytes line protocol escapes with a backslash: in a measurement,
+// and in tag keys, tag values and field keys.
+const (
+	measurementSpecial = ", "
+	keySpecial         = ",= "
+)
+
 // escape is appendEscaped for a string.
 func escape(s, special string) string {
 	return string(appendEscaped(nil, s, special))
 }
 
 // appendEscaped appends s with a backslash before each byte of special,
-// as line protocol wants in names and tag values.
+// as line protocol wants in names and tag values. s must be WritableName:
+// its other backslashes stand for themselves.
 func appendEscaped(b []byte, s, special string) []byte {
 	if !strings.ContainsAny(s, special) {
 		return append(b, s...)
@@ -211,4 +251,78 @@ func appendEscaped(b []byte, s, special string) []byte {
 		b = append(b, s[i])
 	}
 	return b
+}
+
+// WritableName reports whether line protocol carries s, as a measurement,
+// a tag value or a field key, so that every upstream reads back s: it
+// holds no line break (line protocol has no escape for one), and no
+// backslash at its end or before a comma, an equals sign, a space or
+// another backslash. InfluxDB documents `\\` as an escaped backslash,
+// and VictoriaMetrics reads it so, but InfluxDB 1.x reads it as two, and
+// takes a backslash before a separator as escaping it whatever comes
+// before: a name ending in a backslash cannot be written for it at all,
+// and a batch with one is refused whole. A backslash anywhere else stands
+// for itself in all of them.
+func WritableName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\n', '\r':
+			return false
+		case '\\':
+			if i+1 == len(s) || strings.IndexByte(",= \\", s[i+1]) >= 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, bytes that are not UTF-8 replaced by
+// U+FFFD, everything else as it is.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	b = appendJSONChars(b, s)
+	return append(b, '"')
+}
+
+// appendJSONChars is appendJSONString without the quotes.
+func appendJSONChars(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	from := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				b = append(b, s[from:i]...)
+				b = append(b, `\ufffd`...)
+				i++
+				from = i
+				continue
+			}
+			i += n
+			continue
+		}
+		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		b = append(b, s[from:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		from = i
+	}
+	return append(b, s[from:]...)
 }

@@ -159,6 +159,13 @@ func withDefaults(opts Options) (Options, error) {
 	if opts.Measurement == "" {
 		opts.Measurement = "readings"
 	}
+	if opts.Format == Influx {
+		for _, n := range []struct{ what, name string }{{"measurement", opts.Measurement}, {"gateway", opts.Gateway}} {
+			if !WritableName(n.name) {
+				return opts, fmt.Errorf("uplink: %s %q: line protocol cannot carry it (a line break, or a backslash at its end or before a comma, an equals sign, a space or a backslash)", n.what, n.name)
+			}
+		}
+	}
 	if opts.BatchReadings <= 0 {
 		opts.BatchReadings = 5000
 	}
@@ -457,9 +464,10 @@ func (u *Uplink) fresh(rs []buffer.OutboxReading, cutoff int64) []buffer.OutboxR
 func (u *Uplink) cut(rs []buffer.OutboxReading, end uint64) uint64 {
 	size := 0
 	for i := range rs {
-		// A reading costs about its names, a timestamp and a value, plus
-		// the tags (line protocol) or its id and the keys (JSON).
-		size += len(rs[i].Device) + len(rs[i].Metric) + len(u.opts.Gateway) + len(u.opts.Measurement) + 64
+		// A reading costs about its names and unit, a timestamp and a
+		// value, plus the tags (line protocol) or its id and the keys
+		// (JSON).
+		size += len(rs[i].Device) + len(rs[i].Metric) + len(rs[i].Unit) + len(u.opts.Gateway) + len(u.opts.Measurement) + 64
 		if u.opts.Format == JSON {
 			size += len(rs[i].Device) + 100
 		}

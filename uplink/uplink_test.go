@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -778,5 +779,43 @@ func TestUplink_SkipsAnOutboxEntryThatCannotBeRead(t *testing.T) {
 	// The readings themselves are still in the store.
 	if n := s.ReadingCount(); n != 300 {
 		t.Errorf("%d readings stored, want 300", n)
+	}
+}
+
+// The unit of each series goes upstream as it is in the store when the
+// batch is read: a tag in line protocol, none for a series without one.
+func TestUplink_SendsTheUnitOfEachSeries(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	up := newUpstream(t)
+	ts := time.Now().UnixNano()
+	ch := make(chan buffer.Result, 1)
+	rs := []buffer.Reading{
+		{Device: "kitchen door", Metric: "t", TS: ts, Value: 21.5, Unit: "°C"},
+		{Device: "kitchen door", Metric: "open", TS: ts, Value: 1},
+		{Device: "kitchen door", Metric: "t", TS: ts + 1, Value: 21.6}, // brings no unit: °C stays
+	}
+	if err := s.w.Submit(context.Background(), rs, func(r buffer.Result) { ch <- r }); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-ch; res.Err != nil || res.Stored != len(rs) {
+		t.Fatalf("store: %+v", res)
+	}
+	opts := testOptions(up.srv.URL, dir)
+	opts.Gzip = false
+	u, err := New(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+	_, lines := up.received()
+	want := []string{
+		fmt.Sprintf(`readings,device=kitchen\ door,gateway=gw1,unit=°C t=21.5 %d`, ts),
+		fmt.Sprintf(`readings,device=kitchen\ door,gateway=gw1 open=1 %d`, ts),
+		fmt.Sprintf(`readings,device=kitchen\ door,gateway=gw1,unit=°C t=21.6 %d`, ts+1),
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Errorf("got\n%q\nwant\n%q", lines, want)
 	}
 }

@@ -759,6 +759,8 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 	}
 	if u.Measurement == "" {
 		bad("uplink.measurement", "must not be empty")
+	} else if !uplink.WritableName(u.Measurement) {
+		bad("uplink.measurement", "line protocol cannot carry a line break, or a backslash at the end or before a comma, an equals sign, a space or a backslash (got %q)", u.Measurement)
 	}
 	if u.BatchReadings < 1 || u.BatchReadings > 100000 {
 		bad("uplink.batch_readings", "must be from 1 to 100000 (got %d)", u.BatchReadings)

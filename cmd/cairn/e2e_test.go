@@ -345,7 +345,7 @@ func TestRun_EmbeddedEndToEnd(t *testing.T) {
 			{"/v1/devices/greenhouse-1/stats?metric=temperature&from=0001-01-01T00:00:00Z&to=9999-12-31T00:00:00Z", 400, "from"},
 			{"/v1/devices?limit=0", 400, "limit"},
 			{"/v1/devices?limit=1001", 400, "limit"},
-			{"/v1/devices?after=a/b", 400, "after"},
+			{"/v1/devices?after=a%01b", 400, "after"},
 			{"/v1/no-such-endpoint", 404, "no such endpoint"},
 		}
 		for _, tt := range tests {
@@ -745,8 +745,8 @@ func TestRun_StatsEndpoint(t *testing.T) {
 		"/v1/devices/stats-1/stats?metric=t&from=10&to=5",         // reversed
 		"/v1/devices/stats-1/stats?metric=t&from=yesterday",       // bad time
 		"/v1/devices/stats-1/stats?metric=t&from=0&group=minute",  // too many groups
-		"/v1/devices/stats%201/stats?metric=t&from=0&group=all",   // bad device
-		"/v1/devices/stats-1/stats?metric=t%20x&from=0&group=all", // bad metric
+		"/v1/devices/stats%011/stats?metric=t&from=0&group=all",   // bad device
+		"/v1/devices/stats-1/stats?metric=t%0Ax&from=0&group=all", // bad metric
 	} {
 		code, body, err := api.fetch(bad)
 		if err != nil {

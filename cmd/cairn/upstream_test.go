@@ -12,11 +12,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/uplink"
 )
 
 // An upstream is a real time-series database, started by the test from
@@ -34,7 +39,8 @@ type upstream interface {
 // upstreamKey names one sample upstream.
 type upstreamKey struct {
 	gateway, device, metric string
-	ts                      int64 // ns
+	unit                    string // "": no unit tag
+	ts                      int64  // ns
 }
 
 // program returns the path of a program the test needs. It fails the test
@@ -139,6 +145,7 @@ func (v *victoriaMetrics) readings(t *testing.T) (map[upstreamKey]float64, int) 
 			k := upstreamKey{
 				gateway: line.Metric["gateway"],
 				device:  line.Metric["device"],
+				unit:    line.Metric["unit"],
 				metric:  strings.TrimPrefix(line.Metric["__name__"], "readings_"),
 				ts:      ts * 1e6, // VictoriaMetrics keeps milliseconds
 			}
@@ -274,6 +281,8 @@ func (db *influxDB) readings(t *testing.T) (map[upstreamKey]float64, int) {
 						k.device = v
 					case "gateway":
 						k.gateway = v
+					case "unit":
+						k.unit = v
 					}
 				}
 			}
@@ -411,6 +420,116 @@ func TestUplink_RealUpstreams(t *testing.T) {
 			checkUpstream(t, up, fleet.msgs, fleet.acks)
 			if err := p.signal(t, syscall.SIGTERM); err != nil {
 				t.Fatalf("cairn: %v\n%s", err, p.out)
+			}
+		})
+	}
+}
+
+// TestUplink_NamesAndUnitsUpstream writes readings whose device and
+// metric names and units line protocol must escape straight into a store
+// (ingest does not take such names yet), has the uplink send them to a
+// real InfluxDB 1.x and a real VictoriaMetrics, and reads every name and
+// unit back through the upstream's own API. Names that the two would read
+// differently (uplink.WritableName) are skipped, not sent: InfluxDB 1.x
+// refuses a whole batch with a name that ends in a backslash. A reading
+// whose unit is such goes without it.
+func TestUplink_NamesAndUnitsUpstream(t *testing.T) {
+	type series struct {
+		device, metric, unit string
+		skipped              bool
+	}
+	all := []series{
+		{"kitchen", "t", "°C", false},
+		{"kitchen", "n", "", false},
+		{"kitchen/door", "open", "", false},
+		{"living room", "température", "°C", false},
+		{"café", "débit d'eau", "m³/h", false},
+		{"a,b=c", "x,y=z", "W h,=", false},
+		{`say "hi"`, `the "t"`, `"`, false},
+		{"#hash", "m", "1/s", false},
+		{`C:\temp`, `a\b`, `µ\g`, false},
+		{`end\`, "t", "", true},
+		{"d", `x\,y`, "", true},
+		{"d", "t", `\\`, false},
+	}
+	for _, tc := range upstreams {
+		t.Run(tc.name, func(t *testing.T) {
+			up := tc.new(t)
+			up.start(t)
+			dir := t.TempDir()
+			s, err := buffer.Open(buffer.Options{Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := buffer.NewWriter(s, buffer.WriterOptions{Outbox: true})
+			ctx, cancel := context.WithCancel(context.Background())
+			var actors sync.WaitGroup
+			actors.Go(func() {
+				if err := w.Run(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+			want := make(map[upstreamKey]float64)
+			var rs []buffer.Reading
+			var skipped uint64
+			for i, sr := range all {
+				ts := t0*int64(time.Millisecond) + int64(i)*int64(time.Second)
+				rs = append(rs, buffer.Reading{Device: sr.device, Metric: sr.metric, TS: ts, Value: float64(i) + 0.5, Unit: sr.unit})
+				if sr.skipped {
+					skipped++
+				} else {
+					unit := sr.unit
+					if !uplink.WritableName(unit) {
+						unit = ""
+					}
+					want[upstreamKey{gateway: "gw-test", device: sr.device, metric: sr.metric, unit: unit, ts: ts}] = float64(i) + 0.5
+				}
+			}
+			done := make(chan buffer.Result, 1)
+			if err := w.Submit(ctx, rs, func(r buffer.Result) { done <- r }); err != nil {
+				t.Fatal(err)
+			}
+			if res := <-done; res.Err != nil || res.Stored != len(rs) {
+				t.Fatalf("store: %+v", res)
+			}
+			u, err := uplink.New(s, uplink.Options{
+				URL: up.writeURL(), Gateway: "gw-test", Interval: 50 * time.Millisecond,
+				RetryWaitMin: 100 * time.Millisecond, RetryWaitMax: time.Second, ParkDir: filepath.Join(dir, "parked"),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			actors.Go(func() {
+				if err := u.Run(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+			waitUntil(t, time.Minute, "the uplink to send everything", func() (bool, string) {
+				st := u.Status()
+				if st.ParkedBatches > 0 {
+					t.Fatalf("the upstream refused a batch: %+v", st)
+				}
+				return s.Outbox().Pending() == 0, fmt.Sprintf("%+v", st)
+			})
+			cancel()
+			actors.Wait()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if st := u.Status(); st.Skipped != skipped || st.SentReadings != uint64(len(want)) {
+				t.Errorf("uplink status: %+v, want %d skipped and %d sent", st, skipped, len(want))
+			}
+			got, _ := up.readings(t)
+			if !reflect.DeepEqual(got, want) {
+				var lines []string
+				for k, v := range got {
+					lines = append(lines, fmt.Sprintf("got  %q %q %q %q %d = %v", k.gateway, k.device, k.metric, k.unit, k.ts, v))
+				}
+				for k, v := range want {
+					lines = append(lines, fmt.Sprintf("want %q %q %q %q %d = %v", k.gateway, k.device, k.metric, k.unit, k.ts, v))
+				}
+				sort.Strings(lines)
+				t.Errorf("upstream:\n%s", strings.Join(lines, "\n"))
 			}
 		})
 	}
