@@ -2,8 +2,6 @@ package buffer
 
 import (
 	"fmt"
-	"unicode"
-	"unicode/utf8"
 	"unique"
 
 	"github.com/dgraph-io/badger/v4"
@@ -35,21 +33,11 @@ import (
 // MaxUnitLen is the longest unit the store keeps, in bytes.
 const MaxUnitLen = 32
 
-// ValidUnit reports whether s can be the unit of a series: 1 to
-// MaxUnitLen bytes of UTF-8 without control characters. A unit longer
-// than that is not cut short (a shortened unit could be another unit):
-// the Writer drops it, as any other unit that is not valid.
-func ValidUnit(s string) bool {
-	if s == "" || len(s) > MaxUnitLen || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
-}
+// ValidUnit reports whether s can be the unit of a series: a name (see
+// CheckName) of 1 to MaxUnitLen bytes. A unit longer than that is not cut
+// short (a shortened unit could be another unit): the Writer drops it, as
+// any other unit that is not valid.
+func ValidUnit(s string) bool { return CheckName(s, MaxUnitLen) == "" }
 
 // unitName returns the unit of a series ("" when not known). The caller
 // holds Store.mu, or is the Writer's goroutine.

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -473,21 +471,11 @@ func (a *API) knownDevice(device string) bool {
 // about what the store holds, and a device it does not hold gets 404. In a
 // path, a device id is one segment, percent-encoded where it must be
 // (kitchen%2Fdoor for kitchen/door).
-func queryName(s string, max int) bool {
-	if s == "" || len(s) > max || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
-}
+func queryName(s string, max int) bool { return buffer.CheckName(s, max) == "" }
 
 // queryNameRule says what queryName takes.
 func queryNameRule(max int) string {
-	return fmt.Sprintf("1-%d bytes of UTF-8 without control characters", max)
+	return fmt.Sprintf("1-%d bytes of printable UTF-8", max)
 }
 
 // parseReadingsQuery reads metric, from, to, limit and order.

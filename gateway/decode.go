@@ -454,11 +454,10 @@ func (d *Decoder) intern(b []byte) string {
 // MaxUnitLen is the longest unit a reading carries, in bytes; a longer
 // one, or one that is not a name (see ValidMetric), is not a unit and is
 // dropped: the reading is kept without it.
-const MaxUnitLen = 32
+const MaxUnitLen = buffer.MaxUnitLen
 
-// ValidUnit reports whether s is a valid unit: 1 to MaxUnitLen bytes of
-// printable UTF-8.
-func ValidUnit(s string) bool { return checkName(s, MaxUnitLen) == "" }
+// ValidUnit reports whether s is a valid unit (buffer.ValidUnit).
+func ValidUnit(s string) bool { return buffer.ValidUnit(s) }
 
 // internUnit returns the unit b as a string, or "" if it is not a valid
 // unit.

@@ -73,6 +73,13 @@ func checkPresetFixtures(t *testing.T, d *inProcess, api *apiClient, pub paho.Cl
 	var wantIgnored uint64
 	wantSkipped := map[string]uint64{}
 	wantReasons := map[string]uint64{}
+	// Readings first, as each fixture says what a fresh gateway makes of
+	// its message: a discovery message before them would give units
+	// (TestRun_LearnedUnits).
+	fixtures = slices.Clone(fixtures)
+	slices.SortStableFunc(fixtures, func(a, b testkit.Fixture) int {
+		return strings.Compare(a.Skip, b.Skip)
+	})
 	for _, fx := range fixtures {
 		sent := time.Now()
 		if err := publish1(pub, fx.Topic, string(fx.Payload)); err != nil {
@@ -148,5 +155,37 @@ func checkUnits(t *testing.T, api *apiClient, units map[[2]string]string) {
 		if code := api.get(t, path, &got); code != http.StatusOK || got.Unit != unit {
 			t.Errorf("GET %s: %d, unit %q; want %q", path, code, got.Unit, unit)
 		}
+	}
+}
+
+// TestRun_LearnedUnits: a unit that one message names for another's
+// readings — ESPHome's discovery config, Home Assistant's
+// unit_of_measurement attribute — is the unit of the readings after it.
+func TestRun_LearnedUnits(t *testing.T) {
+	byName := map[string]testkit.Fixture{}
+	for _, fx := range testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "testdata", "presets")) {
+		byName[strings.TrimSuffix(fx.Name, ".txt")] = fx
+	}
+	for _, tc := range []struct {
+		preset, unitFrom, reading, device, metric, unit string
+	}{
+		{"esphome", "esphome-discovery-sensor-config", "esphome-sensor-state", "livingroom", "living_room_temperature", "°C"},
+		{"homeassistant-statestream", "homeassistant-statestream-unit-of-measurement", "homeassistant-statestream-sensor-state", "sensor.outside_temperature", "state", "°C"},
+	} {
+		t.Run(tc.preset, func(t *testing.T) {
+			cfg := strings.NewReplacer("%PRESET%", tc.preset, "%ZONE%", "").Replace(presetsConfig)
+			d := startDaemon(t, writeConfig(t, t.TempDir(), cfg))
+			pub := mustConnect(t, d.mqtt, "learned-units")
+			for _, name := range []string{tc.unitFrom, tc.reading} {
+				fx, ok := byName[name]
+				if !ok {
+					t.Fatalf("no fixture %s", name)
+				}
+				if err := publish1(pub, fx.Topic, string(fx.Payload)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkUnits(t, newAPIClient(d.http), map[[2]string]string{{tc.device, tc.metric}: tc.unit})
+		})
 	}
 }
