@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +189,29 @@ func TestTokenBucket(t *testing.T) {
 	}
 	if w := (&tokenBucket{}).take(now); w != 0 {
 		t.Errorf("no limit: wait %v", w)
+	}
+}
+
+// TestDefaultRules_Presets opens a device's own topics of the patterns
+// whose device is one level, and none of a bridge's or of skipped traffic.
+func TestDefaultRules_Presets(t *testing.T) {
+	var routes []Route
+	for _, name := range []string{"tasmota", "zigbee2mqtt", "shelly", "homeassistant-statestream"} {
+		rs, err := PresetRoutes(name, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		routes = append(routes, rs...)
+	}
+	var got []string
+	for _, r := range defaultRules(routes) {
+		got = append(got, r.Filter)
+	}
+	want := []string{
+		"tele/{username}/SENSOR", "tele/{username}/STATE", "stat/{username}/STATUS10", "stat/{username}/STATUS8", "stat/{username}/+",
+		"shellies/{username}/#",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("default rules:\n got %q\nwant %q", got, want)
 	}
 }
