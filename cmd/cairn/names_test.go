@@ -37,7 +37,7 @@ uplink:
 type nameCase struct{ device, metric string }
 
 var namesAsSent = []nameCase{
-	{"kitchen/door", "contact"},             // a Zigbee2MQTT friendly name
+	{"kitchen/door", "temperature"},         // a Zigbee2MQTT friendly name, and a unit
 	{"sensor.outside_temperature", "state"}, // a Home Assistant entity id
 	{"Küche Süd", "Außen temp"},             // spaces and accents
 	{"温室 1", "温度"},                          // not Latin at all
@@ -49,7 +49,8 @@ var namesAsSent = []nameCase{
 // TestUplink_NamesAsSent sends device ids and metric names with '/',
 // spaces, accents and line protocol's special bytes through MQTT, reads
 // them back over HTTP (the device percent-encoded in the path), and finds
-// them unchanged in a real VictoriaMetrics and InfluxDB.
+// them unchanged in a real VictoriaMetrics and InfluxDB, with the unit a
+// preset gave as a tag.
 func TestUplink_NamesAsSent(t *testing.T) {
 	for _, tc := range upstreams {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,12 +62,13 @@ func TestUplink_NamesAsSent(t *testing.T) {
 			for i, nc := range namesAsSent {
 				ts := t0 + int64(i)
 				payload := fmt.Sprintf(`{"device":%q,"ts":%d,%q:%d}`, nc.device, ts, nc.metric, i+1)
-				topic := "names"
-				if nc.metric == "contact" {
-					topic, payload = "zigbee2mqtt/"+nc.device, fmt.Sprintf(`{"last_seen":%d,"contact":%d}`, ts, i+1)
+				topic, unit := "names", ""
+				if nc.device == "kitchen/door" {
+					topic, unit = "zigbee2mqtt/"+nc.device, "°C"
+					payload = fmt.Sprintf(`{"last_seen":%d,"temperature":%d}`, ts, i+1)
 				}
 				waitToken(t, c.Publish(topic, 1, false, payload))
-				want[upstreamKey{gateway: "gw-test", device: nc.device, metric: nc.metric, ts: ts * 1e6}] = float64(i + 1)
+				want[upstreamKey{gateway: "gw-test", device: nc.device, metric: nc.metric, unit: unit, ts: ts * 1e6}] = float64(i + 1)
 			}
 			api := newAPIClient(p.http)
 			for k, v := range want {
