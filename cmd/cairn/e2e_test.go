@@ -192,7 +192,7 @@ func TestRun_EmbeddedEndToEnd(t *testing.T) {
 			want:    []buffer.Reading{wantReading("weather", "humidity", t0+6000, 81.5)},
 		},
 		{
-			topic:   "sensors/bad device/telemetry",
+			topic:   "sensors/bad\u200bdevice/telemetry", // a zero-width space: not printable
 			payload: `{"ts":1700000006000,"temperature":1}`,
 			reason:  "bad_device",
 		},
