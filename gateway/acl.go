@@ -115,11 +115,12 @@ func checkACLFilter(f string) error {
 // with that level set to the client's user name, {metric} to any level and
 // a last {metric+} to "#". A pattern whose device id spans levels, or is
 // joined from several, is a bridge's (one client publishing for many
-// devices) and needs an ACL rule of its own; so does a skipped route's.
+// devices) and needs an ACL rule of its own; so do a skipped route's, and
+// one whose payload may name the device (Route.payloadDevice).
 func defaultRules(routes []Route) []ACLRule {
 	var rules []ACLRule
 	for _, r := range routes {
-		if !r.Pattern.HasDevice() || r.Skip != "" {
+		if !r.Pattern.HasDevice() || r.Skip != "" || r.payloadDevice {
 			continue
 		}
 		levels := strings.Split(r.Pattern.String(), "/")

@@ -466,11 +466,10 @@ func (a *API) knownDevice(device string) bool {
 }
 
 // queryName reports whether s can name a device or a metric in a query:
-// 1 to max bytes of UTF-8 without control characters. Queries are not
-// held to the names ingest takes (ValidDevice, ValidMetric): they ask
-// about what the store holds, and a device it does not hold gets 404. In a
-// path, a device id is one segment, percent-encoded where it must be
-// (kitchen%2Fdoor for kitchen/door).
+// the store's own rule (buffer.CheckName), 1 to max bytes of printable
+// UTF-8; a device the store does not hold gets 404. In a path, a device id
+// is one segment, percent-encoded where it must be (kitchen%2Fdoor for
+// kitchen/door).
 func queryName(s string, max int) bool { return buffer.CheckName(s, max) == "" }
 
 // queryNameRule says what queryName takes.

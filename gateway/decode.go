@@ -228,17 +228,11 @@ func (d *Decoder) Restamped() int { return d.restamped }
 // decodeValue, decodeSenML and decodeInflux. Device ids and metric names
 // must be valid names (see ValidDevice); values must be finite.
 func (d *Decoder) Decode(dst []buffer.Reading, format Format, payload []byte, device, metric string, recv time.Time) (out []buffer.Reading, ignored int, err error) {
-	d.restamped, d.relN = 0, 0
-	if d.MaxPayload > 0 && len(payload) > d.MaxPayload {
-		return dst, 0, rejectf(ReasonPayloadTooLarge, "%d bytes, limit %d", len(payload), d.MaxPayload)
-	}
 	if format < FormatAuto || format > lastFormat {
 		return dst, 0, fmt.Errorf("decode: unknown payload format %d", int(format))
 	}
-	if device != "" {
-		if prob := checkDevice(device); prob != "" {
-			return dst, 0, rejectf(ReasonBadDevice, "device %s from topic: %s", quote(device), prob)
-		}
+	if err := d.begin(payload, device); err != nil {
+		return dst, 0, err
 	}
 	start := skipSpace(payload, 0)
 	if format == FormatAuto {
@@ -261,6 +255,22 @@ func (d *Decoder) Decode(dst []buffer.Reading, format Format, payload []byte, de
 		d.restamped, d.relN = 0, 0
 	}
 	return out, ignored, err
+}
+
+// begin starts decoding a message: it resets the counts of the last one,
+// and rejects a payload over MaxPayload and a device from the topic that
+// is not a valid name.
+func (d *Decoder) begin(payload []byte, device string) *RejectError {
+	d.restamped, d.relN = 0, 0
+	if d.MaxPayload > 0 && len(payload) > d.MaxPayload {
+		return rejectf(ReasonPayloadTooLarge, "%d bytes, limit %d", len(payload), d.MaxPayload)
+	}
+	if device != "" {
+		if prob := checkDevice(device); prob != "" {
+			return rejectf(ReasonBadDevice, "device %s from topic: %s", quote(device), prob)
+		}
+	}
+	return nil
 }
 
 // detectFormat returns the format auto picks for payload, whose first

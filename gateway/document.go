@@ -43,7 +43,6 @@ type document struct {
 }
 
 func (doc *document) name(l *leaf) []byte { return doc.names[l.name.start:l.name.end] }
-func (doc *document) top(l *leaf) []byte  { return doc.names[l.top.start:l.top.end] }
 func (doc *document) str(l *leaf) []byte  { return doc.text[l.text.start:l.text.end] }
 
 // find returns the leaf named name, or nil.
@@ -56,14 +55,28 @@ func (doc *document) find(name string) *leaf {
 	return nil
 }
 
-// findFold returns the first leaf whose name equals one of names in ASCII
-// case, trying names in order.
-func (doc *document) findFold(names ...string) *leaf {
-	for _, n := range names {
-		for i := range doc.leaves {
-			if asciiEqualFold(doc.name(&doc.leaves[i]), n) {
-				return &doc.leaves[i]
-			}
+// sibling returns the leaf beside leaves[i] in its object whose last key
+// is key, or nil; the object's name is the first parentLen bytes of the
+// leaf's name and a '.' (0 for the document itself). flatten writes the
+// leaves of an object next to each other, so only they are looked at.
+func (doc *document) sibling(i, parentLen int, key string) *leaf {
+	n := doc.name(&doc.leaves[i])
+	inObject := func(j int) bool {
+		m := doc.name(&doc.leaves[j])
+		return parentLen == 0 || len(m) > parentLen && string(m[:parentLen]) == string(n[:parentLen])
+	}
+	match := func(j int) bool {
+		m := doc.name(&doc.leaves[j])
+		return len(m) == parentLen+len(key) && string(m[parentLen:]) == key && inObject(j)
+	}
+	for j := i - 1; j >= 0 && inObject(j); j-- {
+		if match(j) {
+			return &doc.leaves[j]
+		}
+	}
+	for j := i + 1; j < len(doc.leaves) && inObject(j); j++ {
+		if match(j) {
+			return &doc.leaves[j]
 		}
 	}
 	return nil
@@ -235,9 +248,4 @@ func (doc *document) value(l *leaf) (float64, textKind) {
 		return 0, textMissing
 	}
 	return 0, textOther
-}
-
-// hasPrefixFold reports whether b starts with prefix, ASCII case ignored.
-func hasPrefixFold(b []byte, prefix string) bool {
-	return len(b) >= len(prefix) && asciiEqualFold(b[:len(prefix)], prefix)
 }

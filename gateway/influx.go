@@ -290,6 +290,10 @@ func (p *lineParser) field(device string) *RejectError {
 		return nil
 	}
 	if prob := checkName(p.d.name, MaxMetricLen); prob != "" {
+		if p.d.lineTags && len(p.d.tags) > 0 && len(p.d.name) > MaxMetricLen {
+			p.ignored++ // a tag set too long to name a series: the field alone is lost
+			return nil
+		}
 		p.fail(rejectf(ReasonBadMetric, "line %d: metric %s: %s", p.no, quote(p.d.name), prob))
 		return nil
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
@@ -14,7 +13,8 @@ import (
 // readings: where its device id, time, metric name, value and unit are,
 // and which of its fields are readings. Field names are the document's
 // keys joined with '.' ("uplink_message.decoded_payload.temperature").
-// The zero Mapping reads a document as format json does.
+// A mapped payload is one JSON object (an array of them is invalid_json);
+// the zero Mapping reads it as format json reads an object.
 type Mapping struct {
 	// DeviceField names the field that holds the device id, when the
 	// topic has none (default "device").
@@ -32,7 +32,8 @@ type Mapping struct {
 	// named by MetricField, else the topic's {metric}, else ValueField.
 	ValueField string
 	// MetricField names the field that holds the metric name of the
-	// document's top-level ValueField.
+	// document's top-level ValueField (a whole name, not one under
+	// StripPrefix).
 	MetricField string
 	// UnitField names the field beside a value that holds its unit; at
 	// the top level, without ValueField, the unit of every reading.
@@ -47,9 +48,6 @@ type Mapping struct {
 	// there are any, and no Exclude pattern. Readings left out are not
 	// counted.
 	Include, Exclude []string
-
-	// drop are envelope fields of a preset: not readings, not counted.
-	drop []string
 }
 
 // Check reports the first problem with m's options.
@@ -100,7 +98,9 @@ func ParseTimeFormat(s string) (TimeFormat, error) {
 	case "rfc3339":
 		return TimeFormat{kind: timeRFC3339}, nil
 	}
-	if !strings.Contains(s, "2006") && !strings.Contains(s, "06") || !strings.Contains(s, "01") && !strings.Contains(s, "Jan") {
+	// A layout must give back the date of a time it formats.
+	ref := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	if t, err := time.Parse(s, ref.Format(s)); err != nil || t.YearDay() != ref.YearDay() || t.Year() != ref.Year() {
 		return TimeFormat{}, fmt.Errorf("unknown time format %q (want auto, unix, unix_ms, unix_us, unix_ns, rfc3339, or a Go layout such as \"2006-01-02 15:04:05\")", s)
 	}
 	return TimeFormat{kind: timeLayout, layout: s}, nil
@@ -148,14 +148,18 @@ func (r *docReader) time(l *leaf, f TimeFormat, recv time.Time) int64 {
 			zone = time.UTC
 		}
 		t, err := time.ParseInLocation(f.layout, string(raw), zone)
-		if err != nil {
+		switch {
+		case err != nil:
 			prob = fmt.Sprintf("want the layout %q", f.layout)
-			break
+		case t.Unix() < 0:
+			prob = "time before 1970"
+		case t.Unix() >= math.MaxInt64/int64(time.Second):
+			prob = "time after 2262"
+		default:
+			ns = t.UnixNano()
 		}
-		ns = t.UnixNano()
-		if t.Year() < 1970 || t.Year() > 2262 {
-			prob = "time out of range"
-		}
+	case f.kind == timeLayout:
+		prob = fmt.Sprintf("want text in the layout %q", f.layout)
 	case l.kind == leafString:
 		ns, prob = parseISOTime(raw, r.d.zone)
 		if n, ok := scanNumber(raw, 0, false); prob != "" && f.kind == timeAuto && ok && n.end == len(raw) && len(raw) > 0 && isDigit(raw[0]) {
@@ -180,7 +184,15 @@ func epochIn(n numScan, unit string) (int64, string) {
 	if n.neg {
 		return 0, "negative epoch time"
 	}
-	digits := map[string]int{"s": 9, "ms": 6, "us": 3, "ns": 0}[unit]
+	digits := 0
+	switch unit {
+	case "s":
+		digits = 9
+	case "ms":
+		digits = 6
+	case "us":
+		digits = 3
+	}
 	ns, ok := floorScaled(n.mant, n.exp+digits)
 	if !ok || ns > math.MaxInt64 {
 		return 0, "epoch time out of range"
@@ -282,7 +294,11 @@ func (doc *document) timeLeaf(name string) *leaf {
 
 // decodeMapped reads a JSON document by Mapping m.
 func (d *Decoder) decodeMapped(dst []buffer.Reading, m *Mapping, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
-	if err := d.flatten(payload, skipSpace(payload, 0)); err != nil {
+	start := skipSpace(payload, 0)
+	if start == len(payload) {
+		return dst, 0, &RejectError{Reason: ReasonEmptyPayload}
+	}
+	if err := d.flatten(payload, start); err != nil {
 		return dst, 0, err
 	}
 	r := docReader{d: d, out: dst, first: len(dst)}
@@ -292,13 +308,6 @@ func (d *Decoder) decodeMapped(dst []buffer.Reading, m *Mapping, payload []byte,
 // mapped reads the flattened document by m (see Mapping).
 func (r *docReader) mapped(dst []buffer.Reading, m *Mapping, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
 	doc := &r.d.doc
-	for _, name := range m.drop {
-		for i := range doc.leaves {
-			if n := doc.name(&doc.leaves[i]); string(n) == name || doc.under(&doc.leaves[i], name) {
-				doc.leaves[i].used = true
-			}
-		}
-	}
 	deviceField := m.DeviceField
 	if deviceField == "" {
 		deviceField = "device"
@@ -343,7 +352,13 @@ func (r *docReader) mapped(dst []buffer.Reading, m *Mapping, device, metric stri
 			if len(parent) == 0 {
 				switch {
 				case m.MetricField != "":
-					parent = []byte(r.text(doc.find(m.MetricField)))
+					ml := doc.find(m.MetricField)
+					if ml == nil || ml.kind != leafString {
+						r.fail(rejectf(ReasonBadMetric, "field %s: want the metric name as a string", quote(m.MetricField)))
+						continue
+					}
+					ml.used = true
+					parent = doc.str(ml)
 				case metric != "":
 					parent = []byte(metric)
 				default:
@@ -352,8 +367,7 @@ func (r *docReader) mapped(dst []buffer.Reading, m *Mapping, device, metric stri
 			}
 			if m.UnitField != "" {
 				full := doc.name(l)
-				unitName := string(full[:len(full)-len(key)]) + m.UnitField
-				unit = r.text(doc.find(unitName))
+				unit = r.text(doc.sibling(i, len(full)-len(key), m.UnitField))
 			}
 			n = parent
 		} else if metric != "" && string(n) == "value" && l.depth == 1 && r.onlyValue(m) {

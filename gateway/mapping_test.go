@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,5 +150,109 @@ func TestDecodeRoute_Skip(t *testing.T) {
 	_, _, err := d.DecodeRoute(nil, &r, []byte("Offline"), "d", "", testRecv)
 	if SkipKind(err) != SkipAvailability {
 		t.Fatalf("err %v, want a skip", err)
+	}
+}
+
+// TestDecodeRoute_MappingEdges reads documents at the edges of the options.
+func TestDecodeRoute_MappingEdges(t *testing.T) {
+	long := strings.Repeat("m", 70)
+	for _, tc := range []struct {
+		name    string
+		m       Mapping
+		units   map[string]string
+		payload string
+		want    []buffer.Reading
+		reason  string
+	}{
+		{name: "long metric field", m: Mapping{ValueField: "v", MetricField: "name"}, payload: `{"name":"` + long + `","v":1}`,
+			want: []buffer.Reading{rd("d", long, recvNS, 1)}},
+		{name: "metric field not a string", m: Mapping{ValueField: "v", MetricField: "name"}, payload: `{"name":5,"v":1}`, reason: ReasonBadMetric},
+		{name: "unit beside its value only", m: Mapping{ValueField: "v", UnitField: "u"}, payload: `{"a":{"v":1,"u":"W"},"b":{"v":2},"c":{"u":"V","v":3}}`,
+			want: []buffer.Reading{withUnit(rd("d", "a", recvNS, 1), "W"), rd("d", "b", recvNS, 2), withUnit(rd("d", "c", recvNS, 3), "V")}},
+		{name: "units override", m: Mapping{UnitField: "u"}, units: map[string]string{"t": "K"}, payload: `{"t":1,"u":"C"}`,
+			want: []buffer.Reading{withUnit(rd("d", "t", recvNS, 1), "K")}},
+		{name: "empty", m: Mapping{}, payload: " ", reason: ReasonEmptyPayload},
+		{name: "array", m: Mapping{}, payload: `[{"t":1}]`, reason: ReasonInvalidJSON},
+		{name: "layout past 2262", m: Mapping{TimeField: "at", TimeFormat: mustTimeFormat(t, "2006-01-02 15:04:05")}, payload: `{"at":"2262-12-01 00:00:00","t":1}`, reason: ReasonBadTimestamp},
+		{name: "layout, number", m: Mapping{TimeField: "at", TimeFormat: mustTimeFormat(t, "2006-01-02 15:04:05")}, payload: `{"at":5,"t":1}`, reason: ReasonBadTimestamp},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Route{Format: FormatJSON, Mapping: &tc.m, Units: tc.units}
+			var d Decoder
+			got, _, err := d.DecodeRoute(nil, &r, []byte(tc.payload), "d", "", testRecv)
+			if RejectReason(err) != tc.reason {
+				t.Fatalf("err %v, want reason %q", err, tc.reason)
+			}
+			if tc.reason == "" && !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %s\nwant %s", showReadings(got), showReadings(tc.want))
+			}
+		})
+	}
+}
+
+// TestDecodeRoute_RequiredSettles: a message without a value (an action,
+// "unavailable") is not held to the required metrics.
+func TestDecodeRoute_RequiredSettles(t *testing.T) {
+	r := Route{Format: FormatJSON, Checks: &Checks{Required: []string{"temp"}}}
+	var d Decoder
+	if _, ignored, err := d.DecodeRoute(nil, &r, []byte(`{"temp":"unavailable"}`), "d", "", testRecv); err != nil || ignored != 1 {
+		t.Errorf("got %v, ignored %d; want settled", err, ignored)
+	}
+}
+
+// manyUnits is a document of n objects, each with a value and a unit.
+func manyUnits(n int) []byte {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"s%d":{"v":%d,"u":"W"}`, i, i)
+	}
+	b.WriteString("}")
+	return []byte(b.String())
+}
+
+// TestDecodeRoute_ManyUnits reads a document of 20,000 objects with a
+// unit each; BenchmarkDecodeRoute_ManyUnits says how its time grows.
+func TestDecodeRoute_ManyUnits(t *testing.T) {
+	r := Route{Format: FormatJSON, Mapping: &Mapping{ValueField: "v", UnitField: "u"}}
+	var d Decoder
+	got, _, err := d.DecodeRoute(nil, &r, manyUnits(20000), "d", "", testRecv)
+	if err != nil || len(got) != 20000 || got[19999].Unit != "W" {
+		t.Fatalf("got %d readings, %v", len(got), err)
+	}
+}
+
+// BenchmarkDecodeRoute_ManyUnits decodes documents of 1,000 and 10,000
+// objects: ns/op should grow tenfold, not a hundredfold.
+func BenchmarkDecodeRoute_ManyUnits(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			payload := manyUnits(n)
+			r := Route{Format: FormatJSON, Mapping: &Mapping{ValueField: "v", UnitField: "u"}}
+			var d Decoder
+			out := make([]buffer.Reading, 0, n)
+			b.SetBytes(int64(len(payload)))
+			for b.Loop() {
+				if _, _, err := d.DecodeRoute(out[:0], &r, payload, "d", "", testRecv); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func TestParseTimeFormat(t *testing.T) {
+	for _, s := range []string{"", "auto", "unix", "unix_ms", "unix_us", "unix_ns", "rfc3339", "2006-01-02 15:04:05", "02.01.2006 15:04", "2006-002 15:04", "Jan 2 2006 3:04PM"} {
+		if _, err := ParseTimeFormat(s); err != nil {
+			t.Errorf("ParseTimeFormat(%q): %v", s, err)
+		}
+	}
+	for _, s := range []string{"yesterday", "foo2006x01", "15:04:05", "unix_s", "01-02"} {
+		if _, err := ParseTimeFormat(s); err == nil {
+			t.Errorf("ParseTimeFormat(%q): no error", s)
+		}
 	}
 }

@@ -38,6 +38,9 @@ type presetRoute struct {
 	read    readFunc
 	// lineTags: see Route.lineTags.
 	lineTags bool
+	// payloadDevice: the payload may name another device than the topic
+	// (see Route.payloadDevice).
+	payloadDevice bool
 }
 
 // presets are the presets by name.
@@ -96,7 +99,7 @@ func PresetRoutes(name, base string, zone *time.Location) ([]Route, error) {
 		if err != nil {
 			return nil, fmt.Errorf("preset %s: base_topic %q: %v", name, base, err)
 		}
-		routes = append(routes, Route{Pattern: pat, Format: pr.format, Skip: pr.skip, Preset: name, Zone: zone, read: pr.read, lineTags: pr.lineTags})
+		routes = append(routes, Route{Pattern: pat, Format: pr.format, Skip: pr.skip, Preset: name, Zone: zone, read: pr.read, lineTags: pr.lineTags, payloadDevice: pr.payloadDevice})
 	}
 	return routes, nil
 }
@@ -126,19 +129,6 @@ func readJSON(fn func(r *docReader, device, metric string, recv time.Time)) read
 	}
 }
 
-// readValue reads a plain value, as format value does, with unit.
-func readValue(unit func(metric string) string) readFunc {
-	return func(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
-		out, ignored, err := d.decodeValue(dst, payload, skipSpace(payload, 0), device, metric, recv)
-		if err == nil && unit != nil {
-			for i := len(dst); i < len(out); i++ {
-				out[i].Unit = unit(out[i].Metric)
-			}
-		}
-		return out, ignored, err
-	}
-}
-
 // readText reads a plain value as a device that sends states as words
 // does: text that is not a value is ignored and counted, not rejected.
 func readText(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
@@ -146,13 +136,6 @@ func readText(d *Decoder, dst []buffer.Reading, payload []byte, device, metric s
 		return dst, 1, nil
 	}
 	return d.decodeValue(dst, payload, skipSpace(payload, 0), device, metric, recv)
-}
-
-// skipAll is the reader of a message that is never a reading.
-func skipAll(kind string) readFunc {
-	return func(*Decoder, []buffer.Reading, []byte, string, string, time.Time) ([]buffer.Reading, int, error) {
-		return nil, 0, &SkipError{Kind: kind}
-	}
 }
 
 // keyUnit returns the unit in table of the metric name: that of the whole
@@ -180,6 +163,12 @@ func hasKey(name []byte, key string) bool {
 // readAll makes every unused leaf (under prefix, if set, named without it)
 // a reading of device at ts, with the unit unit gives.
 func (r *docReader) readAll(prefix, device string, ts int64, unit func(name []byte) string) {
+	r.readAllAs(prefix, "", device, ts, unit)
+}
+
+// readAllAs is readAll with each name put under the object as, if set
+// ("switch:0" makes "apower" "switch:0.apower").
+func (r *docReader) readAllAs(prefix, as, device string, ts int64, unit func(name []byte) string) {
 	doc := &r.d.doc
 	var name []byte
 	for i := range doc.leaves {
@@ -194,7 +183,11 @@ func (r *docReader) readAll(prefix, device string, ts int64, unit func(name []by
 			}
 			n = n[len(prefix)+1:]
 		}
-		name = append(name[:0], n...)
+		name = name[:0]
+		if as != "" {
+			name = append(append(name, as...), '.')
+		}
+		name = append(name, n...)
 		u := ""
 		if unit != nil {
 			u = unit(name)
@@ -235,7 +228,7 @@ var (
 	telegrafPreset = preset{
 		name: "telegraf", base: "telegraf",
 		routes: []presetRoute{
-			{pattern: "%base%/{device}/#", format: FormatInflux, lineTags: true},
+			{pattern: "%base%/{device}/#", format: FormatInflux, lineTags: true, payloadDevice: true},
 			{pattern: "%base%", format: FormatInflux, lineTags: true},
 		},
 	}

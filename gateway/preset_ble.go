@@ -14,7 +14,7 @@ var openMQTTGatewayPreset = preset{
 		{pattern: "%base%/+/commands/#", skip: SkipCommand},
 		{pattern: "%base%/+/+/config", skip: SkipCommand},
 		{pattern: "%base%/{device}/SYStoMQTT", read: readJSON(bleGateway)},
-		{pattern: "%base%/+/BTtoMQTT/{device}", read: readJSON(bleJSON)},
+		{pattern: "%base%/+/BTtoMQTT/{device}", read: readJSON(bleJSON), payloadDevice: true},
 	},
 }
 
@@ -24,7 +24,7 @@ var bleUnits = map[string]string{
 	"tempf": "°F", "tempf2": "°F", "hum": "%", "batt": "%", "volt": "V", "lux": "lx",
 	"pres": "hPa", "moi": "%", "fer": "µS/cm", "co2": "ppm", "pm25": "µg/m³",
 	"pm10": "µg/m³", "weight": "kg", "impedance": "Ω", "uptime": "s", "freemem": "B",
-	"distance": "m", "txpower": "dBm",
+	"distance": "m",
 }
 
 // bleEnvelope are the fields of a BLE message that describe the device

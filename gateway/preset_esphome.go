@@ -21,6 +21,7 @@ var esphomePreset = preset{
 		{pattern: "{device}/+/+/command", skip: SkipCommand},
 		{pattern: "{device}/+/+/+/command", skip: SkipCommand},
 		{pattern: "{device}/+/{metric}/state", read: esphomeState},
+		{pattern: "{device}/+/{metric}/{metric}/state", read: esphomeState}, // climate/NAME/current_temperature
 	},
 }
 
@@ -29,18 +30,15 @@ var esphomePreset = preset{
 // text sensor's) is ignored.
 func esphomeState(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
 	if start := skipSpace(payload, 0); start < len(payload) && payload[start] == '{' {
-		return readJSON(func(r *docReader, device, metric string, recv time.Time) {
-			var name []byte
-			doc := &r.d.doc
-			for i := range doc.leaves {
-				l := &doc.leaves[i]
-				name = append(append(append(name[:0], metric...), '.'), doc.name(l)...)
-				r.emit(l, device, name, recv.UnixNano(), "")
-			}
-		})(d, dst, payload, device, metric, recv)
+		return esphomeJSON(d, dst, payload, device, metric, recv)
 	}
 	return readText(d, dst, payload, device, metric, recv)
 }
+
+// esphomeJSON reads a JSON state as NAME.field.
+var esphomeJSON = readJSON(func(r *docReader, device, metric string, recv time.Time) {
+	r.readAllAs("", metric, device, recv.UnixNano(), nil)
+})
 
 // esphomeDiscovery notes the unit of a discovery config's state topic and
 // skips the message.
@@ -71,10 +69,24 @@ func esphomeDiscovery(d *Decoder, dst []buffer.Reading, payload []byte, _, _ str
 	if unit == "" || topic == "" {
 		return dst, 0, skip
 	}
-	if device, metric, ok := esphomeStatePattern.Match(topic); ok {
-		d.units.learn(device, metric, unit)
+	for _, p := range esphomeStatePatterns {
+		if device, metric, ok := p.Match(topic); ok {
+			d.units.learn(device, metric, unit)
+		}
 	}
 	return dst, 0, skip
 }
 
-var esphomeStatePattern, _ = ParsePattern("{device}/+/{metric}/state")
+// esphomeStatePatterns are the patterns of esphomePreset's state topics.
+var esphomeStatePatterns = []Pattern{
+	mustPattern("{device}/+/{metric}/state"),
+	mustPattern("{device}/+/{metric}/{metric}/state"),
+}
+
+func mustPattern(s string) Pattern {
+	p, err := ParsePattern(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}

@@ -22,9 +22,6 @@ func ttnUplink(r *docReader, device, _ string, recv time.Time) {
 		r.skip = &SkipError{Kind: SkipMeta, Detail: "an uplink without decoded_payload"}
 		return
 	}
-	if id := doc.find("end_device_ids.device_id"); id != nil && id.kind == leafString {
-		device = r.device(id)
-	}
 	tl := doc.find("received_at")
 	if tl == nil {
 		tl = doc.find("uplink_message.received_at")

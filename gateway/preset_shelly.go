@@ -38,6 +38,9 @@ func shellyValue(d *Decoder, dst []buffer.Reading, payload []byte, device, metri
 	if strings.HasSuffix(metric, ".command") || strings.HasSuffix(metric, ".set") || strings.Contains(metric, ".command.") {
 		return dst, 0, &SkipError{Kind: SkipCommand, Detail: "a command"}
 	}
+	if string(payload) == "close" { // a door/window sensor's state: open or close
+		payload = []byte("closed")
+	}
 	out, ignored, err := readText(d, dst, payload, device, metric, recv)
 	for i := len(dst); i < len(out); i++ {
 		name := []byte(out[i].Metric)
@@ -94,9 +97,6 @@ func shellyNotify(r *docReader, device, _ string, recv time.Time) {
 		r.skip = &SkipError{Kind: SkipMeta, Detail: "a notification without status"}
 		return
 	}
-	if src := doc.find("src"); src != nil && src.kind == leafString && checkDevice(doc.str(src)) == "" {
-		device = r.device(src)
-	}
 	ts := r.time(doc.find("params.ts"), TimeFormat{kind: timeUnit, layout: "s"}, recv)
 	doc.dropKeys(shellyEnvelope...)
 	r.readAll("params", device, ts, func(name []byte) string { return keyUnit(shellyRPCUnits, name) })
@@ -104,15 +104,6 @@ func shellyNotify(r *docReader, device, _ string, recv time.Time) {
 
 // shellyStatus reads a generic status update of the component {metric}.
 func shellyStatus(r *docReader, device, component string, recv time.Time) {
-	doc := &r.d.doc
-	doc.dropKeys(shellyEnvelope...)
-	var name []byte
-	for i := range doc.leaves {
-		l := &doc.leaves[i]
-		if l.used {
-			continue
-		}
-		name = append(append(append(name[:0], component...), '.'), doc.name(l)...)
-		r.emit(l, device, name, recv.UnixNano(), keyUnit(shellyRPCUnits, name))
-	}
+	r.d.doc.dropKeys(shellyEnvelope...)
+	r.readAllAs("", component, device, recv.UnixNano(), func(name []byte) string { return keyUnit(shellyRPCUnits, name) })
 }

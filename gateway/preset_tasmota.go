@@ -45,7 +45,7 @@ var tasmotaFields = map[string]string{
 // tasmotaStat reads stat/DEVICE/POWER and POWERn; the other stat topics
 // are command responses.
 func tasmotaStat(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
-	if n, ok := strings.CutPrefix(metric, "POWER"); !ok || strings.Trim(n, "0123456789") != "" || len(n) > 1 {
+	if n, ok := strings.CutPrefix(metric, "POWER"); !ok || strings.Trim(n, "0123456789") != "" {
 		return dst, 0, &SkipError{Kind: SkipMeta, Detail: "a command response"}
 	}
 	return d.decodeValue(dst, payload, skipSpace(payload, 0), device, metric, recv)
@@ -91,34 +91,60 @@ func tasmotaJSON(prefix string) func(r *docReader, device, metric string, recv t
 			}
 			return keyUnit(tasmotaUnits, name)
 		}
-		// A sensor object with an Id is a device of its own.
-		var name []byte
-		for i := range doc.leaves {
-			idl := &doc.leaves[i]
-			n := doc.name(idl)
-			obj, k := splitLast(n)
-			rel, under := strings.CutPrefix(string(obj), prefixOf(prefix))
-			if string(k) != "Id" || idl.used || !under || rel == "" || strings.Contains(rel, ".") {
-				continue
+		tasmotaSensors(r, prefixOf(prefix), device, ts, unit)
+		r.readAll(prefix, device, ts, unit)
+	}
+}
+
+// tasmotaSensors reads the sensor objects that have an Id (several DS18B20
+// on one pin) as devices of their own, DEVICE/ID, so that a sensor keeps
+// its series when another is added and the numbering changes. The leaves
+// of one object are next to each other in the document.
+func tasmotaSensors(r *docReader, pre, device string, ts int64, unit func([]byte) string) {
+	doc := &r.d.doc
+	var name []byte
+	for i := 0; i < len(doc.leaves); {
+		obj := sensorObject(doc.name(&doc.leaves[i]), pre)
+		j := i + 1
+		for obj != "" && j < len(doc.leaves) && sensorObject(doc.name(&doc.leaves[j]), pre) == obj {
+			j++
+		}
+		var id *leaf
+		for k := i; obj != "" && k < j; k++ {
+			if l := &doc.leaves[k]; string(doc.name(l)) == pre+obj+".Id" && (l.kind == leafString || l.kind == leafNumber) && len(doc.str(l)) > 0 {
+				id = l
 			}
-			idl.used = true
-			sub := r.d.intern(append(append([]byte(device), '/'), doc.str(idl)...))
+		}
+		if id != nil {
+			id.used = true
+			sub := r.d.intern(append(append([]byte(device), '/'), doc.str(id)...))
 			if prob := checkDevice(sub); prob != "" {
 				r.fail(rejectf(ReasonBadDevice, "device %s: %s", quote(sub), prob))
 				return
 			}
-			objName := string(obj)
-			for j := range doc.leaves {
-				l := &doc.leaves[j]
-				if l.used || !doc.under(l, objName) {
-					continue
+			for k := i; k < j; k++ {
+				if l := &doc.leaves[k]; !l.used {
+					name = append(name[:0], doc.name(l)[len(pre)+len(obj)+1:]...)
+					r.emit(l, sub, name, ts, unit(name))
 				}
-				name = append(name[:0], doc.name(l)[len(objName)+1:]...)
-				r.emit(l, sub, name, ts, unit(name))
 			}
 		}
-		r.readAll(prefix, device, ts, unit)
+		i = j
 	}
+}
+
+// sensorObject returns the key of the object under pre that the leaf
+// named n is in, or "" if it is not in one.
+func sensorObject(n []byte, pre string) string {
+	rest, ok := strings.CutPrefix(string(n), pre)
+	if !ok {
+		return ""
+	}
+	obj, _, nested := strings.Cut(rest, ".")
+	if !nested {
+		return ""
+	}
+	return obj
 }
 
 // prefixOf returns prefix and its '.', or "".

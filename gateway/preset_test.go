@@ -180,3 +180,54 @@ func FuzzMapping(f *testing.F) {
 	r := Route{Format: FormatJSON, Mapping: &m}
 	f.Fuzz(func(t *testing.T, payload []byte) { fuzzRoute(t, &r, payload, "", "") })
 }
+
+// TestPresets_Edges reads messages at the edges of what the fixtures show.
+func TestPresets_Edges(t *testing.T) {
+	for _, tc := range []struct {
+		preset, topic, payload string
+		want                   []buffer.Reading
+		ignored                int
+		skip                   string
+	}{
+		{preset: "tasmota", topic: "stat/t1/POWER10", payload: "ON", want: []buffer.Reading{rd("t1", "POWER10", recvNS, 1)}},
+		{preset: "tasmota", topic: "stat/t1/STATUS11", payload: "{}", skip: SkipMeta},
+		{preset: "tasmota", topic: "tele/t1/SENSOR", payload: `{"DS18B20-1":{"Id":"","Temperature":1},"DS18B20-2":{"Id":null,"Temperature":2}}`,
+			want: []buffer.Reading{withUnit(rd("t1", "DS18B20-1.Temperature", recvNS, 1), "°C"), withUnit(rd("t1", "DS18B20-2.Temperature", recvNS, 2), "°C")}, ignored: 2},
+		{preset: "shelly", topic: "shellies/dw-1/sensor/state", payload: "close", want: []buffer.Reading{rd("dw-1", "sensor.state", recvNS, 0)}},
+		{preset: "shelly", topic: "shellies/dw-1/sensor/state", payload: "open", want: []buffer.Reading{rd("dw-1", "sensor.state", recvNS, 1)}},
+		{preset: "esphome", topic: "node/climate/hall/current_temperature/state", payload: "21.5", want: []buffer.Reading{rd("node", "hall.current_temperature", recvNS, 21.5)}},
+		{preset: "zigbee2mqtt", topic: "zigbee2mqtt/plug", payload: `{"voltage":231,"power":12}`, want: []buffer.Reading{rd("plug", "voltage", recvNS, 231), withUnit(rd("plug", "power", recvNS, 12), "W")}},
+		{preset: "telegraf", topic: "telegraf/h1/docker", payload: "docker_container_cpu,container_image=" + strings.Repeat("i", 100) + ",host=h1 usage_percent=1.5\ncpu,cpu=cpu0,host=h1 usage_idle=99\n",
+			want: []buffer.Reading{rd("h1", "cpu.usage_idle{cpu=cpu0}", recvNS, 99)}, ignored: 1},
+		{preset: "shelly-rpc", topic: "kitchen-plug/events/rpc", payload: `{"src":"shellyplus1pm-a8032ab12345","method":"NotifyStatus","params":{"switch:0":{"apower":12}}}`,
+			want: []buffer.Reading{withUnit(rd("kitchen-plug", "switch:0.apower", recvNS, 12), "W")}},
+	} {
+		t.Run(tc.topic, func(t *testing.T) {
+			r, device, metric := routeFor(t, testkit.Fixture{Name: tc.topic, Preset: tc.preset, Topic: tc.topic})
+			d := Decoder{units: &unitBook{}}
+			got, ignored, err := d.DecodeRoute(nil, r, []byte(tc.payload), device, metric, testRecv)
+			if SkipKind(err) != tc.skip || tc.skip == "" && err != nil {
+				t.Fatalf("err %v, want skip %q", err, tc.skip)
+			}
+			if tc.skip == "" && (!reflect.DeepEqual(got, tc.want) || ignored != tc.ignored) {
+				t.Errorf("got %s (ignored %d)\nwant %s (ignored %d)", showReadings(got), ignored, showReadings(tc.want), tc.ignored)
+			}
+		})
+	}
+}
+
+// TestDefaultRules_PayloadDevices opens to no user a topic whose payload
+// may name another device.
+func TestDefaultRules_PayloadDevices(t *testing.T) {
+	for _, name := range []string{"openmqttgateway", "telegraf"} {
+		rs, err := PresetRoutes(name, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rule := range defaultRules(rs) {
+			if strings.Contains(rule.Filter, "BTtoMQTT") || strings.HasPrefix(rule.Filter, "telegraf/") {
+				t.Errorf("%s: default rule %s opens a topic whose payload names the device", name, rule.Filter)
+			}
+		}
+	}
+}

@@ -23,7 +23,7 @@ var zigbee2mqttPreset = preset{
 // zigbee2mqttUnits are the units of Zigbee2MQTT's exposes by property.
 var zigbee2mqttUnits = map[string]string{
 	"temperature": "°C", "local_temperature": "°C", "device_temperature": "°C",
-	"humidity": "%", "pressure": "hPa", "battery": "%", "voltage": "mV",
+	"humidity": "%", "pressure": "hPa", "battery": "%",
 	"linkquality": "lqi", "illuminance": "lx", "illuminance_lux": "lx",
 	"power": "W", "energy": "kWh", "current": "A", "co2": "ppm", "voc": "ppb",
 	"formaldehyd": "mg/m³", "pm25": "µg/m³", "pm10": "µg/m³", "soil_moisture": "%",

@@ -27,8 +27,8 @@ type Route struct {
 	Mapping *Mapping
 	// Zone is the time zone of times without an offset; nil means UTC.
 	Zone *time.Location
-	// Units are the units of metrics by name, for readings that bring
-	// none of their own.
+	// Units are the units of metrics by name; they win over the unit a
+	// payload or preset gives.
 	Units map[string]string
 	// Checks are the limits readings must keep (see Checks).
 	Checks *Checks
@@ -39,6 +39,10 @@ type Route struct {
 	// lineTags: line protocol's host tag is the device, and its other tags
 	// are a part of each metric's name (telegraf).
 	lineTags bool
+	// payloadDevice: the payload may name another device than the topic's
+	// {device} (a BLE MAC in "id", Telegraf's host tag), so the topic is no
+	// device's own: the default ACL opens it to no user (defaultRules).
+	payloadDevice bool
 }
 
 // readFunc reads one message of a route, like Decode.
@@ -72,8 +76,9 @@ func SkipKind(err error) string {
 }
 
 // DecodeRoute decodes one message of route r, like Decode, and then gives
-// each reading that brought no unit the one r.Units, or a message before
-// (see unitBook), names for it, and checks the readings against r.Checks.
+// each reading the unit r.Units names for its metric, or if there is none
+// and the reading brought none, the one a message before named (see
+// unitBook); and checks the readings against r.Checks.
 // A message of a skipped route, or one a preset finds is not a reading,
 // yields a *SkipError.
 func (d *Decoder) DecodeRoute(dst []buffer.Reading, r *Route, payload []byte, device, metric string, recv time.Time) (out []buffer.Reading, ignored int, err error) {
@@ -84,14 +89,8 @@ func (d *Decoder) DecodeRoute(dst []buffer.Reading, r *Route, payload []byte, de
 	defer func() { d.zone, d.lineTags = nil, false }()
 	switch {
 	case r.read != nil || r.Mapping != nil:
-		d.restamped, d.relN = 0, 0
-		if d.MaxPayload > 0 && len(payload) > d.MaxPayload {
-			return dst, 0, rejectf(ReasonPayloadTooLarge, "%d bytes, limit %d", len(payload), d.MaxPayload)
-		}
-		if device != "" {
-			if prob := checkDevice(device); prob != "" {
-				return dst, 0, rejectf(ReasonBadDevice, "device %s from topic: %s", quote(device), prob)
-			}
+		if err := d.begin(payload, device); err != nil {
+			return dst, 0, err
 		}
 		if r.read != nil {
 			out, ignored, err = r.read(d, dst, payload, device, metric, recv)
@@ -106,10 +105,9 @@ func (d *Decoder) DecodeRoute(dst []buffer.Reading, r *Route, payload []byte, de
 		return dst, 0, err
 	}
 	for i := len(dst); i < len(out); i++ {
-		if out[i].Unit == "" {
-			out[i].Unit = r.Units[out[i].Metric]
-		}
-		if out[i].Unit == "" && d.units != nil {
+		if u, ok := r.Units[out[i].Metric]; ok {
+			out[i].Unit = u
+		} else if out[i].Unit == "" && d.units != nil {
 			out[i].Unit = d.units.lookup(out[i].Device, out[i].Metric)
 		}
 	}
@@ -189,6 +187,9 @@ func (c *Checks) check(rs []buffer.Reading) error {
 		if b.Min != nil && r.Value < *b.Min || b.Max != nil && r.Value > *b.Max {
 			return rejectf(ReasonOutOfRange, "device %s metric %s = %g, want %s", quote(r.Device), quote(r.Metric), r.Value, b)
 		}
+	}
+	if len(rs) == 0 {
+		return nil // a message without a value (an action, "unavailable") settles as it is
 	}
 	for _, m := range c.Required {
 		found := false

@@ -865,7 +865,7 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 	for _, metric := range slices.Sorted(maps.Keys(t.Validate)) {
 		v := t.Validate[metric]
 		if !gateway.ValidMetric(metric) {
-			bad(key+".validate", "%q is not a metric name", metric)
+			bad(key+".validate."+metric, "not a metric name")
 		}
 		if v.Min != nil && v.Max != nil && *v.Min > *v.Max {
 			bad(key+".validate."+metric, "min %g is above max %g", *v.Min, *v.Max)
@@ -880,7 +880,8 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 	if len(t.Validate) == 0 {
 		checks = nil
 	}
-	for metric, unit := range t.Units {
+	for _, metric := range slices.Sorted(maps.Keys(t.Units)) {
+		unit := t.Units[metric]
 		if !gateway.ValidMetric(metric) {
 			bad(key+".units", "%q is not a metric name", metric)
 		}
@@ -921,10 +922,11 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 		bad(key+".pattern", "%v", err)
 		return nil
 	}
-	if t.Format == "" {
-		t.Format = "auto"
+	format := t.Format
+	if format == "" {
+		format = "auto"
 	}
-	f, err := gateway.ParseFormat(t.Format)
+	f, err := gateway.ParseFormat(format)
 	if err != nil {
 		bad(key+".format", "%v", err)
 		return nil
