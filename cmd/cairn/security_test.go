@@ -18,6 +18,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // addUser runs cairn passwd -file file user with the password on stdin.
@@ -52,15 +53,7 @@ func connectAs(addr, clientID string, login mqttLogin) (paho.Client, error) {
 	if login.tls != nil {
 		scheme = "ssl://"
 	}
-	opts := paho.NewClientOptions().
-		AddBroker(scheme + addr).
-		SetClientID(clientID).
-		SetCleanSession(true).
-		SetAutoReconnect(false).
-		SetConnectRetry(false).
-		SetConnectTimeout(5 * time.Second).
-		SetWriteTimeout(10 * time.Second).
-		SetKeepAlive(30 * time.Second)
+	opts := testkit.PublisherOptions(scheme+addr, clientID, 5*time.Second)
 	if login.user != "" {
 		opts.SetUsername(login.user).SetPassword(login.password)
 	}
@@ -70,16 +63,7 @@ func connectAs(addr, clientID string, login mqttLogin) (paho.Client, error) {
 	if login.will != "" {
 		opts.SetWill(login.will, `{"t":66}`, 1, true)
 	}
-	c := paho.NewClient(opts)
-	tok := c.Connect()
-	if !tok.WaitTimeout(startTimeout) {
-		c.Disconnect(0)
-		return nil, fmt.Errorf("connect %s: no CONNACK in %s", addr, startTimeout)
-	}
-	if err := tok.Error(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return testkit.Connect(opts, startTimeout)
 }
 
 // refusedDoc is the part of /v1/status about refusals.
@@ -96,9 +80,7 @@ type refusedDoc struct {
 func refusals(t *testing.T, api *apiClient) refusedDoc {
 	t.Helper()
 	var st refusedDoc
-	if code := api.get(t, "/v1/status", &st); code != http.StatusOK {
-		t.Fatalf("GET /v1/status: %d", code)
-	}
+	api.statusInto(t, &st)
 	return st
 }
 
