@@ -138,18 +138,11 @@ type pauseDoc struct {
 	} `json:"store"`
 }
 
-func pauseStatus(t *testing.T, api *apiClient) pauseDoc {
-	t.Helper()
-	var st pauseDoc
-	api.statusInto(t, &st)
-	return st
-}
-
 // checkPaused checks that the gateway says it is paused for want of space:
 // the status, /readyz, /metrics and `cairn status`.
 func checkPaused(t *testing.T, bin string, p *cairnProcess, api *apiClient) {
 	t.Helper()
-	st := pauseStatus(t, api)
+	st := statusAs[pauseDoc](t, api)
 	if !st.Ingest.Paused || !strings.Contains(st.Ingest.PausedReason, "less than the reserve") {
 		t.Errorf("status: paused %v (%q), want paused for the reserve", st.Ingest.Paused, st.Ingest.PausedReason)
 	}
@@ -182,7 +175,7 @@ func checkPaused(t *testing.T, bin string, p *cairnProcess, api *apiClient) {
 func waitResumed(t *testing.T, p *cairnProcess, api *apiClient) {
 	t.Helper()
 	waitUntil(t, 15*time.Second, "ingest to resume once space is freed", func() (bool, string) {
-		st := pauseStatus(t, api)
+		st := statusAs[pauseDoc](t, api)
 		return !st.Ingest.Paused, fmt.Sprintf("paused: %q, %d bytes free", st.Ingest.PausedReason, st.Store.DiskFreeBytes)
 	})
 	if code, body, err := api.fetch("/readyz"); err != nil || code != http.StatusOK {
@@ -250,7 +243,7 @@ func TestFullDisk_CairnFillsItsFileSystem(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- pub.run(p.mqtt, "filler", 100, stop) }()
 			waitUntil(t, 3*time.Minute, "ingest to pause for want of space", func() (bool, string) {
-				st := pauseStatus(t, api)
+				st := statusAs[pauseDoc](t, api)
 				return st.Ingest.Paused, fmt.Sprintf("%d acknowledged, %d bytes free, %d in the store", pub.ackedCount(), st.Store.DiskFreeBytes, st.Store.DiskBytes)
 			})
 			// PUBACKs stop: none for two seconds in a row.
@@ -321,7 +314,7 @@ func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
 				t.Fatalf("cairn exited:\n%s", p.out)
 			}
 			waitUntil(t, 10*time.Second, "the reserve file", func() (bool, string) {
-				st := pauseStatus(t, api)
+				st := statusAs[pauseDoc](t, api)
 				return st.Store.ReserveFileBytes > 0, "no reserve file yet"
 			})
 
@@ -332,14 +325,14 @@ func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
 			foreign := filepath.Join(dataDir, "camera.mp4")
 			testkit.Fill(t, foreign, 0)
 			waitUntil(t, 15*time.Second, "ingest to pause for want of space", func() (bool, string) {
-				st := pauseStatus(t, api)
+				st := statusAs[pauseDoc](t, api)
 				return st.Ingest.Paused, fmt.Sprintf("%d bytes free", st.Store.DiskFreeBytes)
 			})
 			time.Sleep(2 * time.Second) // a while on the full disk
 			close(stop)
 			<-done // the connection may have been closed for a commit that failed
 			checkPaused(t, bin, p, api)
-			st := pauseStatus(t, api)
+			st := statusAs[pauseDoc](t, api)
 			if st.Store.ForeignBytes < 64<<20 || len(st.Store.ForeignFiles) != 1 || st.Store.ForeignFiles[0] != "camera.mp4" {
 				t.Errorf("status: foreign %d bytes in %q; want camera.mp4", st.Store.ForeignBytes, st.Store.ForeignFiles)
 			}
@@ -366,7 +359,7 @@ func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
 			}
 			t.Logf("%s: restarted on a full disk (%d bytes free), answering queries after %s", kind, testkit.FreeBytes(t, mnt), ready.Round(time.Millisecond))
 			waitUntil(t, 10*time.Second, "the status to say ingest is paused", func() (bool, string) {
-				st := pauseStatus(t, api)
+				st := statusAs[pauseDoc](t, api)
 				return st.Ingest.Paused, "not paused"
 			})
 			checkPaused(t, bin, p, api)
@@ -380,7 +373,7 @@ func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
 			waitResumed(t, p, api)
 			pub.publishFor(t, p.mqtt, "after", 500, time.Minute)
 			waitUntil(t, 10*time.Second, "the reserve file to be made again", func() (bool, string) {
-				st := pauseStatus(t, api)
+				st := statusAs[pauseDoc](t, api)
 				return st.Store.ReserveFileBytes > 0, "no reserve file"
 			})
 			if err := p.signal(t, syscall.SIGTERM); err != nil {

@@ -346,7 +346,7 @@ func TestBroker_MalformedPackets(t *testing.T) {
 	if peak > maxRSSKiB {
 		t.Errorf("peak RSS %d MiB, want at most %d MiB", peak>>10, maxRSSKiB>>10)
 	}
-	st := refusals(t, api)
+	st := statusAs[refusedDoc](t, api)
 	var kinds []string
 	for i, k := range badPacketKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, sent[i].Load()))

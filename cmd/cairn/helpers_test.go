@@ -342,18 +342,18 @@ type statusDoc struct {
 
 func (a *apiClient) status(t *testing.T) statusDoc {
 	t.Helper()
-	var st statusDoc
-	a.statusInto(t, &st)
-	return st
+	return statusAs[statusDoc](t, a)
 }
 
-// statusInto decodes /v1/status into v, a struct of the parts a test
-// reads, and fails the test unless the status is 200.
-func (a *apiClient) statusInto(t *testing.T, v any) {
+// statusAs returns the parts of /v1/status that the struct T reads, and
+// fails the test unless the status is 200.
+func statusAs[T any](t *testing.T, a *apiClient) T {
 	t.Helper()
-	if code := a.get(t, "/v1/status", v); code != http.StatusOK {
+	var st T
+	if code := a.get(t, "/v1/status", &st); code != http.StatusOK {
 		t.Fatalf("GET /v1/status: got %d, want 200", code)
 	}
+	return st
 }
 
 // readingDoc is one reading as the readings endpoint serves it.

@@ -77,18 +77,11 @@ type refusedDoc struct {
 	} `json:"ingest"`
 }
 
-func refusals(t *testing.T, api *apiClient) refusedDoc {
-	t.Helper()
-	var st refusedDoc
-	api.statusInto(t, &st)
-	return st
-}
-
 // waitRefused waits until the status counts want refusals of reason.
 func waitRefused(t *testing.T, api *apiClient, reason string, want uint64) {
 	t.Helper()
 	waitUntil(t, startTimeout, reason+" refusals", func() (bool, string) {
-		st := refusals(t, api)
+		st := statusAs[refusedDoc](t, api)
 		return st.MQTT.RefusedByReason[reason] >= want, fmt.Sprint(st.MQTT.RefusedByReason)
 	})
 }
@@ -169,7 +162,7 @@ func TestRun_BrokerAuth(t *testing.T) {
 		t.Error("a will on another device's topic: connected, want refused")
 	}
 	waitRefused(t, api, gateway.RefuseOtherDevice, 1)
-	base := refusals(t, api).MQTT.RefusedByReason[gateway.RefuseOtherDevice] // 1, or 2 when paho tried MQTT 3.1 too
+	base := statusAs[refusedDoc](t, api).MQTT.RefusedByReason[gateway.RefuseOtherDevice] // 1, or 2 when paho tried MQTT 3.1 too
 
 	// Subscriptions beyond the ACL get a failure code; its own are granted.
 	subscribe := func(c paho.Client, filter string) byte {
@@ -240,7 +233,7 @@ func TestRun_BrokerAuth(t *testing.T) {
 	if len(rd.Readings) != 2 {
 		t.Errorf("kitchen readings: %+v, want the two it published", rd.Readings)
 	}
-	st := refusals(t, api)
+	st := statusAs[refusedDoc](t, api)
 	t.Logf("refused: %d %v", st.MQTT.Refused, st.MQTT.RefusedByReason)
 
 	// The refusals reach the metrics too.
