@@ -275,6 +275,17 @@ func publish1(c paho.Client, topic, payload string) error {
 	return nil
 }
 
+// waitToken waits for a publish's PUBACK.
+func waitToken(t *testing.T, tok paho.Token) {
+	t.Helper()
+	if !tok.WaitTimeout(ackTimeout) {
+		t.Fatal("no PUBACK in time")
+	}
+	if err := tok.Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // apiClient calls a daemon's HTTP API.
 type apiClient struct {
 	base string
