@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/internal/syncfile"
 )
 
 // Outbox is what the uplink needs of the store (buffer.Store has it).
@@ -554,10 +555,10 @@ func (u *Uplink) skipCorrupt(ce *buffer.CorruptOutboxError) error {
 		if err := os.MkdirAll(u.opts.ParkDir, 0o750); err != nil {
 			return fmt.Errorf("uplink: park outbox entry %d: %w", ce.Entry, err)
 		}
-		if err := writeSynced(name+".entry", ce.Value); err != nil {
+		if err := syncfile.Write(name+".entry", ce.Value, 0o640); err != nil {
 			return fmt.Errorf("uplink: park outbox entry %d: %w", ce.Entry, err)
 		}
-		if err := writeSynced(name+".error", []byte(ce.Error()+"\n")); err != nil {
+		if err := syncfile.Write(name+".error", []byte(ce.Error()+"\n"), 0o640); err != nil {
 			return fmt.Errorf("uplink: park outbox entry %d: %w", ce.Entry, err)
 		}
 		if err := syncDir(u.opts.ParkDir); err != nil {
@@ -588,7 +589,7 @@ func (u *Uplink) park(id string, body []byte, resp *http.Response, reply []byte)
 		return err
 	}
 	name := filepath.Join(u.opts.ParkDir, safeName(id))
-	if err := writeSynced(name+u.opts.Format.fileExt(), body); err != nil {
+	if err := syncfile.Write(name+u.opts.Format.fileExt(), body, 0o640); err != nil {
 		return err
 	}
 	var b bytes.Buffer
@@ -600,7 +601,7 @@ func (u *Uplink) park(id string, body []byte, resp *http.Response, reply []byte)
 	}
 	b.WriteString("\n")
 	b.Write(reply)
-	if err := writeSynced(name+".response", b.Bytes()); err != nil {
+	if err := syncfile.Write(name+".response", b.Bytes(), 0o640); err != nil {
 		return err
 	}
 	// The batch leaves the outbox next: its file must outlast a power cut.
@@ -615,23 +616,6 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// writeSynced writes a file and syncs it.
-func writeSynced(name string, data []byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // safeName makes a batch id fit for a file name.

@@ -263,8 +263,8 @@ func TestClock_ReadingIn2100WhileUnsynced(t *testing.T) {
 
 	// Killed and started again, retention by age still runs.
 	c.Disconnect(0)
-	p.cmd.Process.Signal(syscall.SIGKILL) //nolint:errcheck // it may have exited; checked below
-	<-p.exited
+	p.Cmd.Process.Signal(syscall.SIGKILL) //nolint:errcheck // it may have exited; checked below
+	<-p.Exited()
 	p = startCairnEnv(t, clockBinary.get(t), cfg, clock.env())
 	api = newAPIClient(p.http)
 	waitClock(t, api, clock, "yes", true)

@@ -1,17 +1,17 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
-	"regexp"
 	"strconv"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // crashConfig runs the embedded broker; ports are picked at each start.
@@ -19,43 +19,6 @@ const crashConfig = localConfig + `store:
   # Small buckets: sealing runs all the time, so kills land in it too.
   bucket_samples: 16
 `
-
-// cairnProcess is the cairn binary running `cairn run`.
-type cairnProcess struct {
-	*process
-	mqtt, http string
-	readings   uint64 // readings in the store at start, from the "cairn started" line
-}
-
-var startedReadingsRE = regexp.MustCompile(`\breadings=(\d+)`)
-
-// startCairn runs `cairn run -config cfg` as a process and waits until it
-// has started.
-func startCairn(t *testing.T, bin, cfg string) *cairnProcess {
-	t.Helper()
-	return startCairnEnv(t, bin, cfg, nil)
-}
-
-// startCairnEnv is startCairn with env added to the test's environment.
-func startCairnEnv(t *testing.T, bin, cfg string, env []string) *cairnProcess {
-	t.Helper()
-	p := &cairnProcess{process: startProcessEnv(t, env, bin, "run", "-config", cfg)}
-	line, err := p.out.WaitLine(`msg="cairn started"`, p.exited, startTimeout)
-	if err != nil {
-		t.Fatalf("cairn: %v (%v)\noutput:\n%s", err, p.err, p.out)
-	}
-	if p.mqtt, p.http, err = parseStarted(line); err != nil {
-		t.Fatal(err)
-	}
-	m := startedReadingsRE.FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("no readings= in %q", line)
-	}
-	if p.readings, err = strconv.ParseUint(m[1], 10, 64); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // sensorFleet publishes messages of a few devices with strictly increasing
 // times per device, and resends what was not acknowledged, like sensors
@@ -72,35 +35,14 @@ type sensorFleet struct {
 // fresh, it sends new ones until stop is closed or the connection fails. It
 // returns once every message it sent got its PUBACK or an error.
 func (f *sensorFleet) publish(addr string, fresh bool, stop <-chan struct{}) error {
-	c, err := connectPublisher(addr, "crash-fleet")
+	w, err := testkit.ConnectWindow(addr, "crash-fleet", f.window, startTimeout, ackTimeout)
 	if err != nil {
 		return err
 	}
-	defer c.Disconnect(0)
-	sem := make(chan struct{}, f.window)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer w.Close()
 	send := func(i int) error {
-		select {
-		case sem <- struct{}{}:
-		case <-stop:
-			return errStopped
-		}
-		if !c.IsConnectionOpen() {
-			<-sem
-			return fmt.Errorf("connection to %s lost", addr)
-		}
 		m := f.msgs[i]
-		tok := c.Publish(m.topic(), 1, false, m.payload)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if tok.WaitTimeout(ackTimeout) && tok.Error() == nil {
-				f.acks.ack(i)
-			}
-		}()
-		return nil
+		return w.Publish(m.topic(), m.payload, stop, func() { f.acks.ack(i) })
 	}
 	for _, i := range f.acks.pending() {
 		if err := send(i); err != nil {
@@ -117,9 +59,6 @@ func (f *sensorFleet) publish(addr string, fresh bool, stop <-chan struct{}) err
 	}
 	return nil
 }
-
-// errStopped is what publish returns when it was told to stop.
-var errStopped = errors.New("stopped")
 
 // TestCrash_SIGKILL kills a loaded cairn process at random moments and
 // checks that no acknowledged reading is lost and none is stored twice.

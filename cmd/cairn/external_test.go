@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // mosquitto is a Mosquitto broker run by the test, on a fixed port and with
@@ -72,8 +74,8 @@ func (m *mosquitto) start(t *testing.T) {
 	m.proc = startProcess(t, m.bin, "-c", m.conf)
 	p := m.proc
 	waitUntil(t, startTimeout, "mosquitto to accept connections", func() (bool, string) {
-		if !p.running() {
-			t.Fatalf("mosquitto exited: %v\noutput:\n%s", p.err, p.out)
+		if !p.Running() {
+			t.Fatalf("mosquitto exited: %v\noutput:\n%s", p.Err(), p.out)
 		}
 		conn, err := net.Dial("tcp", m.addr())
 		if err != nil {
@@ -186,34 +188,20 @@ func (m sensorMessage) readings(seq int) []buffer.Reading {
 // each PUBACK in acks. It returns when every message got its PUBACK or an
 // error, or once stop is closed, or when the connection fails.
 func publishPending(addr, clientID string, msgs []sensorMessage, pending []int, window int, acks *ackLog, stop <-chan struct{}) error {
-	c, err := connectPublisher(addr, clientID)
+	w, err := testkit.ConnectWindow(addr, clientID, window, startTimeout, ackTimeout)
 	if err != nil {
 		return err
 	}
-	defer c.Disconnect(0)
-	sem := make(chan struct{}, window)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer w.Close()
 	for _, i := range pending {
-		select {
-		case sem <- struct{}{}:
-		case <-stop:
+		m := msgs[i]
+		err := w.Publish(m.topic(), m.payload, stop, func() { acks.ack(i) })
+		if errors.Is(err, errStopped) {
 			return nil
 		}
-		if !c.IsConnectionOpen() {
-			<-sem
-			return fmt.Errorf("connection to %s lost", addr)
+		if err != nil {
+			return err
 		}
-		m := msgs[i]
-		tok := c.Publish(m.topic(), 1, false, m.payload)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if tok.WaitTimeout(ackTimeout) && tok.Error() == nil {
-				acks.ack(i)
-			}
-		}()
 	}
 	return nil
 }

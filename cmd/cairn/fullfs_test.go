@@ -14,52 +14,12 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-	"golang.org/x/sys/unix"
-
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // The file systems the full-disk tests run on: tmpfs, and ext4 on a loop
 // device, so that what they prove does not hang on tmpfs behaviour.
 var fullDiskKinds = []string{"tmpfs", "ext4"}
-
-// freeBytes returns the bytes free on the file system of dir.
-func freeBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	return int64(st.Bavail) * int64(st.Bsize)
-}
-
-// fill creates the file path so that leave bytes stay free on its file
-// system (leave 0: none at all, with writes until ENOSPC).
-func fill(t *testing.T, path string, leave int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if n := freeBytes(t, filepath.Dir(path)) - leave; n > 0 {
-		if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil && !errors.Is(err, unix.ENOSPC) {
-			t.Fatalf("fallocate %s: %v", path, err)
-		}
-	}
-	if leave > 0 {
-		return
-	}
-	buf := make([]byte, 4096)
-	for {
-		if _, err := f.Write(buf); errors.Is(err, syscall.ENOSPC) {
-			return
-		} else if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // bulkPublisher publishes messages of many readings each with strictly
 // increasing times, so that a disk fills soon, and records which got their
@@ -92,36 +52,25 @@ func bulkPayload(i int) string {
 // the connection is lost, and waits up to ackTimeout for the PUBACKs of
 // those in flight.
 func (p *bulkPublisher) run(addr, id string, window int, stop <-chan struct{}) error {
-	c, err := connectPublisher(addr, id)
+	w, err := testkit.ConnectWindow(addr, id, window, startTimeout, ackTimeout)
 	if err != nil {
 		return err
 	}
-	defer c.Disconnect(0)
-	sem := make(chan struct{}, window)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer w.Close()
 	for {
-		select {
-		case sem <- struct{}{}:
-		case <-stop:
+		i := p.sent
+		err := w.Publish("sensors/"+bulkDevice(i)+"/telemetry", bulkPayload(i), stop, func() {
+			p.mu.Lock()
+			p.acked[i] = true
+			p.mu.Unlock()
+		})
+		if errors.Is(err, errStopped) {
 			return nil
 		}
-		if !c.IsConnectionOpen() {
-			return errors.New("connection lost")
+		if err != nil {
+			return err
 		}
-		i := p.sent
 		p.sent++
-		tok := c.Publish("sensors/"+bulkDevice(i)+"/telemetry", 1, false, bulkPayload(i))
-		wg.Add(1)
-		go func(tok paho.Token) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if tok.WaitTimeout(ackTimeout) && tok.Error() == nil {
-				p.mu.Lock()
-				p.acked[i] = true
-				p.mu.Unlock()
-			}
-		}(tok)
 	}
 }
 
@@ -189,20 +138,11 @@ type pauseDoc struct {
 	} `json:"store"`
 }
 
-func pauseStatus(t *testing.T, api *apiClient) pauseDoc {
-	t.Helper()
-	var st pauseDoc
-	if code := api.get(t, "/v1/status", &st); code != http.StatusOK {
-		t.Fatalf("GET /v1/status: %d", code)
-	}
-	return st
-}
-
 // checkPaused checks that the gateway says it is paused for want of space:
 // the status, /readyz, /metrics and `cairn status`.
 func checkPaused(t *testing.T, bin string, p *cairnProcess, api *apiClient) {
 	t.Helper()
-	st := pauseStatus(t, api)
+	st := statusAs[pauseDoc](t, api)
 	if !st.Ingest.Paused || !strings.Contains(st.Ingest.PausedReason, "less than the reserve") {
 		t.Errorf("status: paused %v (%q), want paused for the reserve", st.Ingest.Paused, st.Ingest.PausedReason)
 	}
@@ -235,13 +175,13 @@ func checkPaused(t *testing.T, bin string, p *cairnProcess, api *apiClient) {
 func waitResumed(t *testing.T, p *cairnProcess, api *apiClient) {
 	t.Helper()
 	waitUntil(t, 15*time.Second, "ingest to resume once space is freed", func() (bool, string) {
-		st := pauseStatus(t, api)
+		st := statusAs[pauseDoc](t, api)
 		return !st.Ingest.Paused, fmt.Sprintf("paused: %q, %d bytes free", st.Ingest.PausedReason, st.Store.DiskFreeBytes)
 	})
 	if code, body, err := api.fetch("/readyz"); err != nil || code != http.StatusOK {
 		t.Errorf("GET /readyz after resuming: %d %q (%v)", code, body, err)
 	}
-	if _, err := p.out.WaitLine(`msg="ingest resumed: the file system has room again"`, p.exited, 5*time.Second); err != nil {
+	if _, err := p.out.WaitLine(`msg="ingest resumed: the file system has room again"`, p.Exited(), 5*time.Second); err != nil {
 		t.Errorf("no line saying ingest resumed: %v\n%s", err, p.out)
 	}
 }
@@ -293,7 +233,7 @@ func TestFullDisk_CairnFillsItsFileSystem(t *testing.T) {
 			// reserve (32 MiB), the reserve file (16 MiB) and 40 MiB are
 			// left for cairn.
 			filler := filepath.Join(mnt, "filler")
-			fill(t, filler, 88<<20)
+			testkit.Fill(t, filler, 88<<20)
 			cfg := strings.NewReplacer("%CAP%", "0", "%PORT%", fmt.Sprint(freePort(t))).Replace(fullDiskConfig)
 			p := startCairn(t, bin, writeConfig(t, dataDir, cfg))
 			api := newAPIClient(p.http)
@@ -303,7 +243,7 @@ func TestFullDisk_CairnFillsItsFileSystem(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- pub.run(p.mqtt, "filler", 100, stop) }()
 			waitUntil(t, 3*time.Minute, "ingest to pause for want of space", func() (bool, string) {
-				st := pauseStatus(t, api)
+				st := statusAs[pauseDoc](t, api)
 				return st.Ingest.Paused, fmt.Sprintf("%d acknowledged, %d bytes free, %d in the store", pub.ackedCount(), st.Store.DiskFreeBytes, st.Store.DiskBytes)
 			})
 			// PUBACKs stop: none for two seconds in a row.
@@ -316,13 +256,13 @@ func TestFullDisk_CairnFillsItsFileSystem(t *testing.T) {
 				return stopped, fmt.Sprintf("%d acknowledged", n)
 			})
 			checkPaused(t, bin, p, api)
-			if free := freeBytes(t, mnt); free <= 0 {
+			if free := testkit.FreeBytes(t, mnt); free <= 0 {
 				t.Errorf("the file system filled up: %d bytes free", free)
 			}
-			if !p.running() {
+			if !p.Running() {
 				t.Fatalf("cairn exited:\n%s", p.out)
 			}
-			t.Logf("%s: paused after %d messages acknowledged, %d bytes free", kind, pub.ackedCount(), freeBytes(t, mnt))
+			t.Logf("%s: paused after %d messages acknowledged, %d bytes free", kind, pub.ackedCount(), testkit.FreeBytes(t, mnt))
 
 			// Space comes back: ingest resumes without a restart, and what
 			// was held is acknowledged.
@@ -370,11 +310,11 @@ func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
 			api := newAPIClient(p.http)
 			pub := &bulkPublisher{acked: make(map[int]bool)}
 			pub.publishFor(t, p.mqtt, "first", 2000, time.Minute)
-			if !p.running() {
+			if !p.Running() {
 				t.Fatalf("cairn exited:\n%s", p.out)
 			}
 			waitUntil(t, 10*time.Second, "the reserve file", func() (bool, string) {
-				st := pauseStatus(t, api)
+				st := statusAs[pauseDoc](t, api)
 				return st.Store.ReserveFileBytes > 0, "no reserve file yet"
 			})
 
@@ -383,16 +323,16 @@ func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- pub.run(p.mqtt, "during", 50, stop) }()
 			foreign := filepath.Join(dataDir, "camera.mp4")
-			fill(t, foreign, 0)
+			testkit.Fill(t, foreign, 0)
 			waitUntil(t, 15*time.Second, "ingest to pause for want of space", func() (bool, string) {
-				st := pauseStatus(t, api)
+				st := statusAs[pauseDoc](t, api)
 				return st.Ingest.Paused, fmt.Sprintf("%d bytes free", st.Store.DiskFreeBytes)
 			})
 			time.Sleep(2 * time.Second) // a while on the full disk
 			close(stop)
 			<-done // the connection may have been closed for a commit that failed
 			checkPaused(t, bin, p, api)
-			st := pauseStatus(t, api)
+			st := statusAs[pauseDoc](t, api)
 			if st.Store.ForeignBytes < 64<<20 || len(st.Store.ForeignFiles) != 1 || st.Store.ForeignFiles[0] != "camera.mp4" {
 				t.Errorf("status: foreign %d bytes in %q; want camera.mp4", st.Store.ForeignBytes, st.Store.ForeignFiles)
 			}
@@ -417,9 +357,9 @@ func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
 			if ready > 5*time.Second {
 				t.Errorf("ready for queries %s after the start on a full disk, want within 5s", ready)
 			}
-			t.Logf("%s: restarted on a full disk (%d bytes free), answering queries after %s", kind, freeBytes(t, mnt), ready.Round(time.Millisecond))
+			t.Logf("%s: restarted on a full disk (%d bytes free), answering queries after %s", kind, testkit.FreeBytes(t, mnt), ready.Round(time.Millisecond))
 			waitUntil(t, 10*time.Second, "the status to say ingest is paused", func() (bool, string) {
-				st := pauseStatus(t, api)
+				st := statusAs[pauseDoc](t, api)
 				return st.Ingest.Paused, "not paused"
 			})
 			checkPaused(t, bin, p, api)
@@ -433,7 +373,7 @@ func TestFullDisk_ForeignFileAndRestart(t *testing.T) {
 			waitResumed(t, p, api)
 			pub.publishFor(t, p.mqtt, "after", 500, time.Minute)
 			waitUntil(t, 10*time.Second, "the reserve file to be made again", func() (bool, string) {
-				st := pauseStatus(t, api)
+				st := statusAs[pauseDoc](t, api)
 				return st.Store.ReserveFileBytes > 0, "no reserve file"
 			})
 			if err := p.signal(t, syscall.SIGTERM); err != nil {
@@ -464,20 +404,20 @@ func TestFullDisk_FirstStartWaitsForSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	filler := filepath.Join(mnt, "filler")
-	fill(t, filler, 0)
+	testkit.Fill(t, filler, 0)
 
 	w := startProcess(t, bin, "run", "-config", cfg)
-	if _, err := w.out.WaitLine("the store cannot open: its file system is full; waiting for free space", w.exited, startTimeout); err != nil {
-		t.Fatalf("cairn on a full disk: %v (exited: %v)\n%s", err, !w.running(), w.out)
+	if _, err := w.out.WaitLine("the store cannot open: its file system is full; waiting for free space", w.Exited(), startTimeout); err != nil {
+		t.Fatalf("cairn on a full disk: %v (exited: %v)\n%s", err, !w.Running(), w.out)
 	}
 	time.Sleep(6 * time.Second) // a retry or more
-	if !w.running() {
+	if !w.Running() {
 		t.Fatalf("cairn exited while waiting for space:\n%s", w.out)
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.out.WaitLine(`msg="cairn started"`, w.exited, 15*time.Second); err != nil {
+	if _, err := w.out.WaitLine(`msg="cairn started"`, w.Exited(), 15*time.Second); err != nil {
 		t.Fatalf("cairn did not start once space was freed: %v\n%s", err, w.out)
 	}
 	if err := w.signal(t, syscall.SIGTERM); err != nil {

@@ -206,7 +206,7 @@ func TestBroker_MalformedPackets(t *testing.T) {
 	addUser(t, passwd, "fuzzer", "fuzz-pass")
 	cfg := writeConfig(t, t.TempDir(), strings.ReplaceAll(fuzzConfig, "%PASSWD%", passwd))
 	p := startCairn(t, bin, cfg)
-	pid := p.cmd.Process.Pid
+	pid := p.Cmd.Process.Pid
 	api := newAPIClient(p.http)
 	idleRSS, _, err := rss(pid)
 	if err != nil {
@@ -282,8 +282,8 @@ func TestBroker_MalformedPackets(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if !p.running() {
-		t.Fatalf("cairn exited during the fuzzing: %v\n%s", p.err, p.out)
+	if !p.Running() {
+		t.Fatalf("cairn exited during the fuzzing: %v\n%s", p.Err(), p.out)
 	}
 
 	// CONNECT flood: 3,000 connections at once, more than max_clients (500):
@@ -332,8 +332,8 @@ func TestBroker_MalformedPackets(t *testing.T) {
 	if err := <-sensorErr; err != nil {
 		t.Fatalf("the well-behaved sensor: %v", err)
 	}
-	if !p.running() {
-		t.Fatalf("cairn exited: %v\n%s", p.err, p.out)
+	if !p.Running() {
+		t.Fatalf("cairn exited: %v\n%s", p.Err(), p.out)
 	}
 	if code, _, err := api.fetch("/healthz"); err != nil || code != 200 {
 		t.Fatalf("/healthz: %d, %v", code, err)
@@ -346,7 +346,7 @@ func TestBroker_MalformedPackets(t *testing.T) {
 	if peak > maxRSSKiB {
 		t.Errorf("peak RSS %d MiB, want at most %d MiB", peak>>10, maxRSSKiB>>10)
 	}
-	st := refusals(t, api)
+	st := statusAs[refusedDoc](t, api)
 	var kinds []string
 	for i, k := range badPacketKinds {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, sent[i].Load()))

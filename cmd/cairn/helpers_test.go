@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -10,13 +11,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,9 +31,10 @@ func TestMain(m *testing.M) {
 	// runs, the limit of one gateway. memory_test.go tests the limit.
 	os.Setenv("GOMEMLIMIT", "off") //nolint:errcheck // cannot fail
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		cairnBinary.remove()
-		futureBinary.remove()
-		clockBinary.remove()
+		cairnBinary.Remove()
+		futureBinary.Remove()
+		clockBinary.Remove()
+		cutfsBinary.Remove()
 		os.Exit(code)
 	}))
 }
@@ -72,24 +70,6 @@ type logLines = testkit.Lines
 
 func newLogLines() *logLines { return testkit.NewLines() }
 
-var startedAddrRE = regexp.MustCompile(`\b(mqtt|http)=(\S+)`)
-
-// parseStarted returns the MQTT and HTTP addresses of a "cairn started" line.
-func parseStarted(line string) (mqttAddr, httpAddr string, err error) {
-	for _, m := range startedAddrRE.FindAllStringSubmatch(line, -1) {
-		switch m[1] {
-		case "mqtt":
-			mqttAddr = strings.TrimPrefix(m[2], "tcp://")
-		case "http":
-			httpAddr = m[2]
-		}
-	}
-	if mqttAddr == "" || httpAddr == "" {
-		return "", "", fmt.Errorf("no mqtt= and http= in %q", line)
-	}
-	return mqttAddr, httpAddr, nil
-}
-
 // writeConfig writes a config file into a new temporary directory and
 // returns its path. %DATA% in yaml is replaced by dataDir.
 //
@@ -100,25 +80,12 @@ func parseStarted(line string) (mqttAddr, httpAddr string, err error) {
 // TestRun_CommitWaitDefault and in package buffer.
 func writeConfig(t *testing.T, dataDir, yaml string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "cairn.yaml")
-	yaml = strings.ReplaceAll(yaml, "%DATA%", dataDir)
-	yaml = testDefaults(yaml)
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return testkit.WriteConfig(t, dataDir, testDefaults(yaml))
 }
 
 // localConfig starts a configuration: the embedded broker and the HTTP
 // API on ports picked at each start, the data in %DATA% (writeConfig).
-const localConfig = `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-http:
-  listen: "127.0.0.1:0"
-`
+const localConfig = testkit.LocalConfig
 
 // testDefaults sets, unless yaml sets them, store.commit_wait to 0s (a
 // test waits for each PUBACK) and clock.trust to always: the machine
@@ -164,15 +131,17 @@ func startDaemon(t *testing.T, path string) *inProcess {
 			t.Errorf("cairn run: %v\nlog:\n%s", err, d.log)
 		}
 	})
-	line, err := d.log.WaitLine(`msg="cairn started"`, d.done, startTimeout)
+	line, err := d.log.WaitLine(testkit.StartedMsg, d.done, startTimeout)
 	if err != nil {
 		d.cancel()
 		<-d.done
 		t.Fatalf("cairn run: %v (run returned %v)\nlog:\n%s", err, d.err, d.log)
 	}
-	if d.mqtt, d.http, err = parseStarted(line); err != nil {
+	started, err := testkit.ParseStarted(line)
+	if err != nil {
 		t.Fatal(err)
 	}
+	d.mqtt, d.http = started.MQTT, started.HTTP
 	return d
 }
 
@@ -190,13 +159,11 @@ func (d *inProcess) stop() error {
 	}
 }
 
-// process is a child process whose output is kept.
+// process is a program the test runs; out is its Out, by the name this
+// package's tests use.
 type process struct {
-	name   string
-	cmd    *exec.Cmd
-	out    *logLines
-	exited chan struct{} // closed when the process has exited
-	err    error         // what Wait returned; read after exited
+	*testkit.Process
+	out *logLines
 }
 
 // startProcess starts a program; it is killed when the test ends if it is
@@ -209,62 +176,54 @@ func startProcess(t *testing.T, name string, args ...string) *process {
 // startProcessEnv is startProcess with env added to the test's environment.
 func startProcessEnv(t *testing.T, env []string, name string, args ...string) *process {
 	t.Helper()
-	p := &process{name: filepath.Base(name), out: newLogLines(), exited: make(chan struct{})}
-	p.cmd = exec.Command(name, args...)
-	if env != nil {
-		p.cmd.Env = append(os.Environ(), env...)
+	p := testkit.StartProcess(t, environ(env), name, args...)
+	return &process{Process: p, out: p.Out}
+}
+
+// environ returns this process's environment with env added, or nil (the
+// same, to exec) if env is nil.
+func environ(env []string) []string {
+	if env == nil {
+		return nil
 	}
-	p.cmd.Stdout = p.out
-	p.cmd.Stderr = p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		defer close(p.exited)
-		p.err = p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-			return
-		default:
-		}
-		if err := p.cmd.Process.Kill(); err != nil {
-			t.Errorf("kill %s: %v", p.name, err)
-		}
-		<-p.exited
-	})
-	return p
+	return append(os.Environ(), env...)
 }
 
 // signal sends sig to the process and waits until it has exited. It
-// returns what Wait returned.
+// returns what Wait returned, and fails the test if the process is still
+// running after stopTimeout.
 func (p *process) signal(t *testing.T, sig os.Signal) error {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %s to %s: %v", sig, p.name, err)
+	err := p.Stop(sig, stopTimeout)
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("%v; output:\n%s", err, p.out)
 	}
-	select {
-	case <-p.exited:
-		return p.err
-	case <-time.After(stopTimeout):
-		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Errorf("kill %s: %v", p.name, err)
-		}
-		<-p.exited
-		t.Fatalf("%s still running %s after %s; output:\n%s", p.name, stopTimeout, sig, p.out)
-		return nil
-	}
+	return err
 }
 
-// running reports whether the process has not exited yet.
-func (p *process) running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
+// cairnProcess is the cairn binary running `cairn run`.
+type cairnProcess struct {
+	*process
+	mqtt, http string // listen addresses, from the "cairn started" line
+	readings   uint64 // readings in the store at start, from the same line
+}
+
+// startCairn runs `cairn run -config cfg` as a process and waits until it
+// has started.
+func startCairn(t *testing.T, bin, cfg string) *cairnProcess {
+	t.Helper()
+	return startCairnEnv(t, bin, cfg, nil)
+}
+
+// startCairnEnv is startCairn with env added to the test's environment.
+func startCairnEnv(t *testing.T, bin, cfg string, env []string) *cairnProcess {
+	t.Helper()
+	return newCairnProcess(testkit.StartCairn(t, environ(env), startTimeout, bin, "run", "-config", cfg))
+}
+
+func newCairnProcess(c *testkit.Cairn) *cairnProcess {
+	return &cairnProcess{process: &process{Process: c.Process, out: c.Out}, mqtt: c.MQTT, http: c.HTTP, readings: c.Readings}
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago, for
@@ -300,6 +259,10 @@ func mustConnect(t *testing.T, addr, clientID string) paho.Client {
 	return c
 }
 
+// errStopped is what a publisher returns when it was told to stop
+// (testkit.Window).
+var errStopped = testkit.ErrStopped
+
 // publish1 publishes at QoS 1 and waits for the PUBACK.
 func publish1(c paho.Client, topic, payload string) error {
 	tok := c.Publish(topic, 1, false, payload)
@@ -310,6 +273,17 @@ func publish1(c paho.Client, topic, payload string) error {
 		return fmt.Errorf("publish %s: %w", topic, err)
 	}
 	return nil
+}
+
+// waitToken waits for a publish's PUBACK.
+func waitToken(t *testing.T, tok paho.Token) {
+	t.Helper()
+	if !tok.WaitTimeout(ackTimeout) {
+		t.Fatal("no PUBACK in time")
+	}
+	if err := tok.Error(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // apiClient calls a daemon's HTTP API.
@@ -379,7 +353,14 @@ type statusDoc struct {
 
 func (a *apiClient) status(t *testing.T) statusDoc {
 	t.Helper()
-	var st statusDoc
+	return statusAs[statusDoc](t, a)
+}
+
+// statusAs returns the parts of /v1/status that the struct T reads, and
+// fails the test unless the status is 200.
+func statusAs[T any](t *testing.T, a *apiClient) T {
+	t.Helper()
+	var st T
 	if code := a.get(t, "/v1/status", &st); code != http.StatusOK {
 		t.Fatalf("GET /v1/status: got %d, want 200", code)
 	}
@@ -428,61 +409,27 @@ func storedReadings(t *testing.T, dir string) (all []buffer.Reading, counted uin
 	return all, store.ReadingCount()
 }
 
-// cairnBinary is the cairn command built once for the tests that run it as
-// a process; TestMain removes it.
-var cairnBinary binaryBuild
-
-// futureBinary is the cairn command stamped with a build date far ahead
-// of any clock: its retention by age is always paused.
-var futureBinary = binaryBuild{ldflags: "-X main.date=2099-01-01T00:00:00Z"}
-
-// clockBinary is the cairn command built with the testclock tag, whose
-// clock a test moves (testclock.go), stamped with a build date of
-// 2026-06-01.
-var clockBinary = binaryBuild{tags: "testclock", ldflags: "-X main.date=2026-06-01T00:00:00Z"}
-
-type binaryBuild struct {
-	ldflags string // passed to go build -ldflags
-	tags    string // passed to go build -tags
-	once    sync.Once
-	dir     string
-	path    string
-	err     error
-}
+// binaryBuild is a command built once for the tests that run it as a
+// process; TestMain removes it.
+type binaryBuild struct{ testkit.Binary }
 
 // get builds the binary on first use and returns its path.
 func (b *binaryBuild) get(t *testing.T) string {
 	t.Helper()
-	b.once.Do(func() {
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			b.err = fmt.Errorf("the go command is needed to build cairn: %w", err)
-			return
-		}
-		if b.dir, err = os.MkdirTemp("", "cairn-test-bin-"); err != nil {
-			b.err = err
-			return
-		}
-		b.path = filepath.Join(b.dir, "cairn")
-		cmd := exec.Command(gobin, "build", "-o", b.path, "-ldflags", b.ldflags, "-tags", b.tags, ".")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
+	return b.Path(t)
 }
 
-func (b *binaryBuild) remove() {
-	if b.dir == "" {
-		return
-	}
-	if err := os.RemoveAll(b.dir); err != nil {
-		fmt.Fprintln(os.Stderr, "remove test binary:", err)
-	}
-}
+// cairnBinary is the cairn command.
+var cairnBinary = binaryBuild{testkit.Binary{Pkg: "."}}
+
+// futureBinary is the cairn command stamped with a build date far ahead
+// of any clock: its retention by age is always paused.
+var futureBinary = binaryBuild{testkit.Binary{Pkg: ".", Flags: []string{"-ldflags", "-X main.date=2099-01-01T00:00:00Z"}}}
+
+// clockBinary is the cairn command built with the testclock tag, whose
+// clock a test moves (testclock.go), stamped with a build date of
+// 2026-06-01.
+var clockBinary = binaryBuild{testkit.Binary{Pkg: ".", Flags: []string{"-tags", "testclock", "-ldflags", "-X main.date=2026-06-01T00:00:00Z"}}}
 
 // checkAggregates opens the data directory of a stopped daemon and checks
 // that the pre-aggregates of every series equal a recomputation from its

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/internal/syncfile"
 )
 
 // runPasswd adds a user to a password file of the embedded broker, or
@@ -55,7 +55,7 @@ func runPasswd(args []string, stdin *os.File, stdout, stderr io.Writer) error {
 		return fmt.Errorf("passwd: %w", err)
 	}
 	out, changed := setPasswordLine(old, user, hash)
-	if err := writeFileAtomic(*file, out, 0o600); err != nil {
+	if err := syncfile.Replace(*file, out, 0o600); err != nil {
 		return fmt.Errorf("passwd: %w", err)
 	}
 	if changed {
@@ -130,31 +130,4 @@ func readNewPassword(stdin *os.File, stderr io.Writer) ([]byte, error) {
 		return nil, errors.New("empty password")
 	}
 	return []byte(p1), nil
-}
-
-// writeFileAtomic replaces name with data: a temporary file in the same
-// directory, synced, then renamed over it.
-func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // fails once renamed
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, name)
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // crossBuild builds cairn for linux/goarch (with env added, such as
@@ -76,14 +78,7 @@ func TestRun_Arm64UnderQemu(t *testing.T) {
 	bin := crossBuild(t, "arm64")
 	cfg := writeConfig(t, t.TempDir(), notifyConfig)
 
-	p := &cairnProcess{process: startProcess(t, emu, bin, "run", "-config", cfg)}
-	line, err := p.out.WaitLine(`msg="cairn started"`, p.exited, startTimeout)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, p.out)
-	}
-	if p.mqtt, p.http, err = parseStarted(line); err != nil {
-		t.Fatal(err)
-	}
+	p := newCairnProcess(testkit.StartCairn(t, nil, startTimeout, emu, bin, "run", "-config", cfg))
 	c := mustConnect(t, p.mqtt, "arm64-sensor")
 	ts := time.Now().Add(-time.Minute).UnixMilli()
 	if err := publish1(c, "sensors/pi/telemetry", fmt.Sprintf(`{"ts":%d,"temperature":21.5}`, ts)); err != nil {

@@ -92,16 +92,9 @@ mqtt:
       format: json
 `
 
-const reloadConfigAfter = `
-data_dir: %DATA%
-%MQTT%
-http:
-  listen: "127.0.0.1:0"
-mqtt:
-  topics:
-    - pattern: "sensors/{device}/telemetry"
-      format: json
-    - pattern: "lab/{device}/{metric}"
+// reloadConfigAfter adds a topic and retention, which a reload applies,
+// and a store setting, which waits for a restart.
+const reloadConfigAfter = reloadConfigBefore + `    - pattern: "lab/{device}/{metric}"
       format: value
 retention:
   raw_max_age: 30d
@@ -152,17 +145,17 @@ func TestReload_SIGHUPChangesTopics(t *testing.T) {
 			}
 
 			rewrite(t, cfg, strings.ReplaceAll(conf(reloadConfigAfter), "%DATA%", dir))
-			if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
-			line, err := p.out.WaitLine(`msg="configuration reloaded"`, p.exited, startTimeout)
+			line, err := p.out.WaitLine(`msg="configuration reloaded"`, p.Exited(), startTimeout)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, p.out)
 			}
 			if want := `applied="[mqtt.topics retention]"`; !strings.Contains(line, want) {
 				t.Errorf("reload line %q does not say %s", line, want)
 			}
-			if _, err := p.out.WaitLine(`keys=[store]`, p.exited, time.Second); err != nil {
+			if _, err := p.out.WaitLine(`keys=[store]`, p.Exited(), time.Second); err != nil {
 				t.Errorf("no line saying store waits for a restart: %v\n%s", err, p.out)
 			}
 			atReload := pub.count()
@@ -181,10 +174,10 @@ func TestReload_SIGHUPChangesTopics(t *testing.T) {
 
 			// A bad file is refused and changes nothing.
 			rewrite(t, cfg, strings.ReplaceAll(conf(reloadConfigBefore), "%DATA%", dir)+"\nstore:\n  cache_mib: 0\n")
-			if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
-			line, err = p.out.WaitLine(`reload: configuration not applied`, p.exited, startTimeout)
+			line, err = p.out.WaitLine(`reload: configuration not applied`, p.Exited(), startTimeout)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, p.out)
 			}

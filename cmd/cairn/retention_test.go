@@ -137,17 +137,6 @@ uplink:
 	}
 }
 
-// waitToken waits for a publish's PUBACK.
-func waitToken(t *testing.T, tok paho.Token) {
-	t.Helper()
-	if !tok.WaitTimeout(ackTimeout) {
-		t.Fatal("no PUBACK in time")
-	}
-	if err := tok.Error(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // startRetention starts a real cairn with the embedded broker and the
 // given lines of its retention: section, and connects a publisher.
 func startRetention(t *testing.T, retention string) (*apiClient, paho.Client) {

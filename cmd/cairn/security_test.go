@@ -18,6 +18,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // addUser runs cairn passwd -file file user with the password on stdin.
@@ -52,15 +53,7 @@ func connectAs(addr, clientID string, login mqttLogin) (paho.Client, error) {
 	if login.tls != nil {
 		scheme = "ssl://"
 	}
-	opts := paho.NewClientOptions().
-		AddBroker(scheme + addr).
-		SetClientID(clientID).
-		SetCleanSession(true).
-		SetAutoReconnect(false).
-		SetConnectRetry(false).
-		SetConnectTimeout(5 * time.Second).
-		SetWriteTimeout(10 * time.Second).
-		SetKeepAlive(30 * time.Second)
+	opts := testkit.PublisherOptions(scheme+addr, clientID, 5*time.Second)
 	if login.user != "" {
 		opts.SetUsername(login.user).SetPassword(login.password)
 	}
@@ -70,16 +63,7 @@ func connectAs(addr, clientID string, login mqttLogin) (paho.Client, error) {
 	if login.will != "" {
 		opts.SetWill(login.will, `{"t":66}`, 1, true)
 	}
-	c := paho.NewClient(opts)
-	tok := c.Connect()
-	if !tok.WaitTimeout(startTimeout) {
-		c.Disconnect(0)
-		return nil, fmt.Errorf("connect %s: no CONNACK in %s", addr, startTimeout)
-	}
-	if err := tok.Error(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return testkit.Connect(opts, startTimeout)
 }
 
 // refusedDoc is the part of /v1/status about refusals.
@@ -93,20 +77,11 @@ type refusedDoc struct {
 	} `json:"ingest"`
 }
 
-func refusals(t *testing.T, api *apiClient) refusedDoc {
-	t.Helper()
-	var st refusedDoc
-	if code := api.get(t, "/v1/status", &st); code != http.StatusOK {
-		t.Fatalf("GET /v1/status: %d", code)
-	}
-	return st
-}
-
 // waitRefused waits until the status counts want refusals of reason.
 func waitRefused(t *testing.T, api *apiClient, reason string, want uint64) {
 	t.Helper()
 	waitUntil(t, startTimeout, reason+" refusals", func() (bool, string) {
-		st := refusals(t, api)
+		st := statusAs[refusedDoc](t, api)
 		return st.MQTT.RefusedByReason[reason] >= want, fmt.Sprint(st.MQTT.RefusedByReason)
 	})
 }
@@ -187,7 +162,7 @@ func TestRun_BrokerAuth(t *testing.T) {
 		t.Error("a will on another device's topic: connected, want refused")
 	}
 	waitRefused(t, api, gateway.RefuseOtherDevice, 1)
-	base := refusals(t, api).MQTT.RefusedByReason[gateway.RefuseOtherDevice] // 1, or 2 when paho tried MQTT 3.1 too
+	base := statusAs[refusedDoc](t, api).MQTT.RefusedByReason[gateway.RefuseOtherDevice] // 1, or 2 when paho tried MQTT 3.1 too
 
 	// Subscriptions beyond the ACL get a failure code; its own are granted.
 	subscribe := func(c paho.Client, filter string) byte {
@@ -258,7 +233,7 @@ func TestRun_BrokerAuth(t *testing.T) {
 	if len(rd.Readings) != 2 {
 		t.Errorf("kitchen readings: %+v, want the two it published", rd.Readings)
 	}
-	st := refusals(t, api)
+	st := statusAs[refusedDoc](t, api)
 	t.Logf("refused: %d %v", st.MQTT.Refused, st.MQTT.RefusedByReason)
 
 	// The refusals reach the metrics too.

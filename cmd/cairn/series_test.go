@@ -72,10 +72,10 @@ func TestRun_SeriesFlood(t *testing.T) {
 	}
 	checkRSS := func(when string) {
 		t.Helper()
-		if !p.running() {
-			t.Fatalf("cairn exited %s: %v\n%s", when, p.err, p.out)
+		if !p.Running() {
+			t.Fatalf("cairn exited %s: %v\n%s", when, p.Err(), p.out)
 		}
-		cur, peak, err := rss(p.cmd.Process.Pid)
+		cur, peak, err := rss(p.Cmd.Process.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,13 +3,14 @@ package main
 import (
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // notifySocket is a fake systemd notify socket: a unixgram socket that
@@ -174,7 +175,7 @@ http:
 	}
 	broker.start(t)
 	sock.waitFor(t, "READY=1", startTimeout)
-	if _, err := p.out.WaitLine("connected to mqtt broker", p.exited, time.Second); err != nil {
+	if _, err := p.out.WaitLine("connected to mqtt broker", p.Exited(), time.Second); err != nil {
 		t.Errorf("READY=1 before the subscriber logged its connection: %v\n%s", err, p.out)
 	}
 }
@@ -184,12 +185,12 @@ http:
 // is sent (so systemd would restart the service), and pings come back
 // once the disk answers again.
 func TestNotify_NoWatchdogWhileIngestStuck(t *testing.T) {
-	requireFUSE(t)
+	testkit.RequireFUSE(t)
 	bin := cairnBinary.get(t)
 	mnt := mountCutfs(t)
 	sock := listenNotify(t)
 	const watchdog = 400 * time.Millisecond
-	cfg := writeConfig(t, mnt.dir, notifyConfig)
+	cfg := writeConfig(t, mnt.Dir, notifyConfig)
 	p := startCairnEnv(t, bin, cfg, sock.env(watchdog))
 	mnt.resumeAtCleanup(t)
 	sock.waitFor(t, "READY=1", startTimeout)
@@ -201,7 +202,7 @@ func TestNotify_NoWatchdogWhileIngestStuck(t *testing.T) {
 
 	mnt.toggleStall(t, "cutfs: stalled")
 	tok := c.Publish("sensors/s1/telemetry", 1, false, `{"t":2}`)
-	if _, err := p.out.WaitLine("no longer feeding systemd's watchdog", p.exited, 20*watchdog); err != nil {
+	if _, err := p.out.WaitLine("no longer feeding systemd's watchdog", p.Exited(), 20*watchdog); err != nil {
 		t.Fatalf("%v\n%s", err, p.out)
 	}
 	sock.drain() // a ping that was on its way
@@ -221,44 +222,28 @@ func TestNotify_NoWatchdogWhileIngestStuck(t *testing.T) {
 		t.Fatalf("no PUBACK after the disk resumed (err %v)", tok.Error())
 	}
 	sock.waitFor(t, "WATCHDOG=1", 10*watchdog)
-	if _, err := p.out.WaitLine("ingest is healthy again", p.exited, time.Second); err != nil {
+	if _, err := p.out.WaitLine("ingest is healthy again", p.Exited(), time.Second); err != nil {
 		t.Errorf("%v\n%s", err, p.out)
 	}
 	if err := p.signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("cairn after SIGTERM: %v\n%s", err, p.out)
 	}
-	mnt.unmount(t)
-}
-
-// requireFUSE fails the test unless cutfs can be mounted here.
-func requireFUSE(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("this test mounts the cutfs FUSE file system and must run as root (euid %d)", os.Geteuid())
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Fatalf("this test needs /dev/fuse: %v", err)
-	}
-	if _, err := exec.LookPath("fusermount3"); err != nil {
-		t.Fatalf("this test needs fusermount3 (apt-get install fuse3): %v", err)
-	}
+	mnt.Unmount(t, stopTimeout)
 }
 
 // cutfsMount is a cutfs process serving a mount for one test.
 type cutfsMount struct {
-	dir     string // the mount point
-	proc    *process
+	*testkit.Cutfs
 	stalled bool // fsyncs wait: a process blocked in one cannot even be killed
 }
 
-// mountCutfs builds cutfs and mounts a new backing directory with it. The
-// mount is gone when the test ends.
+// cutfsBinary is the cutfs command (scripts/cutfs).
+var cutfsBinary = binaryBuild{testkit.Binary{Pkg: "../../scripts/cutfs"}}
+
+// mountCutfs mounts a new backing directory with cutfs. The mount is gone
+// when the test ends.
 func mountCutfs(t *testing.T) *cutfsMount {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cutfs")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../scripts/cutfs").CombinedOutput(); err != nil {
-		t.Fatalf("build cutfs: %v\n%s", err, out)
-	}
 	base := t.TempDir()
 	backing, dir := filepath.Join(base, "backing"), filepath.Join(base, "mnt")
 	for _, d := range []string{backing, dir} {
@@ -266,38 +251,20 @@ func mountCutfs(t *testing.T) *cutfsMount {
 			t.Fatal(err)
 		}
 	}
-	// Cleanups run last first: this one runs after cutfs and cairn are
-	// stopped or killed, and removes the mount a killed cutfs leaves.
-	t.Cleanup(func() {
-		mounts, err := os.ReadFile("/proc/self/mounts")
-		if err != nil {
-			t.Error(err)
-		}
-		if !strings.Contains(string(mounts), " "+dir+" ") {
-			return
-		}
-		if out, err := exec.Command("fusermount3", "-u", "-z", dir).CombinedOutput(); err != nil {
-			t.Errorf("fusermount3 -u %s: %v %s", dir, err, out)
-		}
-	})
-	m := &cutfsMount{dir: dir, proc: startProcess(t, bin, "-backing", backing, "-mount", dir)}
-	if _, err := m.proc.out.WaitLine("cutfs: mounted", m.proc.exited, startTimeout); err != nil {
-		t.Fatalf("cutfs: %v\n%s", err, m.proc.out)
-	}
-	return m
+	return &cutfsMount{Cutfs: testkit.MountCutfs(t, cutfsBinary.get(t), backing, dir, startTimeout)}
 }
 
 // toggleStall sends cutfs SIGUSR2, which stalls or resumes fsyncs, and
 // waits until it prints one more line want.
 func (m *cutfsMount) toggleStall(t *testing.T, want string) {
 	t.Helper()
-	n := strings.Count(m.proc.out.String(), want)
-	if err := m.proc.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+	n := strings.Count(m.Out.String(), want)
+	if err := m.Cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 		t.Fatal(err)
 	}
 	m.stalled = !m.stalled
 	waitUntil(t, startTimeout, want, func() (bool, string) {
-		out := m.proc.out.String()
+		out := m.Out.String()
 		return strings.Count(out, want) > n, out
 	})
 }
@@ -307,17 +274,9 @@ func (m *cutfsMount) toggleStall(t *testing.T, want string) {
 func (m *cutfsMount) resumeAtCleanup(t *testing.T) {
 	t.Cleanup(func() {
 		if m.stalled {
-			if err := m.proc.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+			if err := m.Cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 				t.Error(err)
 			}
 		}
 	})
-}
-
-// unmount stops cutfs, which unmounts.
-func (m *cutfsMount) unmount(t *testing.T) {
-	t.Helper()
-	if err := m.proc.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("cutfs after SIGTERM: %v\n%s", err, m.proc.out)
-	}
 }

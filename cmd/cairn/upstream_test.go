@@ -62,8 +62,8 @@ func program(t *testing.T, name string) string {
 func waitHTTP(t *testing.T, p *process, u string, want int) {
 	t.Helper()
 	waitUntil(t, startTimeout, u+" to answer", func() (bool, string) {
-		if !p.running() {
-			t.Fatalf("%s exited: %v\n%s", p.name, p.err, p.out)
+		if !p.Running() {
+			t.Fatalf("%s exited: %v\n%s", p.Name, p.Err(), p.out)
 		}
 		resp, err := http.Get(u)
 		if err != nil {
@@ -662,10 +662,10 @@ func TestUplink_ReloadFixesTheURL(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(testDefaults(fixed)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.out.WaitLine(`msg="reload: uplink applied"`, p.exited, startTimeout); err != nil {
+	if _, err := p.out.WaitLine(`msg="reload: uplink applied"`, p.Exited(), startTimeout); err != nil {
 		t.Fatalf("no reload line: %v\n%s", err, p.out)
 	}
 	st := waitSent(t, api)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,8 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"golang.org/x/sys/unix"
+
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // The test binary doubles as the Badger client that runs on the mount:
@@ -33,41 +34,22 @@ func TestMain(m *testing.M) {
 	case "badger-verify":
 		os.Exit(badgerVerify())
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			raceBuild = raceBuild || s.Key == "-race" && s.Value == "true"
-		}
-	}
-	// Build the command; under -race the daemon gets the race detector.
-	binDir, buildErr = os.MkdirTemp("", "cutfs-bin-")
-	if buildErr == nil {
-		binPath = filepath.Join(binDir, "cutfs")
-		args := []string{"build", "-o", binPath}
-		if raceBuild {
-			args = append(args, "-race")
-		}
-		if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+	raceBuild = testkit.RaceEnabled()
+	if raceBuild {
+		// Under -race the daemon gets the race detector too.
+		cutfsBinary.Flags = []string{"-race"}
 	}
 	code := m.Run()
-	os.RemoveAll(binDir)
+	cutfsBinary.Remove()
 	os.Exit(code)
 }
 
+// The command under test, and whether the tests run with -race: TestMain
+// sets both before any test runs.
 var (
-	binDir, binPath string
-	buildErr        error
-	raceBuild       bool // the tests run with -race
+	cutfsBinary = testkit.Binary{Pkg: "."}
+	raceBuild   bool
 )
-
-func cutfsBinary(t *testing.T) string {
-	t.Helper()
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
 
 // childEnviron is the environment of child processes; race-enabled
 // children would otherwise linger a second at exit.
@@ -182,11 +164,11 @@ func mountCutfs(t *testing.T, backing, mnt string) *cutfsProc {
 		t.Fatalf("cutfs tests must run as root to mount FUSE file systems (euid is %d)", os.Geteuid())
 	}
 	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := exec.Command(cutfsBinary(t), "-backing", backing, "-mount", mnt, "-ready", ready)
+	cmd := exec.Command(cutfsBinary.Path(t), "-backing", backing, "-mount", mnt, "-ready", ready)
 	c := &cutfsProc{proc: startProc(t, "cutfs", cmd), backing: backing, mnt: mnt}
 	t.Cleanup(func() {
 		c.stop(syscall.SIGTERM, 10*time.Second)
-		if isMounted(mnt) {
+		if testkit.IsMounted(mnt) {
 			exec.Command("fusermount3", "-u", "-z", mnt).Run()
 		}
 		if s := c.stderr(); strings.Contains(s, "DATA RACE") {
@@ -197,7 +179,7 @@ func mountCutfs(t *testing.T, backing, mnt string) *cutfsProc {
 	if b, err := os.ReadFile(ready); err != nil || string(b) != "ready\n" {
 		t.Fatalf("ready file: %q, %v", b, err)
 	}
-	if !isMounted(mnt) {
+	if !testkit.IsMounted(mnt) {
 		t.Fatalf("cutfs said mounted, but %s is not a mount point", mnt)
 	}
 	return c
@@ -237,19 +219,9 @@ func (c *cutfsProc) unmount() {
 	if err := c.stop(syscall.SIGTERM, 30*time.Second); err != nil {
 		c.t.Fatalf("cutfs: %v; stderr:\n%s", err, c.stderr())
 	}
-	if isMounted(c.mnt) {
+	if testkit.IsMounted(c.mnt) {
 		c.t.Fatalf("%s still mounted after cutfs exited", c.mnt)
 	}
-}
-
-func isMounted(dir string) bool {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && f[4] == dir {
-			return true
-		}
-	}
-	return false
 }
 
 func must(t *testing.T, err error) {

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
@@ -114,46 +112,30 @@ type loadStats struct {
 	sent, resent, acked int
 }
 
-// errStopped is what publish returns when it was told to stop.
-var errStopped = errors.New("stopped")
-
 // publish connects to addr, sends again what was not acknowledged, then
 // new messages until limit messages were sent in all (limit < 0: no limit),
-// with at most window unacknowledged. It stops early when stop is closed or
-// the connection fails, and returns once every message it sent got its
-// PUBACK or an error. PUBACKs are recorded with cycle.
+// with at most window unacknowledged. It stops early when stop is closed
+// (testkit.ErrStopped) or the connection fails, and returns once every
+// message it sent got its PUBACK or an error. PUBACKs are recorded with
+// cycle.
 func (s *sensor) publish(addr string, cycle, window, limit int, stop <-chan struct{}) (loadStats, error) {
 	var st loadStats
-	c, err := connect(addr, "powercut-"+s.name)
+	w, err := testkit.ConnectWindow(addr, "powercut-"+s.name, window, startTimeout, ackTimeout)
 	if err != nil {
 		return st, err
 	}
-	defer c.Disconnect(0)
-	sem := make(chan struct{}, window)
-	var wg sync.WaitGroup
 	var mu sync.Mutex // guards st.acked
 	send := func(k int) error {
-		select {
-		case sem <- struct{}{}:
-		case <-stop:
-			return errStopped
-		}
-		if !c.IsConnectionOpen() {
-			<-sem
-			return fmt.Errorf("connection to %s lost", addr)
-		}
-		tok := c.Publish(s.topic(), 1, false, payload(k))
-		st.sent++
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if tok.WaitTimeout(ackTimeout) && tok.Error() == nil {
-				s.ack(k, cycle)
-				mu.Lock()
-				st.acked++
-				mu.Unlock()
-			}
+		err := w.Publish(s.topic(), payload(k), stop, func() {
+			s.ack(k, cycle)
+			mu.Lock()
+			st.acked++
+			mu.Unlock()
 		})
-		return nil
+		if err == nil {
+			st.sent++
+		}
+		return err
 	}
 	err = func() error {
 		for _, k := range s.unacked() {
@@ -169,14 +151,8 @@ func (s *sensor) publish(addr string, cycle, window, limit int, stop <-chan stru
 		}
 		return nil
 	}()
-	wg.Wait()
+	w.Close()
 	return st, err
-}
-
-// connect connects a sensor-like MQTT client to the broker at addr
-// (host:port).
-func connect(addr, clientID string) (paho.Client, error) {
-	return testkit.ConnectPublisher(addr, clientID, startTimeout)
 }
 
 // fleetLoad is the sensors publishing concurrently until stopped.

@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
@@ -284,13 +282,13 @@ func runEpoch(t *testing.T, name string, sh shape, first, end int, noSync bool, 
 		p := startCairn(t, cfg, noSync)
 		r.loadTime, r.load = runLoad(t, p, sensors, sh.window, cycle, limit)
 		r.cut = fs.cut(t)
-		fs.unmount(t)
+		fs.Unmount(t, stopTimeout)
 
 		fs = mountCutfs(t, backing, mnt)
 		p = startCairn(t, cfg, noSync)
-		r.restart, r.retries, r.restartLog = p.started, p.openRetries(), p.out.String()
-		if r.retries > 0 && len(p.out.Matching(openRepairedMsg)) == 0 {
-			t.Errorf("cycle %d: the store's open was retried %d times, but cairn did not log %q\noutput:\n%s", cycle+1, r.retries, openRepairedMsg, p.out)
+		r.restart, r.retries, r.restartLog = p.StartTime, p.openRetries(), p.Out.String()
+		if r.retries > 0 && len(p.Out.Matching(openRepairedMsg)) == 0 {
+			t.Errorf("cycle %d: the store's open was retried %d times, but cairn did not log %q\noutput:\n%s", cycle+1, r.retries, openRepairedMsg, p.Out)
 		}
 		st := p.status(t)
 		p.shutdown(t)
@@ -298,12 +296,12 @@ func runEpoch(t *testing.T, name string, sh shape, first, end int, noSync bool, 
 		if r.check, err = checkStore(dataDir, sensors); err != nil {
 			t.Fatalf("cycle %d: check the store: %v\ncairn's log after the cut:\n%s", cycle+1, err, r.restartLog)
 		}
-		if r.check.counted != p.readings || st.Store.Readings != p.readings {
-			t.Errorf("cycle %d: cairn said it started with %d readings and its status says %d, the store counts %d", cycle+1, p.readings, st.Store.Readings, r.check.counted)
+		if r.check.counted != p.Readings || st.Store.Readings != p.Readings {
+			t.Errorf("cycle %d: cairn said it started with %d readings and its status says %d, the store counts %d", cycle+1, p.Readings, st.Store.Readings, r.check.counted)
 		}
 		each(cycle, r)
 	}
-	fs.unmount(t)
+	fs.Unmount(t, stopTimeout)
 	if sh.free > 0 {
 		return // the tmpfs goes with the test
 	}
@@ -320,20 +318,7 @@ func runEpoch(t *testing.T, name string, sh shape, first, end int, noSync bool, 
 func nearlyFull(t *testing.T, dir string, free int64) {
 	t.Helper()
 	testkit.MountFSOn(t, "ext4", 256<<20, dir)
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(filepath.Join(dir, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if n := int64(st.Bavail)*int64(st.Bsize) - free; n > 0 {
-		if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
-			t.Fatalf("fill the file system: %v", err)
-		}
-	}
+	testkit.Fill(t, filepath.Join(dir, "filler"), free)
 }
 
 // TestPowerCut_NearlyFullDisk runs small-memtable cycles on a file system
@@ -367,7 +352,7 @@ func TestPowerCut_NearlyFullDisk(t *testing.T) {
 func runLoad(t *testing.T, p *cairnProc, sensors []*sensor, window, cycle, limit int) (time.Duration, loadStats) {
 	t.Helper()
 	began := time.Now()
-	load := startLoad(sensors, p.mqtt, cycle, window, limit)
+	load := startLoad(sensors, p.MQTT, cycle, window, limit)
 	halt := sync.OnceValues(func() (loadStats, error) { return load.halt(ackTimeout + stopTimeout) })
 	t.Cleanup(func() { // on failure before the kill
 		if _, err := halt(); err != nil {
@@ -386,11 +371,11 @@ func runLoad(t *testing.T, p *cairnProc, sensors []*sensor, window, cycle, limit
 	}
 	if load.ended() { // its errors are safe to read
 		if err := errors.Join(load.errs...); err != nil || limit < 0 {
-			t.Fatalf("cycle %d: the publishers stopped before the kill: %v\ncairn's output:\n%s", cycle+1, err, p.out)
+			t.Fatalf("cycle %d: the publishers stopped before the kill: %v\ncairn's output:\n%s", cycle+1, err, p.Out)
 		}
 	}
 	if ackedIn(sensors, cycle) == 0 {
-		t.Fatalf("cycle %d: no PUBACK within %s of load\ncairn's output:\n%s", cycle+1, time.Since(began).Round(time.Millisecond), p.out)
+		t.Fatalf("cycle %d: no PUBACK within %s of load\ncairn's output:\n%s", cycle+1, time.Since(began).Round(time.Millisecond), p.Out)
 	}
 	loadTime := time.Since(began)
 	p.kill(t)
@@ -432,9 +417,9 @@ func TestPowerCut_IngestSlowdown(t *testing.T) {
 		plain = append(plain, measureIngest(t, fmt.Sprintf("plain-%d", round), filepath.Join(t.TempDir(), "data")))
 		layered = append(layered, measureIngest(t, fmt.Sprintf("layer-%d", round), filepath.Join(mnt, fmt.Sprintf("data-%d", round))))
 	}
-	fs.unmount(t)
+	fs.Unmount(t, stopTimeout)
 	race := ""
-	if raceEnabled() {
+	if testkit.RaceEnabled() {
 		race = "; this test process, the publisher, runs with the race detector, so the rates are partly its own"
 	}
 	p, l := medianRun(plain), medianRun(layered)
@@ -476,14 +461,14 @@ func measureIngest(t *testing.T, name, dataDir string) ingestRun {
 	began := time.Now()
 	var wg sync.WaitGroup
 	for i, s := range sensors {
-		wg.Go(func() { stats[i], errs[i] = s.publish(p.mqtt, 0, rateWindow, rateMessages, nil) })
+		wg.Go(func() { stats[i], errs[i] = s.publish(p.MQTT, 0, rateWindow, rateMessages, nil) })
 	}
 	wg.Wait()
 	elapsed := time.Since(began)
 	acked := 0
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("%s: sensor %d: %v\ncairn's output:\n%s", name, i, err, p.out)
+			t.Fatalf("%s: sensor %d: %v\ncairn's output:\n%s", name, i, err, p.Out)
 		}
 		acked += stats[i].acked
 	}

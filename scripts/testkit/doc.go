@@ -1,5 +1,12 @@
-// Package testkit is what the tests of cairn's packages share: a
-// process's output kept as lines to wait on, an MQTT publisher that
-// behaves like a sensor, and small file systems that fill up. It is for
-// tests only; nothing in the cairn binary imports it.
+// Package testkit is what the tests of cairn's packages share: a Go
+// command built once (Binary) and cairn's config (LocalConfig,
+// WriteConfig); a
+// process with its output kept as lines to wait on (Process, Lines), and
+// `cairn run` as one, with the addresses it listens on (StartCairn); an
+// MQTT publisher that behaves like a sensor, alone or with a window of
+// unacknowledged messages (ConnectPublisher, ConnectWindow); small file
+// systems and filling them (MountFS, Fill) and the cutfs power-cut layer
+// (MountCutfs); and the payload fixtures (LoadFixtures). It is for tests
+// only; nothing in the cairn binary imports it, and it imports nothing
+// of cairn's.
 package testkit

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -75,4 +76,43 @@ func MountFSOn(t testing.TB, kind string, size int64, dir string) {
 			time.Sleep(100 * time.Millisecond) // a process that was killed may still hold a file
 		}
 	})
+}
+
+// FreeBytes returns the bytes free, to this process, on the file system
+// of dir.
+func FreeBytes(t testing.TB, dir string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+// Fill creates the file path, or adds to it, so that leave bytes stay
+// free on its file system; with leave 0, none at all: it writes until
+// ENOSPC.
+func Fill(t testing.TB, path string, leave int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n := FreeBytes(t, filepath.Dir(path)) - leave; n > 0 {
+		if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil && !errors.Is(err, unix.ENOSPC) {
+			t.Fatalf("fallocate %s: %v", path, err)
+		}
+	}
+	if leave > 0 {
+		return
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); errors.Is(err, unix.ENOSPC) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
