@@ -25,7 +25,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/cairn-gateway/cairn/buffer"
-	"github.com/cairn-gateway/cairn/internal/syncfile"
+	"github.com/cairn-gateway/cairn/buffer/syncfile"
 )
 
 // Outbox is what the uplink needs of the store (buffer.Store has it).

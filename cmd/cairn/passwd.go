@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-gateway/cairn/gateway"
-	"github.com/cairn-gateway/cairn/internal/syncfile"
+	"github.com/cairn-gateway/cairn/buffer/syncfile"
 )
 
 // runPasswd adds a user to a password file of the embedded broker, or
