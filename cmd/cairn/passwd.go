@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cairn-gateway/cairn/gateway"
 	"github.com/cairn-gateway/cairn/buffer/syncfile"
+	"github.com/cairn-gateway/cairn/gateway"
 )
 
 // runPasswd adds a user to a password file of the embedded broker, or
