@@ -994,6 +994,9 @@ func (s *levelsController) compactBuildTables(
 			defer it.Close()
 			s.subcompact(it, kr, cd, inflightBuilders, res)
 		}(kr)
+		if s.kv.subcompactionStartedHook != nil {
+			s.kv.subcompactionStartedHook()
+		}
 	}
 
 	// Wait for all table builders to finish and also for newTables accumulator to finish.
