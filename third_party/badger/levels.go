@@ -1791,17 +1791,6 @@ type TableInfo struct {
 	BloomFilterSize  int
 }
 
-func (s *levelsController) tableIDs() (ids []uint64) {
-	for _, l := range s.levels {
-		l.RLock()
-		for _, t := range l.tables {
-			ids = append(ids, t.ID())
-		}
-		l.RUnlock()
-	}
-	return ids
-}
-
 func (s *levelsController) getTableInfo() (result []TableInfo) {
 	for _, l := range s.levels {
 		l.RLock()
