@@ -85,13 +85,10 @@ const (
 // Store is an open data directory. Its methods are safe for concurrent use;
 // writes go through a Writer, of which there must be one per Store.
 type Store struct {
-	db  *badger.DB
-	dir string
-	// mapsDir is dir as /proc/self/maps names it (absolute, no symbolic
-	// links), for ReleaseTablePages; empty if it could not be found.
-	mapsDir string
-	noSync  bool
-	log     *slog.Logger
+	db     *badger.DB
+	dir    string
+	noSync bool
+	log    *slog.Logger
 	// memTable is Badger's memtable size in bytes.
 	memTable int64
 	// maxEntry bounds a journal or outbox entry (maxEntrySize).
@@ -275,7 +272,6 @@ func Open(opts Options) (*Store, error) {
 	s := &Store{
 		db:       db,
 		dir:      opts.Dir,
-		mapsDir:  mapsDir(opts.Dir),
 		noSync:   opts.NoSync,
 		log:      log,
 		memTable: opts.MemTableSize,
@@ -294,19 +290,6 @@ func Open(opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
-}
-
-// mapsDir is dir made absolute and rid of symbolic links, or "".
-func mapsDir(dir string) string {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return ""
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return ""
-	}
-	return real
 }
 
 // recordSchema records the keyspace version this code writes, so that an
@@ -559,8 +542,7 @@ func getUint64(txn *badger.Txn, name string) (uint64, error) {
 // seriesID names a series in the in-memory index.
 func seriesID(device, metric string) string { return device + "\x00" + metric }
 
-// Close closes the database. The Writer must have stopped first, and
-// ReleaseTablePages must not be running.
+// Close closes the database. The Writer must have stopped first.
 func (s *Store) Close() error {
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", s.dir, err)

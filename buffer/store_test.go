@@ -3,6 +3,7 @@ package buffer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"sync"
@@ -410,6 +411,16 @@ func TestWriter_WaitGathersALightStream(t *testing.T) {
 		t.Errorf("a reading after the rest of a burst waited %s for its commit; want Wait (%s)", took, wait)
 	}
 	t.Logf("light stream: %d readings in %s, %d commits, longest wait %s", n, elapsed.Round(time.Millisecond), commits, longest.Round(time.Millisecond))
+}
+
+// tableReadings are n readings of 50 devices, 1 Hz from a fixed day.
+func tableReadings(n int) []Reading {
+	base := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC).UnixNano()
+	rs := make([]Reading, n)
+	for i := range rs {
+		rs[i] = Reading{Device: fmt.Sprintf("dev-%02d", i%50), Metric: "t", TS: base + int64(i/50)*1e9, Value: float64(i % 997)}
+	}
+	return rs
 }
 
 // TestStore_LevelZeroTablesFitABuildersFirstBuffer: a flushed memtable

@@ -8,7 +8,10 @@
 #   check  rebuilds it in a temporary directory and fails on any
 #          difference from the copy
 #   test   runs the release's own tests of the packages UPSTREAM lists
-#          against the copy, and go vet on the copy
+#          against the copy, with cairn's regression tests (_tests/), and
+#          go vet on the copy; then each regression test against the copy
+#          built without the patch it names on its first line, where it
+#          must fail
 set -euo pipefail
 cd "$(dirname "$0")/.."
 copy=third_party/badger
@@ -56,6 +59,45 @@ build_release() {
 	for f in $(field files); do
 		install -D -m 0644 "$rel/$f" "$out/$f"
 	done
+}
+
+# fails_without FILE [FLAG...]: FILE, one of cairn's regression tests in
+# _tests/, fails on the copy built without the patch its first line names
+# ("// cairn's regression test of patches/NAME.patch: ..."), with the
+# release's tests of its package beside it (their helpers): the test
+# tests that patch. FLAGs go to the build (-race). Uses $rel and $tmp.
+fails_without() {
+	local f=$1 p pkg out q tests
+	shift
+	p=$(sed -n "1s|^// cairn's regression test of patches/\([^ :]*\.patch\).*|\1|p" "$f")
+	if [ -z "$p" ] || [ ! -f "$copy/patches/$p" ]; then
+		echo "badger.sh: $f: its first line names no patch of $copy/patches" >&2
+		exit 1
+	fi
+	pkg=$(basename "$(dirname "$f")")
+	[ "$pkg" = root ] && pkg=.
+	out=$tmp/without-${p%.patch}
+	build_release "$out" "$rel"
+	for q in "$copy"/patches/*.patch; do
+		[ "$(basename "$q")" = "$p" ] && continue
+		if ! patch -s -p1 -d "$out" --no-backup-if-mismatch < "$q"; then
+			echo "badger.sh: $q does not apply without $p" >&2
+			exit 1
+		fi
+	done
+	install -m 0644 "$rel/go.sum" "$out/go.sum"
+	install -m 0644 "$rel/$pkg"/*_test.go "$f" "$out/$pkg/"
+	tests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' "$f" | paste -sd '|' -)
+	if ! (cd "$out/$pkg" && go test -c -o "$out/regression.test" "$@" .); then
+		echo "badger.sh: $f does not build without $p" >&2
+		exit 1
+	fi
+	if (cd "$out/$pkg" && "$out/regression.test" -test.run "^($tests)\$" >"$out/log" 2>&1); then
+		echo "badger.sh: $f passes without $p: it does not test what $p changes" >&2
+		exit 1
+	fi
+	echo "badger.sh: ${f#"$copy"/} fails without $p, as it must:"
+	grep -E -e '^--- FAIL' -e '_test\.go:[0-9]+: .' -e '^[[:space:]]+Error:' "$out/log" | head -n 8 | cut -c1-200
 }
 
 case "${1:-}" in
@@ -120,9 +162,13 @@ test)
 		install -m 0644 "$f" "$tmp/badger/"
 	done
 	roottests=$(field roottests)
-	cd "$tmp/badger"
-	go test -count=1 "$@" $pkgs
-	go test -count=1 "$@" -run "$roottests" .
+	(cd "$tmp/badger" && go test -count=1 "$@" $pkgs)
+	(cd "$tmp/badger" && go test -count=1 "$@" -run "$roottests" .)
+	if [ -d "$copy/_tests" ]; then
+		for f in "$copy"/_tests/*/*_test.go; do
+			fails_without "$f" "$@"
+		done
+	fi
 	;;
 *)
 	echo "usage: scripts/badger.sh sync|check|test" >&2

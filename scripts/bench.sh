@@ -50,7 +50,18 @@
 #                   start until nothing is pending, and peak RSS meanwhile
 #   uplink_backlog  the upstream stays down while UPLINK_BACKLOG
 #                   (10,000,000) readings are stored at full speed: RSS
-#                   (VmRSS, and VmHWM) when 1 M and when all are stored
+#                   (VmRSS, and VmHWM) when 1 M and when all are stored;
+#                   and, where the script can make cairn a memory cgroup
+#                   of its own (cgroup v1's memory controller, or v2 with
+#                   the memory controller given to its children; as
+#                   root), what that cgroup is charged: its peak
+#                   (memory.max_usage_in_bytes, v2 memory.peak), and at
+#                   the end its usage, the page cache in it (mostly the
+#                   store's files, read or written), the part of that
+#                   mapped, its anonymous memory, and the major page
+#                   faults in it meanwhile (pages read again from disk:
+#                   reclaimed too soon). BENCH_MEMORY_MAX_MIB limits the
+#                   cgroup.
 #   sdwear          SD-card wear at the default config: 100 simulated
 #                   sensors, one message of 2 readings a second each
 #                   (`cairn sim -devices 100 -rate 100`, one connection),
@@ -117,6 +128,9 @@
 #                           data_dir, mqtt or http: the script sets those)
 #   BENCH_MOSQUITTO_EXTRA=...  lines appended to the generated mosquitto.conf
 #   BENCH_TIMEOUT=S         seconds to wait for all readings (default 300)
+#   BENCH_MEMORY_MAX_MIB=N  uplink_backlog: the memory limit of cairn's cgroup
+#                           (memory.limit_in_bytes, v2 memory.max); none
+#                           if unset
 #   TMPDIR                  where data dirs go; use a real disk, not tmpfs
 #
 # Summary lines go to stdout, progress to stderr. Needs Linux, 2+ cores,
@@ -132,6 +146,7 @@ RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
 TIMEOUT=${BENCH_TIMEOUT:-300}
+MEMORY_MAX_MIB=${BENCH_MEMORY_MAX_MIB:-}
 STALL=30 # seconds without a new stored reading that fail a run
 DEVICES=100
 COUNT=200000
@@ -168,6 +183,7 @@ for c in "${cases[@]}"; do
 done
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_RUNS must be a positive integer (got '$RUNS')"
 [[ $TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer (got '$TIMEOUT')"
+[[ -z $MEMORY_MAX_MIB || $MEMORY_MAX_MIB =~ ^[1-9][0-9]*$ ]] || die "BENCH_MEMORY_MAX_MIB must be a positive integer (got '$MEMORY_MAX_MIB')"
 [ "$(nproc --all)" -ge 2 ] || die "needs at least 2 cores (cairn on core 1, the publisher on core 0)"
 for tool in taskset python3 go getconf; do
 	command -v "$tool" >/dev/null || die "$tool not found"
@@ -185,6 +201,84 @@ if [[ " ${cases[*]} " == *" external_"* || " ${cases[*]} " == *" sealing "* ]] &
 		die "apt-get install mosquitto failed"
 fi
 TCK=$(getconf CLK_TCK)
+
+# ---- a memory cgroup for cairn ----------------------------------------------
+#
+# What a memory cgroup is charged is what a memory limit of systemd's
+# (MemoryMax=) holds cairn to: its anonymous memory, and the page cache it
+# brought in, whether mapped or not.
+
+CG=""      # the cgroup start_cairn starts cairn in; empty: none
+CG_V=""    # its version: 1 or 2
+CG_MADE=() # cgroups made and not yet removed
+
+# cgroup_make NAME: makes a memory cgroup NAME beside those of the
+# script's own cgroup, with BENCH_MEMORY_MAX_MIB as its limit, and sets CG
+# and CG_V; leaves CG empty if it cannot (not root, no memory controller,
+# or cgroup v2 without the memory controller given to children).
+cgroup_make() {
+	local base rel dir
+	CG=""
+	if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+		rel=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
+		base=/sys/fs/cgroup${rel%/}
+		grep -qw memory "$base/cgroup.subtree_control" 2>/dev/null || return 0
+		CG_V=2
+	else
+		rel=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ { print $3 }' /proc/self/cgroup)
+		base=/sys/fs/cgroup/memory${rel%/}
+		[ -f "$base/memory.usage_in_bytes" ] || return 0
+		CG_V=1
+	fi
+	dir=$base/$1
+	mkdir "$dir" 2>/dev/null || return 0
+	CG_MADE+=("$dir")
+	if [ -n "$MEMORY_MAX_MIB" ]; then
+		if [ "$CG_V" = 2 ]; then
+			echo $((MEMORY_MAX_MIB << 20)) >"$dir/memory.max"
+		else
+			echo $((MEMORY_MAX_MIB << 20)) >"$dir/memory.limit_in_bytes"
+		fi
+	fi
+	CG=$dir
+}
+
+# cgroup_bytes WHAT: what CG is charged, in bytes: usage, peak, or a key of
+# its memory.stat: file (page cache), mapped (the part of it mapped), anon;
+# or majfaults, its major page faults so far.
+cgroup_bytes() {
+	local f="" k=""
+	case $CG_V:$1 in
+	1:usage) f=memory.usage_in_bytes ;;
+	1:peak) f=memory.max_usage_in_bytes ;;
+	2:usage) f=memory.current ;;
+	2:peak) f=memory.peak ;;
+	1:file) k=cache ;;
+	1:mapped) k=mapped_file ;;
+	1:anon) k=rss ;;
+	2:file) k=file ;;
+	2:mapped) k=file_mapped ;;
+	2:anon) k=anon ;;
+	*:majfaults) k=pgmajfault ;;
+	*) die "cgroup_bytes: no $1 for cgroup v$CG_V" ;;
+	esac
+	if [ -n "$f" ]; then
+		cat "$CG/$f"
+	else
+		awk -v k="$k" '$1 == k { print $2 }' "$CG/memory.stat"
+	fi
+}
+
+# cgroup_remove removes the cgroups made, once nothing runs in them (the
+# page cache charged to them moves to their parent).
+cgroup_remove() {
+	local dir
+	for dir in "${CG_MADE[@]}"; do
+		rmdir "$dir" 2>/dev/null || log "warning: could not remove cgroup $dir"
+	done
+	CG_MADE=()
+	CG=""
+}
 
 # ---- process bookkeeping --------------------------------------------------
 
@@ -212,6 +306,7 @@ cleanup() {
 		running "$p" && kill -KILL "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
 	done
+	cgroup_remove
 	if [ -n "$FAILED" ]; then
 		log "kept $tmp (logs, configs, data) for inspection"
 	else
@@ -319,9 +414,14 @@ write_config() {
 		die "generated config rejected (BENCH_CONFIG_EXTRA?): $(cat "$1.err")"
 }
 
-# start_cairn CONFIG LOG: sets CAIRN_PID (taskset execs cairn: same pid).
+# start_cairn CONFIG LOG: sets CAIRN_PID (taskset execs cairn: same pid),
+# in the cgroup CG if one was made (cgroup_make).
 start_cairn() {
-	taskset -c 1 "$tmp/cairn" run -config "$1" 2>"$2" &
+	if [ -n "$CG" ]; then
+		taskset -c 1 sh -c 'echo $$ >"$0" && exec "$@"' "$CG/cgroup.procs" "$tmp/cairn" run -config "$1" 2>"$2" &
+	else
+		taskset -c 1 "$tmp/cairn" run -config "$1" 2>"$2" &
+	fi
 	CAIRN_PID=$!
 	pids+=("$CAIRN_PID")
 }
@@ -811,9 +911,14 @@ case_uplink_drain() { # RUN-DIR
 }
 
 case_uplink_backlog() { # RUN-DIR
-	local dir=$1 mport hport vport spid c0 c1 b0 b1 w0 w1 rss1 hwm1 rss2 first
+	local dir=$1 mport hport vport spid c0 c1 b0 b1 w0 w1 rss1 hwm1 rss2 first cg=""
 	read -r mport hport vport <<<"$(free_ports 3)"
 	uplink_config "$dir/cairn.yaml" "$mport" "$hport" "$dir/data" "$vport"
+	cgroup_make "cairn-bench.$$.$(basename "$dir")"
+	if [ -z "$CG" ]; then
+		[ -z "$MEMORY_MAX_MIB" ] || die "BENCH_MEMORY_MAX_MIB needs a memory cgroup, and none could be made"
+		log "uplink_backlog: no memory cgroup could be made for cairn: no cgroup figures"
+	fi
 	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
 	wait_started "$CAIRN_PID" "$dir/cairn.log"
 	c0=$(cpu_ticks "$CAIRN_PID")
@@ -831,9 +936,17 @@ case_uplink_backlog() { # RUN-DIR
 	b1=$(core_busy 1) w1=$EPOCHREALTIME
 	rss2=$(mem_kib "$CAIRN_PID" VmRSS)
 	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	local charged=() what
+	if [ -n "$CG" ]; then
+		for what in usage file mapped anon majfaults peak; do
+			[ "$what:$CG_V" != peak:2 ] || [ -f "$CG/memory.peak" ] || continue
+			charged+=("$what" "$(cgroup_bytes "$what")")
+		done
+	fi
 	wait "$spid" || die "cairn sim failed: $(cat "$dir/sim.err")"
 	forget "$spid"
 	stop "$CAIRN_PID" cairn
+	cgroup_remove
 	OTHER=$(other_pct "$b0" "$b1" $((c1 - c0)) "$(calc "$w1 - $w0")")
 	RPS=$(calc "$UPLINK_BACKLOG / ($w1 - $w0)")
 	record uplink_backlog rss_at_1m_mib %.1f "$(calc "$rss1 / 1024")"
@@ -842,7 +955,20 @@ case_uplink_backlog() { # RUN-DIR
 	record uplink_backlog peak_rss_at_end_mib %.1f "$(calc "$HWM / 1024")"
 	record uplink_backlog readings_per_sec %.0f "$RPS"
 	record uplink_backlog core1_other_cpu_percent %.0f "$OTHER"
-	DETAIL="backlog of $UPLINK_BACKLOG readings built in $(fmt "$(calc "$w1 - $w0")" 0)s; RSS $((rss1 / 1024)) MiB at $first, $((rss2 / 1024)) MiB at the end; data dir $(du -sm "$dir/data" | cut -f1) MiB"
+	set -- "${charged[@]}"
+	while [ $# -gt 0 ]; do
+		case $1 in
+		usage)
+			record uplink_backlog cgroup_at_end_mib %.1f "$(calc "$2 / 1048576")"
+			cg=", cgroup charged $(($2 >> 20)) MiB at the end"
+			;;
+		peak) record uplink_backlog cgroup_peak_mib %.1f "$(calc "$2 / 1048576")" ;;
+		majfaults) record uplink_backlog cgroup_major_faults %d "$2" ;;
+		*) record uplink_backlog "cgroup_${1}_at_end_mib" %.1f "$(calc "$2 / 1048576")" ;;
+		esac
+		shift 2
+	done
+	DETAIL="backlog of $UPLINK_BACKLOG readings built in $(fmt "$(calc "$w1 - $w0")" 0)s; RSS $((rss1 / 1024)) MiB at $first, $((rss2 / 1024)) MiB at the end$cg; data dir $(du -sm "$dir/data" | cut -f1) MiB"
 }
 
 # ---- main -------------------------------------------------------------------
@@ -859,6 +985,7 @@ header="# cairn bench: nproc=$(nproc --all) cpu=\"${cpu_model:-unknown}\" $(go e
 header+=" rev=$rev fs=$(stat -f -c %T "$tmp") loadavg=$(cut -d' ' -f1 /proc/loadavg) runs=$RUNS"
 [ -z "$EXTRA" ] || header+=" config_extra=\"${EXTRA//$'\n'/; }\""
 [ -z "$MOSQ_EXTRA" ] || header+=" mosquitto_extra=\"${MOSQ_EXTRA//$'\n'/; }\""
+[ -z "$MEMORY_MAX_MIB" ] || header+=" memory_max_mib=$MEMORY_MAX_MIB"
 echo "$header"
 
 # AWK_MEDIANS are the awk functions that gather go test -bench figures

@@ -287,16 +287,6 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		g.Add(func() error { return limiter.run(ctx) }, func(error) { cancel() })
 	}
 
-	// Table pages: what Badger maps of its table files leaves the
-	// resident set as it grows.
-	{
-		ctx, cancel := context.WithCancel(context.Background())
-		g.Add(func() error {
-			releaseTablePages(ctx, store, residentFileBytes, log.With("component", "store"))
-			return nil
-		}, func(error) { cancel() })
-	}
-
 	// Uplink: sends the outbox upstream until interrupted.
 	var up *uplink.Uplink
 	if cfg.uplink != nil {

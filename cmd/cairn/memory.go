@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path"
@@ -145,6 +143,21 @@ func liveHeap() (live, other uint64) {
 // cgroup's limit too), memory outside the Go heap and, on a board, the
 // other programs need the rest. Three quarters leaves 128 MB of a 512 MB
 // board for them.
+//
+// Badger reads its tables through memory maps, and a page that a read
+// touched stays mapped, counted in cairn's RSS, until its table is
+// deleted. cairn leaves such pages to the kernel: they are page cache of
+// the store's files, which a cgroup (systemd's MemoryMax=) is charged for
+// whether they are mapped or not, and which the kernel reclaims from the
+// cgroup or the machine when either needs the memory, mapped or not.
+// Unmapping them (madvise MADV_DONTNEED) lowered RSS and nothing else:
+// while a 3 M-reading backlog built (scripts/bench.sh uplink_backlog,
+// three interleaved runs each on a shared 2-core VM), the cgroup was
+// charged 78-80 MiB at the end with the pages unmapped every 25 ms and
+// 80-83 without, 50-52 MiB of it the store's page cache either way
+// (peaks 87-93 and 94 MiB; runs vary by 7); the peak RSS was 47-52 and
+// 56-64 MiB. Held to 64 MiB, both ran at the limit at the same rate
+// with the same few major faults, and without OOM. See docs/storage.md.
 const (
 	ceilingShareNum = 3
 	ceilingShareDen = 4
@@ -224,130 +237,4 @@ func cgroupMemoryLimit(procCgroup []byte, mnt string) int64 {
 		}
 	}
 	return least
-}
-
-// Badger reads its tables through their memory maps, and what a read
-// touches stays counted in the resident set until it is released
-// (buffer.Store.ReleaseTablePages). Compactions write tables without
-// mapping them and give back what they read (see third_party/badger/CAIRN.md);
-// opening a new table, queries, the outbox and sealing do not. Released every 250 ms, the
-// pages touched within one interval made the peaks while a backlog
-// built. So the file-backed resident set is read (from /proc/self/statm:
-// microseconds) every tablePagesCheck while it grows, and the pages are
-// released as soon as it has grown tablePagesSlack. While it does not
-// grow, the checks slow down to one every tablePagesIdle: checked every
-// 25 ms, an idle gateway used 1.8% of a core instead of 1.0%. What is
-// left after a burst of reads smaller than that goes within
-// tablePagesSweep.
-const (
-	tablePagesCheck = 25 * time.Millisecond
-	tablePagesIdle  = 400 * time.Millisecond
-	tablePagesGrow  = 64 << 10 // growth since the last check that keeps checks at tablePagesCheck
-	tablePagesSlack = 2 << 20
-	tablePagesSweep = time.Second
-)
-
-// pagesTrigger says when the table pages are due for release, from the
-// file-backed resident set: when it has grown tablePagesSlack above its
-// lowest since the last release, or when it differs at all from what the
-// last release left, tablePagesSweep after it. What a release cannot drop
-// (the memtables' logs, the program's text, tables a compaction is still
-// writing) raises that floor rather than triggering release after
-// release. It also says when to look next.
-type pagesTrigger struct {
-	left  int64         // the resident file bytes the last release left
-	floor int64         // the fewest seen since
-	at    time.Time     // when the last release was
-	last  int64         // the resident file bytes at the last check
-	wait  time.Duration // until the next check
-
-	read func() (int64, error) // the resident file bytes: residentFileBytes
-}
-
-// due reports whether resident file bytes at now call for a release, and
-// sets the wait until the next check: tablePagesCheck if they grew by
-// tablePagesGrow since the last, twice the last wait (up to
-// tablePagesIdle) if not.
-func (p *pagesTrigger) due(resident int64, now time.Time) bool {
-	if resident-p.last >= tablePagesGrow {
-		p.wait = tablePagesCheck
-	} else {
-		p.wait = min(2*p.wait, tablePagesIdle)
-	}
-	p.last = resident
-	p.floor = min(p.floor, resident)
-	return resident-p.floor >= tablePagesSlack ||
-		resident != p.left && now.Sub(p.at) >= tablePagesSweep
-}
-
-// released records a release that left resident file bytes at now.
-func (p *pagesTrigger) released(resident int64, now time.Time) {
-	p.left, p.floor, p.last, p.at = resident, resident, resident, now
-	p.wait = max(p.wait, tablePagesCheck)
-}
-
-// poll releases store's table pages if the resident file bytes call for it.
-func (p *pagesTrigger) poll(store *buffer.Store) error {
-	resident, err := p.read()
-	if err != nil || !p.due(resident, time.Now()) {
-		return err
-	}
-	if _, err := store.ReleaseTablePages(); err != nil {
-		return err
-	}
-	resident, err = p.read()
-	p.released(resident, time.Now())
-	return err
-}
-
-// residentFileBytes returns the file-backed part of the process's resident
-// set: /proc/self/statm's shared pages (file pages and shared memory, of
-// which cairn has none).
-func residentFileBytes() (int64, error) {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return 0, fmt.Errorf("/proc/self/statm: %q has fewer than 3 fields", b)
-	}
-	pages, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("/proc/self/statm: %w", err)
-	}
-	return pages * int64(os.Getpagesize()), nil
-}
-
-// releaseTablePages releases the store's table pages when pagesTrigger
-// says so, reading the resident file bytes with read, until ctx is done.
-// If reading them or releasing fails (no /proc), it says so once and
-// stops trying, but not the gateway: memory then grows with the store, as
-// page cache.
-func releaseTablePages(ctx context.Context, store *buffer.Store, read func() (int64, error), log *slog.Logger) {
-	trigger := pagesTrigger{read: read}
-	err := func() error {
-		resident, err := read()
-		if err != nil {
-			return err
-		}
-		trigger.released(resident, time.Now())
-		timer := time.NewTimer(trigger.wait)
-		defer timer.Stop()
-		for {
-			select {
-			case <-timer.C:
-				if err := trigger.poll(store); err != nil {
-					return err
-				}
-				timer.Reset(trigger.wait)
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	}()
-	if err != nil {
-		log.Warn("cannot keep the store's table files out of resident memory; they stay as page cache", "err", err)
-		<-ctx.Done()
-	}
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -216,100 +214,5 @@ func TestRun_AutoMemoryLimit(t *testing.T) {
 	}
 	if err := d.stop(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// The trigger releases table pages once the file-backed resident set has
-// grown by the slack above its lowest since the last release, and sweeps
-// up anything else a second after it.
-func TestPagesTrigger(t *testing.T) {
-	const mib = 1 << 20
-	t0 := time.Unix(1_800_000_000, 0)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	var p pagesTrigger
-	p.released(10*mib, t0)
-	steps := []struct {
-		resident int64
-		at       time.Duration
-		want     bool
-		why      string
-	}{
-		{10 * mib, 25 * time.Millisecond, false, "unchanged"},
-		{11 * mib, 50 * time.Millisecond, false, "grown by less than the slack"},
-		{12 * mib, 75 * time.Millisecond, true, "grown by the slack"},
-		{12 * mib, 100 * time.Millisecond, true, "still grown by the slack: nothing was released"},
-		{9 * mib, 125 * time.Millisecond, false, "shrunk (a compaction's tables deleted)"},
-		{10*mib + mib/2, 150 * time.Millisecond, false, "grown by less than the slack above the lowest since"},
-		{11 * mib, 175 * time.Millisecond, true, "grown by the slack above the lowest since"},
-		{9*mib + mib/2, 999 * time.Millisecond, false, "differs from what was left, within the sweep"},
-		{9*mib + mib/2, time.Second, true, "differs from what was left, a sweep after the release"},
-	}
-	for _, s := range steps {
-		if got := p.due(s.resident, at(s.at)); got != s.want {
-			t.Fatalf("at %v with %.1f MiB resident (%s): due %v, want %v", s.at, float64(s.resident)/mib, s.why, got, s.want)
-		}
-	}
-	p.released(9*mib, at(2*time.Second))
-	if p.due(9*mib, at(time.Hour)) {
-		t.Error("due an hour after a release with nothing changed, want not: an idle gateway releases nothing")
-	}
-}
-
-// The checks slow down, to one every tablePagesIdle, while the resident
-// set does not grow, and speed up again as soon as it does.
-func TestPagesTrigger_ChecksLessOftenWhileNothingGrows(t *testing.T) {
-	const mib = 1 << 20
-	now := time.Unix(1_800_000_000, 0)
-	var p pagesTrigger
-	p.released(10*mib, now)
-	if p.wait != tablePagesCheck {
-		t.Fatalf("wait after a release %v, want %v", p.wait, tablePagesCheck)
-	}
-	for _, want := range []time.Duration{50, 100, 200, 400, 400} {
-		now = now.Add(p.wait)
-		p.due(10*mib, now)
-		if p.wait != want*time.Millisecond {
-			t.Fatalf("wait with nothing grown %v, want %v", p.wait, want*time.Millisecond)
-		}
-	}
-	now = now.Add(p.wait)
-	p.due(10*mib+tablePagesGrow, now)
-	if p.wait != tablePagesCheck {
-		t.Errorf("wait once grown by %d bytes %v, want %v", tablePagesGrow, p.wait, tablePagesCheck)
-	}
-	now = now.Add(p.wait)
-	p.due(10*mib+tablePagesGrow+tablePagesGrow/2, now)
-	if p.wait != 2*tablePagesCheck {
-		t.Errorf("wait once grown by less than %d bytes %v, want %v", tablePagesGrow, p.wait, 2*tablePagesCheck)
-	}
-}
-
-// If the resident set cannot be read (no /proc), the loop says so and
-// stops trying, but returns only when the gateway stops: returning would
-// stop every other part of it.
-func TestReleaseTablePages_FailureDoesNotStopTheGateway(t *testing.T) {
-	store, err := buffer.Open(buffer.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	var logged strings.Builder // written by the loop only, read once it returned
-	log := slog.New(slog.NewTextHandler(&logged, nil))
-	noProc := func() (int64, error) { return 0, errors.New("open /proc/self/statm: no such file or directory") }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		releaseTablePages(ctx, store, noProc, log)
-		close(done)
-	}()
-	select {
-	case <-done:
-		t.Fatal("releaseTablePages returned before the gateway stopped")
-	case <-time.After(300 * time.Millisecond):
-	}
-	cancel()
-	<-done
-	if !strings.Contains(logged.String(), "cannot keep the store's table files out of resident memory") {
-		t.Errorf("log %q, want the warning", logged.String())
 	}
 }

@@ -1482,13 +1482,6 @@ func (db *DB) Tables() []TableInfo {
 	return db.lc.getTableInfo()
 }
 
-// TableIDs returns the IDs of the tables in the tree. Unlike Tables, it
-// reads nothing of the tables themselves: Tables reads every table's
-// index, which maps a page or more of each table file into memory.
-func (db *DB) TableIDs() []uint64 {
-	return db.lc.tableIDs()
-}
-
 // Levels gets the LevelInfo.
 func (db *DB) Levels() []LevelInfo {
 	return db.lc.getLevelInfo()

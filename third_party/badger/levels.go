@@ -994,6 +994,9 @@ func (s *levelsController) compactBuildTables(
 			defer it.Close()
 			s.subcompact(it, kr, cd, inflightBuilders, res)
 		}(kr)
+		if s.kv.subcompactionStartedHook != nil {
+			s.kv.subcompactionStartedHook()
+		}
 	}
 
 	// Wait for all table builders to finish and also for newTables accumulator to finish.
@@ -1786,17 +1789,6 @@ type TableInfo struct {
 	MaxVersion       uint64
 	IndexSz          int
 	BloomFilterSize  int
-}
-
-func (s *levelsController) tableIDs() (ids []uint64) {
-	for _, l := range s.levels {
-		l.RLock()
-		for _, t := range l.tables {
-			ids = append(ids, t.ID())
-		}
-		l.RUnlock()
-	}
-	return ids
 }
 
 func (s *levelsController) getTableInfo() (result []TableInfo) {

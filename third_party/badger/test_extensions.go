@@ -3,6 +3,8 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see CAIRN.md in the module's root.
+
 package badger
 
 // Important: Do NOT import the "testing" package, as otherwise, that
@@ -46,6 +48,12 @@ type testOnlyDBExtensions struct {
 	// inject a delete + compaction into the race window to reproduce the
 	// GC write-back race deterministically.
 	vlogGCPauseHook func()
+
+	// subcompactionStartedHook is called by compactBuildTables each time
+	// it has started a subcompaction, before it starts the next. Nil in
+	// production. Tests set it to hold the compaction there, as a busy
+	// scheduler may, while the first subcompaction's tables are written.
+	subcompactionStartedHook func()
 }
 
 // logToSyncChan sends a message to the DB's syncChan. Note that we expect

@@ -3,8 +3,6 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
-// Changed for cairn from the v4.9.6 release: see CAIRN.md in the module's root.
-
 package table
 
 import (
@@ -334,9 +332,6 @@ func (itr *Iterator) next() {
 
 	itr.bi.next()
 	if !itr.bi.Valid() {
-		if !itr.useCache() {
-			itr.t.dropBehind(itr.bpos)
-		}
 		itr.bpos++
 		itr.bi.data = nil
 		itr.next()

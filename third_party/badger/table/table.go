@@ -247,10 +247,9 @@ func (b *Block) verifyCheckSum() error {
 func CreateTable(fname string, builder *Builder) (*Table, error) {
 	bd := builder.Done()
 	// The table is written with write(2) and mapped once it is on disk.
-	// Written through a writable mapping, as the release does, every page
-	// of it would stay in the process's resident set until the table is
-	// deleted: a compaction that writes a dozen tables at once took tens
-	// of MiB of it within milliseconds.
+	// Copied into a writable mapping of a file made at its full size, as
+	// the release does, a page the file system cannot back (a full disk)
+	// is a SIGBUS when it is first written, not an error.
 	fd, err := os.OpenFile(fname, os.O_CREATE|os.O_RDWR|os.O_EXCL, 0666)
 	if errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("file already exists: %s", fname)
