@@ -83,6 +83,7 @@ func TestRun_PayloadFormats(t *testing.T) {
 	fixtures = append(fixtures, extra...)
 
 	var want []buffer.Reading
+	units := map[[2]string]string{} // the last unit a reading of the series brought
 	var wantIgnored, wantRestamped uint64
 	wantReasons := make(map[string]uint64)
 	for _, fx := range fixtures {
@@ -104,6 +105,9 @@ func TestRun_PayloadFormats(t *testing.T) {
 				ts = recv.Add(r.Offset).UnixNano()
 			}
 			want = append(want, buffer.Reading{Device: r.Device, Metric: r.Metric, TS: ts, Value: r.Value})
+			if k := [2]string{r.Device, r.Metric}; r.Unit != "" || units[k] == "" {
+				units[k] = r.Unit // "" never erases a unit
+			}
 		}
 	}
 
@@ -118,6 +122,7 @@ func TestRun_PayloadFormats(t *testing.T) {
 	for dev := range devices {
 		checkReadings(t, api, dev, "order=asc&limit=1000", apiReadings(want, dev, false))
 	}
+	checkUnits(t, api, units)
 
 	var st struct {
 		Ingest struct {

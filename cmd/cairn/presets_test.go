@@ -106,7 +106,9 @@ func checkPresetFixtures(t *testing.T, d *inProcess, api *apiClient, pub paho.Cl
 	}
 	units := map[[2]string]string{}
 	for _, r := range want {
-		units[[2]string{r.Device, r.Metric}] = r.Unit // the last one a reading brought
+		if k := [2]string{r.Device, r.Metric}; r.Unit != "" || units[k] == "" {
+			units[k] = r.Unit // the last one a reading brought; "" never erases one
+		}
 	}
 	for i := range want {
 		want[i].Unit = ""
