@@ -139,6 +139,12 @@ func checkPresetFixtures(t *testing.T, d *inProcess, api *apiClient, pub paho.Cl
 		if err != nil || !strings.Contains(string(out), "skipped, not readings: ") {
 			t.Errorf("cairn status: %v, want the skipped messages in:\n%s", err, out)
 		}
+		_, metrics, err := api.fetch("/metrics")
+		for kind, n := range wantSkipped {
+			if want := fmt.Sprintf("cairn_ingest_skipped_total{kind=%q} %d\n", kind, n); err != nil || !strings.Contains(string(metrics), want) {
+				t.Errorf("/metrics: %v, want %q", err, want)
+			}
+		}
 	}
 	if t.Failed() {
 		t.Logf("log:\n%s", d.log)
