@@ -126,19 +126,10 @@ func (p *jsonParser) flatObject(depth int, parent, top span) *RejectError {
 		return nil
 	}
 	for {
-		if p.peek() != '"' {
-			return p.unexpected("looking for beginning of object key string")
-		}
-		ks, ke, esc, err := p.str()
+		ks, ke, esc, err := p.key()
 		if err != nil {
 			return err
 		}
-		p.skipSpace()
-		if p.peek() != ':' {
-			return p.unexpected("after object key")
-		}
-		p.i++
-		p.skipSpace()
 		// The member's name is the parent's, '.', and the key.
 		base := len(doc.names)
 		if depth > 1 {

@@ -198,22 +198,32 @@ func (p *jsonParser) peek() byte {
 	return 0
 }
 
-// member parses the "key": value pair at p.i in an object at level depth,
-// turning it into readings with emit.
-func (p *jsonParser) member(depth int, emit bool) *RejectError {
+// key reads an object member's key and the ':' after it, at p.i, and
+// returns the bounds of the key's contents and whether they hold escapes;
+// p.i is then at the value.
+func (p *jsonParser) key() (start, end int, esc bool, err *RejectError) {
 	if p.peek() != '"' {
-		return p.unexpected("looking for beginning of object key string")
+		return 0, 0, false, p.unexpected("looking for beginning of object key string")
 	}
-	ks, ke, esc, err := p.str()
-	if err != nil {
-		return err
+	if start, end, esc, err = p.str(); err != nil {
+		return 0, 0, false, err
 	}
 	p.skipSpace()
 	if p.peek() != ':' {
-		return p.unexpected("after object key")
+		return 0, 0, false, p.unexpected("after object key")
 	}
 	p.i++
 	p.skipSpace()
+	return start, end, esc, nil
+}
+
+// member parses the "key": value pair at p.i in an object at level depth,
+// turning it into readings with emit.
+func (p *jsonParser) member(depth int, emit bool) *RejectError {
+	ks, ke, esc, err := p.key()
+	if err != nil {
+		return err
+	}
 	if !emit {
 		return p.value(depth)
 	}

@@ -138,19 +138,10 @@ func (p *senmlParser) record() *RejectError {
 		return nil
 	}
 	for {
-		if p.peek() != '"' {
-			return p.unexpected("looking for beginning of object key string")
-		}
-		ks, ke, esc, err := p.str()
+		ks, ke, esc, err := p.key()
 		if err != nil {
 			return err
 		}
-		p.skipSpace()
-		if p.peek() != ':' {
-			return p.unexpected("after object key")
-		}
-		p.i++
-		p.skipSpace()
 		key := p.s[ks:ke]
 		if esc {
 			p.d.key = unescape(p.d.key[:0], key)
