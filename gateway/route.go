@@ -123,7 +123,8 @@ func (d *Decoder) DecodeRoute(dst []buffer.Reading, r *Route, payload []byte, de
 // config. It is bounded: once full it learns no more.
 type unitBook struct {
 	mu    sync.RWMutex
-	units map[string]string // device 0x00 metric → unit
+	units map[string]map[string]string // device → metric → unit
+	n     int                          // units held
 }
 
 // maxLearnedUnits bounds a unitBook (a series limit's worth).
@@ -132,10 +133,7 @@ const maxLearnedUnits = 20000
 func (b *unitBook) lookup(device, metric string) string {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if len(b.units) == 0 {
-		return ""
-	}
-	return b.units[device+"\x00"+metric]
+	return b.units[device][metric] // builds no key: every reading without a unit looks here
 }
 
 // learn records unit for the series, if it is a valid unit.
@@ -143,15 +141,23 @@ func (b *unitBook) learn(device, metric, unit string) {
 	if checkName(unit, MaxUnitLen) != "" || checkDevice(device) != "" || checkName(metric, MaxMetricLen) != "" {
 		return
 	}
-	key := device + "\x00" + metric
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.units == nil {
-		b.units = make(map[string]string)
+		b.units = make(map[string]map[string]string)
 	}
-	if _, ok := b.units[key]; ok || len(b.units) < maxLearnedUnits {
-		b.units[key] = strings.Clone(unit)
+	metrics := b.units[device]
+	if _, ok := metrics[metric]; !ok {
+		if b.n >= maxLearnedUnits {
+			return
+		}
+		b.n++
 	}
+	if metrics == nil {
+		metrics = make(map[string]string)
+		b.units[strings.Clone(device)] = metrics
+	}
+	metrics[strings.Clone(metric)] = strings.Clone(unit)
 }
 
 // Checks are limits that readings must keep, by metric: like a schema
