@@ -108,7 +108,7 @@ type TopicConfig struct {
 	StripPrefix string        `yaml:"strip_prefix"`
 	Metrics     MetricsFilter `yaml:"metrics"`
 
-	// Units are units by metric name, for readings that bring none.
+	// Units are units by metric name; they win over a payload's or preset's.
 	Units map[string]string `yaml:"units"`
 	// Validate are limits by metric name.
 	Validate map[string]MetricCheck `yaml:"validate"`
