@@ -3,7 +3,7 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
-// Changed for cairn from the v4.9.6 release: see CAIRN.md in the module's root.
+// Changed for cairn from the v4.9.6 release: see third_party/badger/CAIRN.md.
 
 package table
 
