@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // Storage benchmarks. Sizes can be raised to the figures of docs/storage.md

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // What cairn does with time (docs/reliability.md says it for users).

@@ -8,7 +8,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // The journal. A group commit writes the readings it stores as one entry,

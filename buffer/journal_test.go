@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/aggregate"
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // holdJournal keeps readings in the journal until something checkpoints.

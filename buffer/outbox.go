@@ -8,8 +8,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/klauspost/compress/s2"
+
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // The outbox holds what the uplink has still to send. A Writer with

@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // readOutbox returns every unsent reading of s.

@@ -9,9 +9,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // Pruning deletes with transactions (tombstones), never with Badger's

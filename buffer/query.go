@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // Query selects readings of one device: of one metric or of all of them, in

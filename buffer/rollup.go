@@ -6,9 +6,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // Rolling up: a checkpoint updates only the minute record of a reading, so

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // Sealing packs the open points of a series into buckets of at most

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // sealOpts seals often and only when told to, apart from full buckets.

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // The pre-aggregates of a series: one _stats record per minute, hour and

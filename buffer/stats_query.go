@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // StatsAt is the aggregate of the readings of one group (a minute, an hour

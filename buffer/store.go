@@ -26,11 +26,11 @@ import (
 	"time"
 	"unique"
 
-	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/ristretto/v2/z"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/third_party/badger"
+	"github.com/cairn-gateway/cairn/third_party/badger/options"
 )
 
 // Options configure a Store. The zero value of every field but Dir is a sane

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"unique"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // Units. A reading may name the unit of its series (Reading.Unit); the

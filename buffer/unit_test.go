@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // units returns the unit of every series of s, by "device metric".

@@ -10,9 +10,8 @@ import (
 	"time"
 	"unique"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // ErrClosed is returned by Writer.Submit once the Writer has begun to stop.

@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # scripts/badger.sh sync|check|test: cairn's copy of Badger, in
 # third_party/badger, is the release that UPSTREAM names plus the patches
-# in patches/, applied in order (third_party/badger/CAIRN.md says why).
+# in patches/, applied in order (third_party/badger/CAIRN.md says why),
+# with its import paths made cairn's: the copy is a part of cairn's module,
+# not a module of its own.
 #
 #   sync   rebuilds the copy from the release (fetched through the Go
-#          module proxy into the module cache) and the patches
+#          module proxy into the module cache) and the patches, then
+#          rewrites it into cairn's module (rewrite, below)
 #   check  rebuilds it in a temporary directory and fails on any
 #          difference from the copy
-#   test   runs the release's own tests of the packages UPSTREAM lists
-#          against the copy, with cairn's regression tests (_tests/), and
-#          go vet on the copy; then each regression test against the copy
-#          built without the patch it names on its first line, where it
-#          must fail
+#   test   runs the release's own tests of the packages UPSTREAM lists,
+#          with cairn's regression tests (_tests/), and go vet, on the
+#          copy as it is before the rewrite: the release's import paths
+#          and its go.mod (it first proves that this tree, rewritten, is
+#          the copy); then each regression test against that tree built
+#          without the patch it names on its first line, where it must
+#          fail
+#   tree DIR
+#          writes the copy as it is before the rewrite into DIR: the tree
+#          that patches are written against and tried on
 set -euo pipefail
+here=$PWD
 cd "$(dirname "$0")/.."
 copy=third_party/badger
 upstream=$copy/UPSTREAM
@@ -20,6 +29,8 @@ upstream=$copy/UPSTREAM
 field() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "$upstream"; }
 module=$(field module)
 version=$(field version)
+# The copy's import path in cairn's module.
+path=$(awk '$1 == "module" { print $2 }' go.mod)/$copy
 
 # release prints the directory of the release in the module cache.
 release() {
@@ -27,7 +38,9 @@ release() {
 }
 
 # build DIR makes DIR the release's kept files plus the patches, and
-# cairn's own files of the copy (CAIRN.md, UPSTREAM, patches/, _tests/).
+# cairn's own files of the copy (CAIRN.md, UPSTREAM, patches/, _tests/):
+# the copy before the rewrite, a module of its own with the release's
+# import paths and go.mod, as the patches are written.
 build() {
 	local out=$1 rel p
 	rel=$(release)
@@ -43,6 +56,36 @@ build() {
 	if [ -d "$copy/_tests" ]; then
 		cp -r "$copy/_tests" "$out/"
 	fi
+}
+
+# rewrite DIR, the last step of sync and check, mechanical: it makes the
+# tree that build made in DIR a part of cairn's module. In every Go file
+# but _tests/'s, an import of the release's module or one of its packages
+# ("$module", "$module/y") becomes one of the copy ("$path",
+# "$path/y"); gofmt then sorts those files' imports again. Only import
+# lines change, and rewrite fails if the release's path is left quoted
+# anywhere else in a Go file (a string, an import comment: none is in
+# v4.9.6), for a person to judge. The release's go.mod goes, or the copy
+# would be a module of its own again. The regression tests in _tests/
+# keep the release's paths: test runs them on the tree before the
+# rewrite.
+rewrite() {
+	local out=$1 quoted files left
+	quoted="\"${module//./\\.}(/[^\"]*)?\""
+	files=$(grep -rlE --include='*.go' --exclude-dir=_tests "$quoted" "$out" || true)
+	if [ -n "$files" ]; then
+		# shellcheck disable=SC2086 # the copy's file names have no spaces
+		sed -i -E "s#^(import[[:space:]]+|[[:space:]]+)(([A-Za-z_][A-Za-z0-9_]*|\.)[[:space:]]+)?$quoted#\1\2\"$path\4\"#" $files
+		# shellcheck disable=SC2086
+		gofmt -w $files
+	fi
+	left=$(grep -rnE --include='*.go' --exclude-dir=_tests "$quoted" "$out" || true)
+	if [ -n "$left" ]; then
+		echo "badger.sh: rewrite leaves $module quoted where it does not rewrite it:" >&2
+		echo "$left" >&2
+		exit 1
+	fi
+	rm "$out/go.mod"
 }
 
 # build_release OUT REL copies the files of the release in REL that the
@@ -105,6 +148,7 @@ sync)
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
 	build "$tmp/badger"
+	rewrite "$tmp/badger"
 	rm -rf "$copy"
 	mv "$tmp/badger" "$copy"
 	echo "badger.sh: $copy is $module@$version plus $(ls "$copy"/patches/*.patch | wc -l) patches"
@@ -113,6 +157,7 @@ check)
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
 	build "$tmp/badger"
+	rewrite "$tmp/badger"
 	if ! diff -r "$tmp/badger" "$copy"; then
 		echo "badger.sh: $copy differs from $module@$version plus its patches (above: < the rebuilt tree, > the copy); change a patch, then run scripts/badger.sh sync" >&2
 		exit 1
@@ -125,8 +170,16 @@ test)
 	pkgs=$(field tests)
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
-	cp -r "$copy" "$tmp/badger"
-	chmod -R u+w "$tmp/badger"
+	# The tests run on the copy before the rewrite: the tree that sync
+	# builds, with the release's import paths and go.mod. It is the
+	# copy, rewritten.
+	build "$tmp/badger"
+	cp -r "$tmp/badger" "$tmp/rewritten"
+	rewrite "$tmp/rewritten"
+	if ! diff -r -q "$tmp/rewritten" "$copy" >&2; then
+		echo "badger.sh: $copy is not $module@$version plus its patches, rewritten: run scripts/badger.sh check" >&2
+		exit 1
+	fi
 	install -m 0644 "$rel/go.sum" "$tmp/badger/go.sum"
 	# go vet finds what it finds in the release too (copied locks in
 	# publisher.go): the copy must add no finding of its own. Lines
@@ -170,8 +223,18 @@ test)
 		done
 	fi
 	;;
+tree)
+	out=${2:-}
+	case $out in "" | /*) ;; *) out=$here/$out ;; esac
+	if [ $# -ne 2 ] || [ -z "$out" ] || [ -e "$out" ]; then
+		echo "usage: scripts/badger.sh tree DIR (DIR must not exist)" >&2
+		exit 2
+	fi
+	build "$out"
+	echo "badger.sh: $out is $module@$version plus its patches, before the rewrite"
+	;;
 *)
-	echo "usage: scripts/badger.sh sync|check|test" >&2
+	echo "usage: scripts/badger.sh sync|check|test|tree DIR" >&2
 	exit 2
 	;;
 esac

@@ -22,10 +22,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/goleak"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 func TestMain(m *testing.M) {

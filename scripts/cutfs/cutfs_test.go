@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	badger "github.com/dgraph-io/badger/v4"
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-gateway/cairn/scripts/testkit"
+	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // The test binary doubles as the Badger client that runs on the mount:

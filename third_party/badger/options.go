@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dgraph-io/badger/v4/options"
-	"github.com/dgraph-io/badger/v4/table"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/cairn-gateway/cairn/third_party/badger/options"
+	"github.com/cairn-gateway/cairn/third_party/badger/table"
+	"github.com/cairn-gateway/cairn/third_party/badger/y"
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 

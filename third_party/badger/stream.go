@@ -16,8 +16,8 @@ import (
 	humanize "github.com/dustin/go-humanize"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/cairn-gateway/cairn/third_party/badger/pb"
+	"github.com/cairn-gateway/cairn/third_party/badger/y"
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 

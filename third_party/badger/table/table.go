@@ -27,10 +27,10 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dgraph-io/badger/v4/fb"
-	"github.com/dgraph-io/badger/v4/options"
-	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/cairn-gateway/cairn/third_party/badger/fb"
+	"github.com/cairn-gateway/cairn/third_party/badger/options"
+	"github.com/cairn-gateway/cairn/third_party/badger/pb"
+	"github.com/cairn-gateway/cairn/third_party/badger/y"
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/dgraph-io/ristretto/v2/z"
 )
