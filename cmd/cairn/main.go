@@ -20,6 +20,8 @@ import (
 	"runtime"
 	"syscall"
 	_ "time/tzdata" // time_zone works on a system without zoneinfo
+
+	badgerrelease "github.com/cairn-gateway/cairn/third_party/badger/release"
 )
 
 // Set at build time with -ldflags "-X main.version=… -X main.commit=… -X main.date=…".
@@ -107,6 +109,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "cairn %s (commit %s, built %s, %s %s/%s)\n",
 			version, commit, date, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		// The build info does not list Badger: its copy is cairn's code.
+		fmt.Fprintf(stdout, "badger %s %s plus %d patches (third_party/badger)\n",
+			badgerrelease.Module, badgerrelease.Version, badgerrelease.Patches)
 		return nil
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
