@@ -5,8 +5,10 @@
 # arm64 builds, systemd for systemd-analyze and systemd-sysusers, e2fsprogs
 # for the full-disk tests' ext4 images, patch for scripts/badger.sh), then
 # gofmt, go vet, the check that third_party/badger is its release plus its
-# patches (with the release's own tests of what they change) and the tests
-# under the race detector. Needs root for
+# patches (with the release's own tests of what they change), the check
+# that `go install github.com/cairn-gateway/cairn/cmd/cairn@VERSION` works
+# (scripts/goinstall.sh, in a git work tree) and the tests under the race
+# detector. Needs root for
 # apt-get, for the FUSE mounts of the power-cut and watchdog tests, and
 # for installing the .deb into a throw-away root, and for the full-disk
 # tests' tmpfs and loop-device mounts.
@@ -55,5 +57,11 @@ go vet -copylocks $(go list ./... | grep -vxF -e "$badger" -e "$badger/trie")
 echo "test.sh: third_party/badger"
 bash scripts/badger.sh check
 bash scripts/badger.sh test -race
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	echo "test.sh: go install"
+	bash scripts/goinstall.sh
+else
+	echo "test.sh: go install: skipped, not in a git work tree"
+fi
 echo "test.sh: go test -race"
 go test -race -count=1 -timeout 30m "$@" ./...
