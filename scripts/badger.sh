@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/badger.sh sync|check|test: cairn's copy of Badger, in
+# scripts/badger.sh sync|check|test|tree: cairn's copy of Badger, in
 # third_party/badger, is the release that UPSTREAM names plus the patches
 # in patches/, applied in order (third_party/badger/CAIRN.md says why),
 # with its import paths made cairn's: the copy is a part of cairn's module,
