@@ -119,10 +119,7 @@ func (p *jsonParser) flatObject(depth int, parent, top span) *RejectError {
 		return rejectf(ReasonTooDeep, "nested deeper than %d levels at byte %d", MaxDepth, p.i)
 	}
 	doc := &p.d.doc
-	p.i++
-	p.skipSpace()
-	if p.peek() == '}' {
-		p.i++
+	if p.enter('}') {
 		return nil
 	}
 	for {
@@ -148,16 +145,8 @@ func (p *jsonParser) flatObject(depth int, parent, top span) *RejectError {
 		if err := p.flatValue(depth, name, first); err != nil {
 			return err
 		}
-		p.skipSpace()
-		switch p.peek() {
-		case ',':
-			p.i++
-			p.skipSpace()
-		case '}':
-			p.i++
-			return nil
-		default:
-			return p.unexpected("after object key:value pair")
+		if more, err := p.next('}'); !more {
+			return err
 		}
 	}
 }

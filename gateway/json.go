@@ -77,10 +77,7 @@ func (p *jsonParser) object(device, metric string, recv time.Time) *RejectError 
 
 // array decodes the array at p.s[p.i], whose elements must be objects.
 func (p *jsonParser) array(device, metric string, recv time.Time) *RejectError {
-	p.i++
-	p.skipSpace()
-	if p.peek() == ']' {
-		p.i++
+	if p.enter(']') {
 		return nil
 	}
 	for n := 0; ; n++ {
@@ -96,21 +93,46 @@ func (p *jsonParser) array(device, metric string, recv time.Time) *RejectError {
 		if err != nil {
 			return err
 		}
-		p.skipSpace()
-		switch p.peek() {
-		case ',':
-			p.i++
-			p.skipSpace()
-		case ']':
-			p.i++
-			return nil
-		default:
-			return p.unexpected("after array element")
+		if more, err := p.next(']'); !more {
+			return err
 		}
 	}
 }
 
 func (p *jsonParser) skipSpace() { p.i = skipSpace(p.s, p.i) }
+
+// enter steps into the array or object at p.i, whose end is end ']' or
+// '}'; it reports whether the container is empty, with p.i past its end.
+func (p *jsonParser) enter(end byte) (empty bool) {
+	p.i++
+	p.skipSpace()
+	if p.peek() == end {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// next reads what follows an element of an array (end ']') or a member of
+// an object (end '}'): after a comma it reports more, with p.i at the next
+// one; after end it reports no more and a nil error; anything else is a
+// syntax error.
+func (p *jsonParser) next(end byte) (more bool, err *RejectError) {
+	p.skipSpace()
+	switch p.peek() {
+	case ',':
+		p.i++
+		p.skipSpace()
+		return true, nil
+	case end:
+		p.i++
+		return false, nil
+	}
+	if end == ']' {
+		return false, p.unexpected("after array element")
+	}
+	return false, p.unexpected("after object key:value pair")
+}
 
 // unexpected reports a syntax error at p.i; ctx says what was being read.
 func (p *jsonParser) unexpected(ctx string) *RejectError {
@@ -134,14 +156,11 @@ func (p *jsonParser) container(depth int, emit bool) *RejectError {
 		return rejectf(ReasonTooDeep, "nested deeper than %d levels at byte %d", MaxDepth, p.i)
 	}
 	object := p.s[p.i] == '{'
-	end, after := byte(']'), "after array element"
+	end := byte(']')
 	if object {
-		end, after = '}', "after object key:value pair"
+		end = '}'
 	}
-	p.i++
-	p.skipSpace()
-	if p.i < len(p.s) && p.s[p.i] == end {
-		p.i++
+	if p.enter(end) {
 		return nil
 	}
 	for {
@@ -154,17 +173,9 @@ func (p *jsonParser) container(depth int, emit bool) *RejectError {
 		if err != nil {
 			return err
 		}
-		p.skipSpace()
-		if p.i < len(p.s) && p.s[p.i] == ',' {
-			p.i++
-			p.skipSpace()
-			continue
+		if more, err := p.next(end); !more {
+			return err
 		}
-		if p.i < len(p.s) && p.s[p.i] == end {
-			p.i++
-			return nil
-		}
-		return p.unexpected(after)
 	}
 }
 

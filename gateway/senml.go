@@ -114,16 +114,8 @@ func (p *senmlParser) pack() *RejectError {
 		if err != nil {
 			return err
 		}
-		p.skipSpace()
-		switch p.peek() {
-		case ',':
-			p.i++
-			p.skipSpace()
-		case ']':
-			p.i++
-			return nil
-		default:
-			return p.unexpected("after array element")
+		if more, err := p.next(']'); !more {
+			return err
 		}
 	}
 }
@@ -131,10 +123,7 @@ func (p *senmlParser) pack() *RejectError {
 // record decodes the record object at p.i.
 func (p *senmlParser) record() *RejectError {
 	var r senmlRecord
-	p.i++
-	p.skipSpace()
-	if p.peek() == '}' {
-		p.i++
+	if p.enter('}') {
 		return nil
 	}
 	for {
@@ -150,18 +139,14 @@ func (p *senmlParser) record() *RejectError {
 		if err := p.field(key, &r); err != nil {
 			return err
 		}
-		p.skipSpace()
-		switch p.peek() {
-		case ',':
-			p.i++
-			p.skipSpace()
-			continue
-		case '}':
-			p.i++
+		more, err := p.next('}')
+		if err != nil {
+			return err
+		}
+		if !more {
 			p.resolve(&r)
 			return nil
 		}
-		return p.unexpected("after object key:value pair")
 	}
 }
 
