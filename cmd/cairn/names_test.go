@@ -24,14 +24,7 @@ http:
   listen: "127.0.0.1:0"
 retention:
   raw_max_age: 0
-uplink:
-  url: %URL%
-  gateway_id: gw-test
-  batch_readings: 500
-  interval: 100ms
-  retry_wait_min: 100ms
-  retry_wait_max: 1s
-`
+` + uplinkSection
 
 // nameCase is a device id and metric name as a real system writes them.
 type nameCase struct{ device, metric string }

@@ -298,7 +298,10 @@ func (db *influxDB) readings(t *testing.T) (map[upstreamKey]float64, int) {
 
 // uplinkConfig is a gateway with its uplink to url; batches are small so
 // that sending a backlog takes many of them.
-const uplinkConfig = localConfig + `uplink:
+const uplinkConfig = localConfig + uplinkSection
+
+// uplinkSection is uplinkConfig's uplink, to %URL%.
+const uplinkSection = `uplink:
   url: %URL%
   gateway_id: gw-test
   batch_readings: 500
