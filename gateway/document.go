@@ -1,6 +1,10 @@
 package gateway
 
-import "math"
+import (
+	"math"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
 
 // A document is a JSON object flattened into its leaves: each number,
 // string, boolean, null and array, named by the keys that lead to it
@@ -86,6 +90,20 @@ func (doc *document) sibling(i, parentLen int, key string) *leaf {
 func (doc *document) under(l *leaf, prefix string) bool {
 	n := doc.name(l)
 	return len(n) > len(prefix) && n[len(prefix)] == '.' && string(n[:len(prefix)]) == prefix
+}
+
+// readDocument flattens the JSON document payload for a docReader that
+// appends to dst. An empty payload or one that is not an object is a
+// *RejectError.
+func (d *Decoder) readDocument(dst []buffer.Reading, payload []byte) (docReader, error) {
+	start := skipSpace(payload, 0)
+	if start == len(payload) {
+		return docReader{}, &RejectError{Reason: ReasonEmptyPayload}
+	}
+	if err := d.flatten(payload, start); err != nil {
+		return docReader{}, err
+	}
+	return docReader{d: d, out: dst, first: len(dst)}, nil
 }
 
 // flatten parses the JSON object at payload[start] into d.doc. Syntax

@@ -294,14 +294,10 @@ func (doc *document) timeLeaf(name string) *leaf {
 
 // decodeMapped reads a JSON document by Mapping m.
 func (d *Decoder) decodeMapped(dst []buffer.Reading, m *Mapping, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
-	start := skipSpace(payload, 0)
-	if start == len(payload) {
-		return dst, 0, &RejectError{Reason: ReasonEmptyPayload}
-	}
-	if err := d.flatten(payload, start); err != nil {
+	r, err := d.readDocument(dst, payload)
+	if err != nil {
 		return dst, 0, err
 	}
-	r := docReader{d: d, out: dst, first: len(dst)}
 	return r.mapped(dst, m, device, metric, recv)
 }
 

@@ -108,14 +108,10 @@ func PresetRoutes(name, base string, zone *time.Location) ([]Route, error) {
 // hands it to fn with a docReader.
 func readJSON(fn func(r *docReader, device, metric string, recv time.Time)) readFunc {
 	return func(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
-		start := skipSpace(payload, 0)
-		if start == len(payload) {
-			return dst, 0, &RejectError{Reason: ReasonEmptyPayload}
-		}
-		if err := d.flatten(payload, start); err != nil {
+		r, err := d.readDocument(dst, payload)
+		if err != nil {
 			return dst, 0, err
 		}
-		r := docReader{d: d, out: dst, first: len(dst)}
 		fn(&r, device, metric, recv)
 		switch {
 		case r.skip != nil:
