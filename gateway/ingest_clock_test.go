@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // clockLog is a Clock that keeps what the Ingester tells it.
@@ -38,23 +39,7 @@ func (c *clockLog) Stamped(recv time.Time) error {
 // time, or relative to it (SenML), is recorded as the clock's, and never
 // observed: it would make any clock agree with itself.
 func TestIngest_TellsTheClockWhichTimesAreItsOwn(t *testing.T) {
-	s, err := buffer.Open(buffer.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := buffer.NewWriter(s, buffer.WriterOptions{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	_, w := testkit.StartWriter(t, buffer.Options{}, buffer.WriterOptions{})
 	route := func(pattern string, f Format) Route {
 		p, err := ParsePattern(pattern)
 		if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 func TestAutoMemoryLimit(t *testing.T) {
@@ -43,23 +43,7 @@ func TestMemoryLimiter_FollowsSeries(t *testing.T) {
 	prev := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
 
-	store, err := buffer.Open(buffer.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := buffer.NewWriter(store, buffer.WriterOptions{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		if err := store.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	store, w := testkit.StartWriter(t, buffer.Options{}, buffer.WriterOptions{})
 
 	cfg := DefaultConfig().Store
 	var live, other uint64 = 10 << 20, 4 << 20
@@ -73,7 +57,7 @@ func TestMemoryLimiter_FollowsSeries(t *testing.T) {
 		rs = append(rs, buffer.Reading{Device: fmt.Sprintf("d%03d", i), Metric: "t", TS: time.Now().UnixMilli(), Value: 1})
 	}
 	res := make(chan buffer.Result, 1)
-	if err := w.Submit(ctx, rs, func(r buffer.Result) { res <- r }); err != nil {
+	if err := w.Submit(t.Context(), rs, func(r buffer.Result) { res <- r }); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-res; r.Err != nil || r.Stored != len(rs) {
