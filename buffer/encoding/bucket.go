@@ -89,9 +89,10 @@ type BucketHeader struct {
 }
 
 // AppendBucket appends the encoding of samples to dst and returns the
-// extended buffer. samples must hold 1 to maxBucketSamples samples sorted by
-// TS and, among equal timestamps, by math.Float64bits of the value; if not,
-// AppendBucket returns dst unchanged and an error.
+// extended buffer. samples must hold 1 to 65535 (maxBucketSamples) samples
+// sorted by TS and, among equal timestamps, by math.Float64bits of the
+// value (Sample.Less, equal samples allowed); if not, AppendBucket returns
+// dst unchanged and an error. It allocates only to grow dst.
 func AppendBucket(dst []byte, samples []Sample) ([]byte, error) {
 	h, err := summarize(samples)
 	if err != nil {
@@ -442,8 +443,8 @@ func ParseBucketHeader(b []byte) (BucketHeader, error) {
 // an error wrapping ErrBadBucket if b is corrupt or of an unknown kind; on
 // error dst is returned unchanged. It makes room for the samples only once
 // b is known to hold their bits: as a series of equally spaced equal values
-// takes no bits per sample, that is up to maxBucketSamples (1 MiB) for a
-// header and a few bytes.
+// takes no bits per sample, that is up to 65535 samples (1 MiB) for a
+// header and a few bytes. It allocates only to grow dst.
 func DecodeBucket(dst []Sample, b []byte) ([]Sample, error) {
 	h, err := ParseBucketHeader(b)
 	if err != nil {

@@ -675,6 +675,7 @@ func BenchmarkDecodeBucket(b *testing.B) {
 	}
 }
 
-// The encodings below lost to the one of AppendBucket in the comparison of
-// docs/storage.md ("Choosing the encoding"); they are kept to reproduce it.
-// They share AppendBucket's header and trust their input.
+// The encodings that lost to AppendBucket's in the comparison of
+// docs/storage.md ("Choosing the encoding") are in bucket_compare_test.go,
+// kept to reproduce it. They share AppendBucket's header and trust their
+// input.
