@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -44,7 +45,7 @@ func newSensor(seed uint64, base, amp, noise float64, decimals int) *sensor {
 
 func (s *sensor) at(ts int64) float64 {
 	s.walk += s.rng.NormFloat64() * s.noise / 10
-	phase := float64(ts%nanosPerDay) / nanosPerDay * 2 * math.Pi
+	phase := float64(ts%encoding.NanosPerDay) / encoding.NanosPerDay * 2 * math.Pi
 	v := s.base + s.walk + s.amp*math.Sin(phase) + s.rng.NormFloat64()*s.noise
 	return math.Round(v*s.decimals) / s.decimals
 }
@@ -175,7 +176,7 @@ func diskPerReading(b *testing.B, series, hours int, sealed bool) diskUse {
 	}
 	// Keys and values of a keyspace, as stored, before per-entry
 	// overhead.
-	share := func(kinds ...keyKind) float64 {
+	share := func(kinds ...encoding.KeyKind) float64 {
 		var n int64
 		err := s.db.View(func(txn *badger.Txn) error {
 			for _, k := range kinds {
@@ -192,7 +193,7 @@ func diskPerReading(b *testing.B, series, hours int, sealed bool) diskUse {
 		}
 		return float64(n) / float64(total)
 	}
-	d := diskUse{readings: share(kindPoint, kindBucket), stats: share(kindMinute, kindHour, kindDay), rate: rate}
+	d := diskUse{readings: share(encoding.KindPoint, encoding.KindBucket), stats: share(encoding.KindMinute, encoding.KindHour, encoding.KindDay), rate: rate}
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -208,18 +209,18 @@ func loadBuckets(tb testing.TB, s *Store, device, metric string, samples []Sampl
 	for len(samples) > 0 {
 		end := min(n, len(samples))
 		// A bucket never spans two days.
-		d := dayOf(samples[0].TS)
+		d := encoding.DayOf(samples[0].TS)
 		for i := 1; i < end; i++ {
-			if dayOf(samples[i].TS) != d {
+			if encoding.DayOf(samples[i].TS) != d {
 				end = i
 				break
 			}
 		}
-		val, err := appendBucket(nil, samples[:end])
+		val, err := encoding.AppendBucket(nil, samples[:end])
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if err := wb.Set(appendBucketKey(nil, device, metric, samples[0]), val); err != nil {
+		if err := wb.Set(encoding.AppendBucketKey(nil, device, metric, samples[0]), val); err != nil {
 			tb.Fatal(err)
 		}
 		samples = samples[end:]
@@ -299,8 +300,8 @@ func BenchmarkQuery_DayRange(b *testing.B) {
 	}
 	var lat []time.Duration
 	for b.Loop() {
-		from := start + nanosPerDay/2 + rng.Int64N(nanosPerDay)
-		q := Query{Device: "dev", Metric: "m1", From: from, To: from + nanosPerDay, Limit: MaxQueryLimit}
+		from := start + encoding.NanosPerDay/2 + rng.Int64N(encoding.NanosPerDay)
+		q := Query{Device: "dev", Metric: "m1", From: from, To: from + encoding.NanosPerDay, Limit: MaxQueryLimit}
 		t0 := time.Now()
 		n := 0
 		err := s.Scan(q, func(Reading) bool { n++; return true })
@@ -323,7 +324,7 @@ func loadYear(b *testing.B, s *Store, start int64) {
 	cur := map[aggregate.Level]*StatsAt{}
 	flush := func(l aggregate.Level) {
 		if a := cur[l]; a != nil {
-			if err := wb.Set(appendStatsKey(nil, l, "dev", "t", a.Start), a.Stats.Append(nil)); err != nil {
+			if err := wb.Set(encoding.AppendStatsKey(nil, l, "dev", "t", a.Start), a.Stats.Append(nil)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -373,9 +374,9 @@ func BenchmarkStats_Year(b *testing.B) {
 		var lat []time.Duration
 		var records, readings int
 		for b.Loop() {
-			from := start + rng.Int64N(330*nanosPerDay)
+			from := start + rng.Int64N(330*encoding.NanosPerDay)
 			t0 := time.Now()
-			st, reads, err := s.StatsCover("dev", "t", from, from+30*nanosPerDay)
+			st, reads, err := s.StatsCover("dev", "t", from, from+30*encoding.NanosPerDay)
 			lat = append(lat, time.Since(t0))
 			if err != nil || st.Count < 30*86400-120 {
 				b.Fatalf("got %+v, %v", st, err)
@@ -391,7 +392,7 @@ func BenchmarkStats_Year(b *testing.B) {
 		var records int
 		for b.Loop() {
 			t0 := time.Now()
-			days, reads, err := s.StatsByLevel("dev", "t", aggregate.Day, start, start+365*nanosPerDay)
+			days, reads, err := s.StatsByLevel("dev", "t", aggregate.Day, start, start+365*encoding.NanosPerDay)
 			lat = append(lat, time.Since(t0))
 			if err != nil || len(days) != 365 {
 				b.Fatalf("got %d days, %v", len(days), err)

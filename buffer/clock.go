@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -389,7 +390,7 @@ func (c *Clock) Run(ctx context.Context) error {
 func (s *Store) clockSpans() ([]ClockSpan, error) {
 	var spans []ClockSpan
 	err := s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(appendMetaKey(nil, metaClockSpans))
+		item, err := txn.Get(encoding.AppendMetaKey(nil, metaClockSpans))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
 		}
@@ -412,7 +413,7 @@ func (s *Store) putClockSpans(spans []ClockSpan) error {
 	}
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
-	err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(appendMetaKey(nil, metaClockSpans), v) })
+	err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(encoding.AppendMetaKey(nil, metaClockSpans), v) })
 	if err == nil && !s.noSync {
 		err = s.db.Sync()
 	}

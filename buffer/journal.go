@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -35,9 +36,6 @@ import (
 // that loses or doubles nothing either.
 
 const (
-	journalKeyLen = 1 + 8
-	// journalEntryReserve is what an entry costs besides its readings.
-	journalEntryReserve = outboxEntryReserve
 	// defaultCheckpointInterval is WriterOptions.CheckpointInterval's
 	// default. A checkpoint writes a run and a minute record for every
 	// series with readings in the journal: at a light stream (100
@@ -50,20 +48,16 @@ const (
 	flushTimeout = 30 * time.Second
 )
 
-func appendJournalKey(dst []byte, seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(append(dst, byte(kindJournal)), seq)
-}
-
 // journalNext returns the number after the newest journal entry's (0 when
 // there is none): a Writer numbers its entries from it.
 func (s *Store) journalNext() uint64 {
 	var next uint64
 	s.db.View(func(txn *badger.Txn) error {
-		prefix := []byte{byte(kindJournal)}
+		prefix := []byte{byte(encoding.KindJournal)}
 		it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: prefix})
 		defer it.Close()
-		it.Seek(appendJournalKey(nil, math.MaxUint64))
-		if it.Valid() && len(it.Item().Key()) == journalKeyLen {
+		it.Seek(encoding.AppendJournalKey(nil, math.MaxUint64))
+		if it.Valid() && len(it.Item().Key()) == encoding.JournalKeyLen {
 			next = binary.BigEndian.Uint64(it.Item().Key()[1:]) + 1
 		}
 		return nil
@@ -236,7 +230,7 @@ func (s *Store) replayJournal() error {
 	type entry struct{ key, value []byte }
 	var entries []entry
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindJournal)}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindJournal)}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			v, err := it.Item().ValueCopy(nil)
@@ -261,7 +255,7 @@ func (s *Store) replayJournal() error {
 	w.replaying = true
 	now := time.Now()
 	var (
-		d        outboxDecoder
+		d        encoding.OutboxDecoder
 		readings []Reading
 		replayed int
 	)
@@ -274,7 +268,7 @@ func (s *Store) replayJournal() error {
 	}
 	for _, e := range entries {
 		readings = readings[:0]
-		err := d.decode(0, e.value, func(r OutboxReading) bool {
+		err := d.Decode(0, e.value, func(r OutboxReading) bool {
 			readings = append(readings, r.Reading)
 			return true
 		})
@@ -282,7 +276,7 @@ func (s *Store) replayJournal() error {
 			s.log.Error("journal entry unreadable: its readings are not in the store", "key", fmt.Sprintf("%x", e.key), "err", err)
 			readings = readings[:0]
 		}
-		w.ckpt.takeSize(journalKeyLen + 2)
+		w.ckpt.takeSize(encoding.JournalKeyLen + 2)
 		for _, r := range readings {
 			st, _, _ := w.state(r.Device, r.Metric, now) // no limits: these readings were acknowledged
 			smp := Sample{TS: r.TS, Value: r.Value}
@@ -294,7 +288,7 @@ func (s *Store) replayJournal() error {
 				if err := w.checkpoint(); err != nil {
 					return fmt.Errorf("journal: %w", err)
 				}
-				w.ckpt.takeSize(journalKeyLen + 2)
+				w.ckpt.takeSize(encoding.JournalKeyLen + 2)
 				w.reserveReading(&w.ckpt, st, r.TS)
 			}
 			w.hold(st, smp)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -77,17 +78,17 @@ func TestJournal_CommitsWriteOneEntryAndQueriesSeeThem(t *testing.T) {
 		}
 		want = append(want, rs...)
 	}
-	if n := countKeys(t, s, kindJournal); n != 6 {
+	if n := countKeys(t, s, encoding.KindJournal); n != 6 {
 		t.Errorf("journal entries: got %d, want one per commit, 6", n)
 	}
-	if n := countKeys(t, s, kindPoint) + countKeys(t, s, kindMinute); n != 0 {
+	if n := countKeys(t, s, encoding.KindPoint) + countKeys(t, s, encoding.KindMinute); n != 0 {
 		t.Errorf("runs and minute records before a checkpoint: got %d, want none", n)
 	}
 	checkStored(t, s, want)
-	if n := countKeys(t, s, kindJournal); n != 0 {
+	if n := countKeys(t, s, encoding.KindJournal); n != 0 {
 		t.Errorf("journal entries after a query: got %d, want none", n)
 	}
-	if n := countKeys(t, s, kindPoint); n != 3 {
+	if n := countKeys(t, s, encoding.KindPoint); n != 3 {
 		t.Errorf("runs: got %d, want one per series-day, 3", n)
 	}
 	// The journal's readings are known to the duplicate check, and so are
@@ -121,7 +122,7 @@ func TestJournal_ReplayedAfterACrash(t *testing.T) {
 			want = append(want, rs...)
 		}
 		write(t, w.Writer, commits[3]...) // duplicates: not in the journal
-		if n := countKeys(t, s, kindJournal); n != 4 {
+		if n := countKeys(t, s, encoding.KindJournal); n != 4 {
 			t.Fatalf("journal entries: got %d, want 4", n)
 		}
 		// The Writer is idle: every commit is synced, the copy is what a
@@ -131,7 +132,7 @@ func TestJournal_ReplayedAfterACrash(t *testing.T) {
 		}
 	}()
 	s, w := testStoreWith(t, crashed, holdJournal)
-	if n := countKeys(t, s, kindJournal); n != 0 {
+	if n := countKeys(t, s, encoding.KindJournal); n != 0 {
 		t.Errorf("journal entries after Open: got %d, want none", n)
 	}
 	checkStored(t, s, want)
@@ -183,7 +184,7 @@ func TestJournal_ReplaySplitsWhatASmallerMemtableCannotTake(t *testing.T) {
 		go func() { tw.done <- tw.Run(ctx) }()
 		defer tw.stop()
 		write(t, tw.Writer, want...)
-		if n := countKeys(t, s, kindJournal); n != 1 {
+		if n := countKeys(t, s, encoding.KindJournal); n != 1 {
 			t.Fatalf("journal entries: got %d, want 1", n)
 		}
 		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
@@ -191,7 +192,7 @@ func TestJournal_ReplaySplitsWhatASmallerMemtableCannotTake(t *testing.T) {
 		}
 	}()
 	s, _ := testStoreOpts(t, Options{Dir: crashed, MemTableSize: 1 << 20}, holdJournal)
-	if n := countKeys(t, s, kindJournal); n != 0 {
+	if n := countKeys(t, s, encoding.KindJournal); n != 0 {
 		t.Errorf("journal entries after Open: got %d, want none", n)
 	}
 	checkStored(t, s, want)
@@ -264,7 +265,7 @@ func TestJournal_EntriesFitATableBlock(t *testing.T) {
 		rs = append(rs, Reading{Device: fmt.Sprintf("dev-%03d", i%300), Metric: "t", TS: int64(i) * 1e6, Value: float64(rng.IntN(1 << 40))})
 	}
 	write(t, w, rs...)
-	for _, kind := range []keyKind{kindJournal, kindOutbox} {
+	for _, kind := range []encoding.KeyKind{encoding.KindJournal, encoding.KindOutbox} {
 		entries, largest := 0, 0
 		err := s.db.View(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kind)}})
@@ -278,7 +279,7 @@ func TestJournal_EntriesFitATableBlock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (kind == kindOutbox && entries < 2) || largest >= tableBlockSize {
+		if (kind == encoding.KindOutbox && entries < 2) || largest >= tableBlockSize {
 			t.Errorf("%c: %d entries, the largest %d bytes; want each within a %d-byte block, and several in the outbox", kind, entries, largest, tableBlockSize)
 		}
 	}

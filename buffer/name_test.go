@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // TestWriter_SubmitChecksNames refuses a batch holding a name that could
@@ -17,7 +19,7 @@ func TestWriter_SubmitChecksNames(t *testing.T) {
 		{Device: "", Metric: "t"},
 		{Device: "..", Metric: "t"},
 		{Device: "d", Metric: "t\n"},
-		{Device: "d", Metric: strings.Repeat("m", MaxMetricLen+1)},
+		{Device: "d", Metric: strings.Repeat("m", encoding.MaxMetricLen+1)},
 		{Device: "d", Metric: "\xff"},
 	} {
 		err := w.Submit(context.Background(), []Reading{{Device: "ok", Metric: "t", TS: 1}, r}, func(Result) { t.Error("done called") })

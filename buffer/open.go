@@ -2,10 +2,11 @@ package buffer
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"iter"
 	"slices"
+
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // Open points are stored in runs. A checkpoint of the journal (journal.go)
@@ -62,57 +63,30 @@ func (st *seriesState) points(day int32) []Sample {
 	return nil
 }
 
-// runSampleMax is the most bytes a sample takes in a run's value, at
-// worst, and runHeaderMax the most its header takes.
-const (
-	runSampleMax = 20
-	runHeaderMax = 64
-)
-
 // runMax returns the most samples a run holds: a bucket's worth at most, and
 // no more than fit in a value the store takes, at worst.
 func (s *Store) runMax() int {
-	return max(1, min(MaxBucketSamples, (s.maxValue-runHeaderMax)/runSampleMax))
+	return max(1, min(MaxBucketSamples, (s.maxValue-encoding.RunHeaderMax)/encoding.RunSampleMax))
 }
 
-// runEntry returns the key and value of a run of sorted samples.
+// runEntry returns the key and value of a run of sorted samples
+// (encoding.AppendRun).
 func runEntry(st *seriesState, run []Sample) (kv, error) {
-	key := appendPointKey(nil, Reading{Device: st.device, Metric: st.metric, TS: run[0].TS, Value: run[0].Value})
-	if len(run) == 1 {
-		return kv{key: key}, nil
-	}
-	val, err := appendBucket(nil, run)
+	key := encoding.AppendPointKey(nil, Reading{Device: st.device, Metric: st.metric, TS: run[0].TS, Value: run[0].Value})
+	val, err := encoding.AppendRun(nil, run)
 	if err != nil {
 		return kv{}, fmt.Errorf("run %q: %w", key, err)
 	}
 	return kv{key: key, value: val}, nil
 }
 
-// decodeRun appends to dst the samples of the run with value v stored under
-// the point key of first (parsePointTail), after checking that the run
-// starts with first.
-func decodeRun(dst []Sample, first Sample, v []byte) ([]Sample, error) {
-	if len(v) == 0 {
-		return append(dst, first), nil
-	}
-	start := len(dst)
-	dst, err := decodeBucket(dst, v)
-	if err != nil {
-		return dst[:start], err
-	}
-	if len(dst) == start || !dst[start].same(first) {
-		return dst[:start], errors.New("its first sample is not its key's")
-	}
-	return dst, nil
-}
-
 // forRuns calls fn with the runs a commit writes for samples sorted by
 // compareSamples: those of each UTC day, at most limit to a run.
 func forRuns(samples []Sample, limit int, fn func(day int32, run []Sample) error) error {
 	for len(samples) > 0 {
-		day := dayOf(samples[0].TS)
+		day := encoding.DayOf(samples[0].TS)
 		n := 1
-		for n < len(samples) && n < limit && dayOf(samples[n].TS) == day {
+		for n < len(samples) && n < limit && encoding.DayOf(samples[n].TS) == day {
 			n++
 		}
 		if err := fn(day, samples[:n]); err != nil {
@@ -168,7 +142,7 @@ func (st *seriesState) planDrop(day int32, drop func(Sample) bool) (openEdit, er
 			e.runs = append(e.runs, l)
 			continue
 		}
-		c := runChange{old: appendPointKey(nil, Reading{Device: st.device, Metric: st.metric, TS: run[0].TS, Value: run[0].Value}), removed: n - len(kept)}
+		c := runChange{old: encoding.AppendPointKey(nil, Reading{Device: st.device, Metric: st.metric, TS: run[0].TS, Value: run[0].Value}), removed: n - len(kept)}
 		if len(kept) > 0 {
 			var err error
 			if c.keep, err = runEntry(st, kept); err != nil {
@@ -235,6 +209,6 @@ func (st *seriesState) addRun(day int32, run []Sample) {
 // hasOpen reports whether the sample is an open point of the series, in
 // the journal, or one of the commit under way.
 func (st *seriesState) hasOpen(smp Sample) bool {
-	return slices.ContainsFunc(st.points(dayOf(smp.TS)), smp.same) ||
-		slices.ContainsFunc(st.unflushed, smp.same) || slices.ContainsFunc(st.pend, smp.same)
+	return slices.ContainsFunc(st.points(encoding.DayOf(smp.TS)), smp.Same) ||
+		slices.ContainsFunc(st.unflushed, smp.Same) || slices.ContainsFunc(st.pend, smp.Same)
 }

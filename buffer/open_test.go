@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -29,7 +30,7 @@ func TestRuns_ACheckpointWritesOneKeyPerSeriesDay(t *testing.T) {
 	rs = append(rs, Reading{Device: "d", Metric: "n", TS: base, Value: 2})
 	check := func(s *Store) {
 		t.Helper()
-		if n := countKeys(t, s, kindPoint); n != 3 {
+		if n := countKeys(t, s, encoding.KindPoint); n != 3 {
 			t.Errorf("point keys: got %d, want 3 (one per series-day)", n)
 		}
 		if n := countPoints(t, s); n != len(rs) {
@@ -127,7 +128,7 @@ func TestRuns_SealWritesTheRestOfARunAgain(t *testing.T) {
 	if n := checkBuckets(t, s, 10); n != 20 {
 		t.Errorf("sealed %d readings, want 20", n)
 	}
-	if k, n := countKeys(t, s, kindPoint), countPoints(t, s); k != 1 || n != 5 {
+	if k, n := countKeys(t, s, encoding.KindPoint), countPoints(t, s); k != 1 || n != 5 {
 		t.Errorf("open: %d readings in %d runs, want 5 in 1", n, k)
 	}
 	write(t, w, rs[25:]...)
@@ -135,7 +136,7 @@ func TestRuns_SealWritesTheRestOfARunAgain(t *testing.T) {
 	if n := checkBuckets(t, s, 10); n != 30 {
 		t.Errorf("sealed %d readings, want 30", n)
 	}
-	if k := countKeys(t, s, kindPoint); k != 0 {
+	if k := countKeys(t, s, encoding.KindPoint); k != 0 {
 		t.Errorf("%d runs left open, want none", k)
 	}
 	checkReadings(t, s, "d", rs)
@@ -156,7 +157,7 @@ func TestRuns_PruneWritesTheRestOfARunAgain(t *testing.T) {
 		if n := s.ReadingCount(); n != 10 {
 			t.Errorf("reading count: got %d, want 10", n)
 		}
-		if k, n := countKeys(t, s, kindPoint), countPoints(t, s); k != 1 || n != 10 {
+		if k, n := countKeys(t, s, encoding.KindPoint), countPoints(t, s); k != 1 || n != 10 {
 			t.Errorf("open: %d readings in %d runs, want 10 in 1", n, k)
 		}
 	}
@@ -181,15 +182,15 @@ func TestStore_RecordsKeyspaceVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	var v uint64
-	if err := s.db.View(func(txn *badger.Txn) (err error) { v, err = getUint64(txn, metaSchema); return err }); err != nil {
+	if err := s.db.View(func(txn *badger.Txn) (err error) { v, err = getUint64(txn, encoding.MetaSchema); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if v != schemaVersion {
-		t.Errorf("recorded keyspace version %d, want %d", v, schemaVersion)
+	if v != encoding.SchemaVersion {
+		t.Errorf("recorded keyspace version %d, want %d", v, encoding.SchemaVersion)
 	}
 	// As a later cairn would leave it.
 	if err := s.db.Update(func(txn *badger.Txn) error {
-		return txn.Set(appendMetaKey(nil, metaSchema), appendUint64(nil, schemaVersion+1))
+		return txn.Set(encoding.AppendMetaKey(nil, encoding.MetaSchema), encoding.AppendUint64(nil, encoding.SchemaVersion+1))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -197,8 +198,8 @@ func TestStore_RecordsKeyspaceVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Open(Options{Dir: dir})
-	if want := fmt.Sprintf("keyspace version %d", schemaVersion+1); err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("opening a newer keyspace: got %v, want an error naming version %d", err, schemaVersion+1)
+	if want := fmt.Sprintf("keyspace version %d", encoding.SchemaVersion+1); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("opening a newer keyspace: got %v, want an error naming version %d", err, encoding.SchemaVersion+1)
 	}
 }
 
@@ -210,47 +211,16 @@ func TestForRuns_SplitsByDayAndLimit(t *testing.T) {
 	}
 	var got [][2]int
 	forRuns(samples, 2, func(day int32, run []Sample) error {
-		if dayOf(run[0].TS) != day || dayOf(run[len(run)-1].TS) != day {
+		if encoding.DayOf(run[0].TS) != day || encoding.DayOf(run[len(run)-1].TS) != day {
 			t.Errorf("run %v is not all of day %d", run, day)
 		}
-		got = append(got, [2]int{int(day - dayOf(base)), len(run)})
+		got = append(got, [2]int{int(day - encoding.DayOf(base)), len(run)})
 		return nil
 	})
 	want := [][2]int{{-1, 2}, {-1, 1}, {0, 2}, {0, 2}}
 	if !slices.Equal(got, want) {
 		t.Errorf("runs (day, length): got %v, want %v", got, want)
 	}
-}
-
-// FuzzDecodeRun: decoding any key and value returns samples or an error,
-// never panics, and what it returns starts with the key's sample.
-func FuzzDecodeRun(f *testing.F) {
-	st := newSeriesState("d", "m", time.Now())
-	for _, run := range [][]Sample{
-		{{TS: 1e18, Value: 1}},
-		{{TS: 1e18, Value: 1}, {TS: 1e18, Value: 2}, {TS: 1e18 + 5e9, Value: -0.5}},
-	} {
-		e, err := runEntry(st, run)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(e.key, e.value)
-	}
-	f.Add([]byte("p\x00\x00"), []byte{1, 2, 3})
-	f.Fuzz(func(t *testing.T, k, v []byte) {
-		r, err := parsePointKey(k)
-		if err != nil {
-			return
-		}
-		first := Sample{TS: r.TS, Value: r.Value}
-		run, err := decodeRun(nil, first, v)
-		if err != nil {
-			return
-		}
-		if len(run) == 0 || !run[0].same(first) {
-			t.Fatalf("run %v does not start with its key's sample %+v", run, first)
-		}
-	})
 }
 
 // openWriterOpts is openWriter with other options.
@@ -287,8 +257,8 @@ func TestRunMax_WorstCaseFitsAValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(e.value) > s.maxValue || len(e.value) > runHeaderMax+n*runSampleMax {
-		t.Errorf("a run of %d samples takes %d bytes: over the %d-byte limit or %d a sample", n, len(e.value), s.maxValue, runSampleMax)
+	if len(e.value) > s.maxValue || len(e.value) > encoding.RunHeaderMax+n*encoding.RunSampleMax {
+		t.Errorf("a run of %d samples takes %d bytes: over the %d-byte limit or %d a sample", n, len(e.value), s.maxValue, encoding.RunSampleMax)
 	}
 	t.Logf("%d samples, %d bytes (%.1f a sample), limit %d", n, len(e.value), float64(len(e.value))/float64(n), s.maxValue)
 }

@@ -8,8 +8,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/klauspost/compress/s2"
-
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -33,43 +32,12 @@ import (
 // yet accepted upstream), records the batch it is about to send (so that a
 // restart sends the same batch again, under the same id), and moves the
 // cursor on once the upstream took it; entries wholly behind the cursor are
-// then deleted. The cursor and the batch are the meta value "outbox":
-// cursor(8B BE) batchStart(8B BE) batchEnd(8B BE) batchNote(8B BE).
+// then deleted. The cursor and the batch are the meta value "outbox"
+// (encoding.OutboxMeta).
 //
-// An entry (version 1) is a version byte, 1, then an S2 block
-// (klauspost/compress/s2, a faster relative of Snappy's block format) of
-//
-//	count(uvarint) series(uvarint)
-//	series × { deviceLen(uvarint) device metricLen(uvarint) metric }
-//	count × { series index(uvarint) ts − ts of the reading before (zigzag
-//	          varint, ns; the first from 0) value (8 bytes, IEEE 754 bits,
-//	          little endian) }
-//
-// A commit of a busy gateway holds thousands of readings of a few hundred
-// series: the table of series and the compression bring an entry to a few
-// bytes a reading, which matters twice, for the SD card and for the
-// memory Badger needs to build its tables.
-const (
-	kindOutbox keyKind = 'O'
-	// kindOutboxV3 is where keyspace versions 1 to 3 kept the outbox
-	// (see moveOutbox).
-	kindOutboxV3 keyKind = 'o'
-	outboxV1     byte    = 1
-	metaOutbox           = "outbox"
-	metaDropped          = "dropped_unsent" // uint64 BE: readings DropOutbox removed unsent
-	outboxKeyLen         = 1 + 8
-	// outboxEntryReserve is what an entry costs besides its readings: key,
-	// version, counts, S2's header and Badger's metadata.
-	outboxEntryReserve = outboxKeyLen + 1 + 2*binary.MaxVarintLen64 + 32 + 2
-	// maxOutboxDecoded bounds the decoded size of an entry that is read.
-	maxOutboxDecoded = 64 << 20
-)
-
-// OutboxReading is a reading of the outbox and its sequence number.
-type OutboxReading struct {
-	Seq uint64
-	Reading
-}
+// An entry is encoded by encoding.OutboxEncoder (encoding/outbox.go
+// describes its bytes): a table of the commit's series and its readings,
+// compressed, a few bytes a reading.
 
 // OutboxState is where the outbox stands.
 type OutboxState struct {
@@ -112,74 +80,6 @@ type outbox struct {
 	dropped uint64
 }
 
-func appendOutboxKey(dst []byte, seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(append(dst, byte(kindOutbox)), seq)
-}
-
-// outboxReadingMax bounds what r adds to an entry, compressed: S2 never
-// takes more than 7/6 of its input, plus its header.
-func outboxReadingMax(r *Reading) int {
-	n := 2*binary.MaxVarintLen32 + len(r.Device) + len(r.Metric) + // in the table of series
-		binary.MaxVarintLen32 + binary.MaxVarintLen64 + 8 // the reading
-	return n + n/6 + 1
-}
-
-// outboxEncoder builds the value of one entry.
-type outboxEncoder struct {
-	readings []byte // the readings' part, uncompressed
-	count    int
-	series   map[[2]string]uint64 // device and metric → index in names
-	names    []byte               // the table of series, uncompressed
-	ts       int64
-	plain    []byte // scratch: the whole entry before compression
-}
-
-func (e *outboxEncoder) reset() {
-	e.readings, e.count, e.names, e.ts = e.readings[:0], 0, e.names[:0], 0
-	clear(e.series)
-}
-
-// size bounds the size of the entry's value, compressed.
-func (e *outboxEncoder) size() int {
-	n := len(e.readings) + len(e.names)
-	return n + n/6 + outboxEntryReserve
-}
-
-func (e *outboxEncoder) add(r *Reading) {
-	if e.series == nil {
-		e.series = make(map[[2]string]uint64)
-	}
-	k := [2]string{r.Device, r.Metric}
-	i, ok := e.series[k]
-	if !ok {
-		i = uint64(len(e.series))
-		e.series[k] = i
-		e.names = binary.AppendUvarint(e.names, uint64(len(r.Device)))
-		e.names = append(e.names, r.Device...)
-		e.names = binary.AppendUvarint(e.names, uint64(len(r.Metric)))
-		e.names = append(e.names, r.Metric...)
-	}
-	e.readings = binary.AppendUvarint(e.readings, i)
-	e.readings = binary.AppendVarint(e.readings, r.TS-e.ts)
-	e.ts = r.TS
-	e.readings = binary.LittleEndian.AppendUint64(e.readings, math.Float64bits(r.Value))
-	e.count++
-}
-
-// value returns the entry's encoding, in a new slice.
-func (e *outboxEncoder) value() []byte {
-	p := binary.AppendUvarint(e.plain[:0], uint64(e.count))
-	p = binary.AppendUvarint(p, uint64(len(e.series)))
-	p = append(p, e.names...)
-	p = append(p, e.readings...)
-	e.plain = p
-	v := make([]byte, 1, 1+s2.MaxEncodedLen(len(p)))
-	v[0] = outboxV1
-	return append(v, s2.Encode(v[1:cap(v)], p)...)
-}
-
-var errBadOutbox = errors.New("bad outbox entry")
-
 // CorruptOutboxError is returned by ReadOutbox when the entry holding the
 // first reading asked for cannot be decoded (a bad block on the card, say).
 // The readings From to To-1 cannot be sent; they are still in the store.
@@ -204,115 +104,14 @@ func (e *CorruptOutboxError) Unwrap() error { return e.Err }
 func (s *Store) corruptEntryEnd(seq, end uint64) uint64 {
 	next := max(end, seq+1)
 	s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
 		defer it.Close()
-		if it.Seek(appendOutboxKey(nil, seq+1)); it.Valid() {
+		if it.Seek(encoding.AppendOutboxKey(nil, seq+1)); it.Valid() {
 			next = binary.BigEndian.Uint64(it.Item().Key()[1:])
 		}
 		return nil
 	})
 	return next
-}
-
-// outboxBody decompresses an entry into buf (which it returns, grown if
-// need be) and returns the body after the count, and the count.
-func outboxBody(v, buf []byte) (decoded, body []byte, count uint64, err error) {
-	if len(v) < 2 || v[0] != outboxV1 {
-		return buf, nil, 0, errBadOutbox
-	}
-	n, err := s2.DecodedLen(v[1:])
-	if err != nil || n > maxOutboxDecoded {
-		return buf, nil, 0, errBadOutbox
-	}
-	if decoded, err = s2.Decode(buf[:cap(buf)], v[1:]); err != nil {
-		return buf, nil, 0, fmt.Errorf("%w: %v", errBadOutbox, err)
-	}
-	count, k := binary.Uvarint(decoded)
-	if k <= 0 {
-		return decoded, nil, 0, errBadOutbox
-	}
-	return decoded, decoded[k:], count, nil
-}
-
-// outboxCount returns the number of readings of an entry.
-func outboxCount(v []byte) (uint64, error) {
-	_, _, n, err := outboxBody(v, nil)
-	return n, err
-}
-
-// outboxDecoder decodes entries, reusing its buffers and interning
-// device and metric names across them.
-type outboxDecoder struct {
-	buf    []byte
-	names  map[string]string
-	series [][2]string
-}
-
-// decode calls fn with each reading of the entry whose first reading is
-// seq, until fn returns false.
-func (d *outboxDecoder) decode(seq uint64, v []byte, fn func(OutboxReading) bool) error {
-	if d.names == nil {
-		d.names = make(map[string]string)
-	}
-	var p []byte
-	var count uint64
-	var err error
-	d.buf, p, count, err = outboxBody(v, d.buf)
-	if err != nil {
-		return err
-	}
-	nseries, k := binary.Uvarint(p)
-	if k <= 0 || nseries > uint64(len(p)) {
-		return fmt.Errorf("%w: table of series", errBadOutbox)
-	}
-	p = p[k:]
-	name := func() (string, bool) {
-		n, k := binary.Uvarint(p)
-		if k <= 0 || n == 0 || n > uint64(len(p)-k) {
-			return "", false
-		}
-		b := p[k : k+int(n)]
-		p = p[k+int(n):]
-		s, ok := d.names[string(b)]
-		if !ok {
-			s = string(b)
-			d.names[s] = s
-		}
-		return s, true
-	}
-	d.series = d.series[:0]
-	for range nseries {
-		dev, ok1 := name()
-		met, ok2 := name()
-		if !ok1 || !ok2 {
-			return fmt.Errorf("%w: table of series", errBadOutbox)
-		}
-		d.series = append(d.series, [2]string{dev, met})
-	}
-	var r OutboxReading
-	for i := uint64(0); i < count; i++ {
-		idx, k := binary.Uvarint(p)
-		if k <= 0 || idx >= uint64(len(d.series)) {
-			return fmt.Errorf("%w: reading %d: series", errBadOutbox, i)
-		}
-		p = p[k:]
-		delta, k := binary.Varint(p)
-		if k <= 0 || len(p) < k+8 {
-			return fmt.Errorf("%w: reading %d: truncated", errBadOutbox, i)
-		}
-		r.Device, r.Metric = d.series[idx][0], d.series[idx][1]
-		r.TS += delta
-		r.Value = math.Float64frombits(binary.LittleEndian.Uint64(p[k:]))
-		p = p[k+8:]
-		r.Seq = seq + i
-		if !fn(r) {
-			return nil
-		}
-	}
-	if len(p) != 0 {
-		return fmt.Errorf("%w: %d bytes after the last reading", errBadOutbox, len(p))
-	}
-	return nil
 }
 
 // moveOutbox moves the outbox of a directory written before keyspace
@@ -328,9 +127,9 @@ func (s *Store) moveOutbox() error {
 	for {
 		var batch []entry
 		budget := newTxnBudget(s.db, 0)
-		budget.take(appendMetaKey(nil, metaSchema), appendUint64(nil, schemaVersion))
+		budget.take(encoding.AppendMetaKey(nil, encoding.MetaSchema), encoding.AppendUint64(nil, encoding.SchemaVersion))
 		err := s.db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutboxV3)}})
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutboxV3)}})
 			defer it.Close()
 			for it.Rewind(); it.Valid(); it.Next() {
 				item := it.Item()
@@ -359,11 +158,11 @@ func (s *Store) moveOutbox() error {
 			break
 		}
 		err = s.update(func(txn *badger.Txn) error {
-			if err := txn.Set(appendMetaKey(nil, metaSchema), appendUint64(nil, schemaVersion)); err != nil {
+			if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaSchema), encoding.AppendUint64(nil, encoding.SchemaVersion)); err != nil {
 				return err
 			}
 			for _, e := range batch {
-				if err := txn.Set(append([]byte{byte(kindOutbox)}, e.key[1:]...), e.value); err != nil {
+				if err := txn.Set(append([]byte{byte(encoding.KindOutbox)}, e.key[1:]...), e.value); err != nil {
 					return err
 				}
 				if err := txn.Delete(e.key); err != nil {
@@ -390,45 +189,45 @@ func (s *Store) moveOutbox() error {
 func (s *Store) loadOutbox(txn *badger.Txn) error {
 	o := &s.outbox
 	o.wake = make(chan struct{}, 1)
-	item, err := txn.Get(appendMetaKey(nil, metaOutbox))
+	item, err := txn.Get(encoding.AppendMetaKey(nil, encoding.MetaOutbox))
 	switch {
 	case errors.Is(err, badger.ErrKeyNotFound):
 	case err != nil:
 		return err
 	default:
 		if err := item.Value(func(v []byte) error {
-			if len(v) != 32 {
-				return fmt.Errorf("meta %s: %d bytes, want 32", metaOutbox, len(v))
+			m, err := encoding.ParseOutboxMeta(v)
+			if err != nil {
+				return err
 			}
-			o.state.Cursor = binary.BigEndian.Uint64(v)
-			if binary.BigEndian.Uint64(v[8:]) == o.state.Cursor {
-				o.state.BatchEnd = binary.BigEndian.Uint64(v[16:])
-				o.state.BatchNote = int64(binary.BigEndian.Uint64(v[24:]))
+			o.state.Cursor = m.Cursor
+			if m.BatchStart == m.Cursor {
+				o.state.BatchEnd, o.state.BatchNote = m.BatchEnd, m.BatchNote
 			}
 			return nil
 		}); err != nil {
 			return err
 		}
 	}
-	if o.dropped, err = getUint64(txn, metaDropped); err != nil {
+	if o.dropped, err = getUint64(txn, encoding.MetaDropped); err != nil {
 		return err
 	}
 	o.state.End, o.low, o.batchStart = o.state.Cursor, o.state.Cursor, o.state.Cursor
 	defer func() { o.end = o.state.End }()
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
 	defer it.Close()
 	it.Rewind()
 	if !it.Valid() {
 		return nil
 	}
 	o.low = min(o.low, binary.BigEndian.Uint64(it.Item().Key()[1:]))
-	rit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}, Reverse: true})
+	rit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}, Reverse: true})
 	defer rit.Close()
-	rit.Seek(appendOutboxKey(nil, math.MaxUint64))
+	rit.Seek(encoding.AppendOutboxKey(nil, math.MaxUint64))
 	item = rit.Item()
 	first := binary.BigEndian.Uint64(item.Key()[1:])
 	return item.Value(func(v []byte) error {
-		n, err := outboxCount(v)
+		n, err := encoding.OutboxCount(v)
 		if err != nil {
 			// Where it ends is lost with it, and so where the next entry
 			// starts: Open deletes it (dropBadNewest), and the outbox ends
@@ -450,7 +249,7 @@ func (s *Store) dropBadNewest() error {
 		return nil
 	}
 	seq := o.badNewest - 1
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(appendOutboxKey(nil, seq)) }); err != nil {
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(encoding.AppendOutboxKey(nil, seq)) }); err != nil {
 		return fmt.Errorf("delete the unreadable outbox entry %d: %w", seq, err)
 	}
 	s.log.Error("the newest outbox entry cannot be read: deleted it; its readings stay in the store but are not sent upstream",
@@ -515,16 +314,16 @@ func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxR
 	first := len(dst)
 	err := s.db.View(func(txn *badger.Txn) error {
 		// The entry holding from starts at from or before it.
-		start := appendOutboxKey(nil, from)
-		rit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}, Reverse: true})
+		start := encoding.AppendOutboxKey(nil, from)
+		rit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}, Reverse: true})
 		rit.Seek(start)
 		if rit.Valid() {
 			start = rit.Item().KeyCopy(nil)
 		}
 		rit.Close()
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}, PrefetchValues: false})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}, PrefetchValues: false})
 		defer it.Close()
-		var dec outboxDecoder
+		var dec encoding.OutboxDecoder
 		had := len(dst)
 		for it.Seek(start); it.Valid() && len(dst) < want; it.Next() {
 			item := it.Item()
@@ -532,7 +331,7 @@ func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxR
 			n := len(dst)
 			var bad error
 			err := item.Value(func(v []byte) error {
-				bad = dec.decode(seq, v, func(r OutboxReading) bool {
+				bad = dec.Decode(seq, v, func(r OutboxReading) bool {
 					if r.Seq >= from {
 						dst = append(dst, r)
 					}
@@ -576,7 +375,7 @@ func (s *Store) SetOutboxBatch(end uint64, note int64) error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	if err := s.update(func(txn *badger.Txn) error {
-		return txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(cur, cur, end, note))
+		return txn.Set(encoding.AppendMetaKey(nil, encoding.MetaOutbox), encoding.AppendOutboxMeta(nil, encoding.OutboxMeta{Cursor: cur, BatchStart: cur, BatchEnd: end, BatchNote: note}))
 	}); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
@@ -589,13 +388,6 @@ func (s *Store) SetOutboxBatch(end uint64, note int64) error {
 	s.outbox.state.BatchEnd, s.outbox.state.BatchNote, s.outbox.batchStart = end, note, cur
 	s.outbox.mu.Unlock()
 	return nil
-}
-
-func outboxMeta(cursor, batchStart, batchEnd uint64, note int64) []byte {
-	v := binary.BigEndian.AppendUint64(nil, cursor)
-	v = binary.BigEndian.AppendUint64(v, batchStart)
-	v = binary.BigEndian.AppendUint64(v, batchEnd)
-	return binary.BigEndian.AppendUint64(v, uint64(note))
 }
 
 // AdvanceOutbox moves the cursor to to, the sequence number after the
@@ -628,22 +420,22 @@ func (s *Store) AdvanceOutbox(to uint64) error {
 	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
 	defer s.syncMu.Unlock()
 	err := s.update(func(txn *badger.Txn) error {
-		if err := txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(to, 0, 0, 0)); err != nil {
+		if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaOutbox), encoding.AppendOutboxMeta(nil, encoding.OutboxMeta{Cursor: to})); err != nil {
 			return err
 		}
-		if err := txn.Set(appendMetaKey(nil, metaDropped), appendUint64(nil, dropped)); err != nil {
+		if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaDropped), encoding.AppendUint64(nil, dropped)); err != nil {
 			return err
 		}
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
 		defer it.Close()
 		budget := newTxnBudget(s.db, metaEntrySize+24)
-		for it.Seek(appendOutboxKey(nil, low)); it.Valid(); it.Next() {
+		for it.Seek(encoding.AppendOutboxKey(nil, low)); it.Valid(); it.Next() {
 			item := it.Item()
 			seq := binary.BigEndian.Uint64(item.Key()[1:])
 			var n uint64
 			if err := item.Value(func(v []byte) error {
 				var err error
-				if n, err = outboxCount(v); err != nil {
+				if n, err = encoding.OutboxCount(v); err != nil {
 					n = s.corruptEntryEnd(seq, end) - seq // skipped by the uplink
 				}
 				return nil
@@ -700,11 +492,11 @@ func (s *Store) DropOutbox(n uint64) (OutboxDrop, error) {
 	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
 	defer s.syncMu.Unlock()
 	err := s.update(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
 		defer it.Close()
 		budget := newTxnBudget(s.db, 2*(metaEntrySize+32))
-		var dec outboxDecoder
-		for it.Seek(appendOutboxKey(nil, low)); it.Valid() && d.To-d.From < n; it.Next() {
+		var dec encoding.OutboxDecoder
+		for it.Seek(encoding.AppendOutboxKey(nil, low)); it.Valid() && d.To-d.From < n; it.Next() {
 			item := it.Item()
 			seq := binary.BigEndian.Uint64(item.Key()[1:])
 			// Entries past the synced end stay: the uplink has not seen
@@ -713,7 +505,7 @@ func (s *Store) DropOutbox(n uint64) (OutboxDrop, error) {
 				break
 			}
 			err := item.Value(func(v []byte) error {
-				err := dec.decode(seq, v, func(r OutboxReading) bool {
+				err := dec.Decode(seq, v, func(r OutboxReading) bool {
 					if r.Seq >= cur {
 						d.OldestTS, d.NewestTS = min(d.OldestTS, r.TS), max(d.NewestTS, r.TS)
 						d.To = r.Seq + 1
@@ -733,10 +525,10 @@ func (s *Store) DropOutbox(n uint64) (OutboxDrop, error) {
 			}
 			newLow = d.To
 		}
-		if err := txn.Set(appendMetaKey(nil, metaOutbox), outboxMeta(d.To, 0, 0, 0)); err != nil {
+		if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaOutbox), encoding.AppendOutboxMeta(nil, encoding.OutboxMeta{Cursor: d.To})); err != nil {
 			return err
 		}
-		return txn.Set(appendMetaKey(nil, metaDropped), appendUint64(nil, dropped+d.Readings()))
+		return txn.Set(encoding.AppendMetaKey(nil, encoding.MetaDropped), encoding.AppendUint64(nil, dropped+d.Readings()))
 	})
 	if err != nil {
 		return OutboxDrop{}, fmt.Errorf("outbox: drop: %w", err)

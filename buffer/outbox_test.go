@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -123,7 +124,7 @@ func TestOutbox_HoldsStoredReadingsInOrderAcrossRestarts(t *testing.T) {
 	if err := s.AdvanceOutbox(uint64(len(want))); err != nil {
 		t.Fatal(err)
 	}
-	if n := countKeys(t, s, kindOutbox); n != 0 {
+	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
 		t.Errorf("%d outbox entries left after everything was sent", n)
 	}
 	if got := readOutbox(t, s); len(got) != 0 {
@@ -137,31 +138,13 @@ func TestOutbox_OffByDefault(t *testing.T) {
 	if o := s.Outbox(); o.End != 0 {
 		t.Errorf("Outbox() = %+v without WriterOptions.Outbox", o)
 	}
-	if n := countKeys(t, s, kindOutbox); n != 0 {
+	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
 		t.Errorf("%d outbox entries without WriterOptions.Outbox", n)
 	}
 }
 
-func FuzzDecodeOutbox(f *testing.F) {
-	var e outboxEncoder
-	e.add(&Reading{Device: "d", Metric: "m", TS: 5, Value: 1})
-	e.add(&Reading{Device: "d", Metric: "n", TS: -5, Value: math.NaN()})
-	f.Add(e.value())
-	f.Add([]byte{outboxV1, 1, 0, 0, 0})
-	f.Fuzz(func(t *testing.T, v []byte) {
-		var n uint64
-		var d outboxDecoder
-		err := d.decode(0, v, func(OutboxReading) bool { n++; return true })
-		if err == nil {
-			if c, _ := outboxCount(v); c != n {
-				t.Fatalf("decoded %d readings of an entry of %d", n, c)
-			}
-		}
-	})
-}
-
 // countKeys counts the keys of one keyspace.
-func countKeys(t *testing.T, s *Store, kind keyKind) int {
+func countKeys(t *testing.T, s *Store, kind encoding.KeyKind) int {
 	t.Helper()
 	n := 0
 	err := s.db.View(func(txn *badger.Txn) error {
@@ -212,7 +195,7 @@ func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
 	spoil := func(seq uint64) {
 		t.Helper()
 		if err := s.db.Update(func(txn *badger.Txn) error {
-			return txn.Set(appendOutboxKey(nil, seq), []byte{outboxV1, 0xff, 0xff, 0xff})
+			return txn.Set(encoding.AppendOutboxKey(nil, seq), []byte{encoding.OutboxV1, 0xff, 0xff, 0xff})
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +217,7 @@ func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
 	if got := readOutbox(t, s); len(got) != 10 || got[0].Seq != 20 {
 		t.Fatalf("after it: %d readings from %d, want the last entry's 10 from 20", len(got), got[0].Seq)
 	}
-	if n := countKeys(t, s, kindOutbox); n != 1 {
+	if n := countKeys(t, s, encoding.KindOutbox); n != 1 {
 		t.Errorf("%d outbox entries left, want 1", n)
 	}
 
@@ -254,7 +237,7 @@ func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
 	if o := s.Outbox(); o.End != 30 || o.Cursor != 30 {
 		t.Fatalf("after a restart with the newest entry bad: %+v, want the outbox at 30", o)
 	}
-	if n := countKeys(t, s, kindOutbox); n != 0 {
+	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
 		t.Errorf("%d outbox entries left, want the bad one deleted", n)
 	}
 	write(t, w, Reading{Device: "d", Metric: "m", TS: 102e9, Value: 3})
@@ -304,7 +287,7 @@ func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
 	wb := s.db.NewWriteBatch()
 	entries, size := 0, 0
 	err = s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindOutbox)}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			if entries++; entries <= 3 {
@@ -315,14 +298,14 @@ func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
 				return err
 			}
 			size += len(v)
-			if err := wb.Set(append([]byte{byte(kindOutboxV3)}, it.Item().Key()[1:]...), v); err != nil {
+			if err := wb.Set(append([]byte{byte(encoding.KindOutboxV3)}, it.Item().Key()[1:]...), v); err != nil {
 				return err
 			}
 			if err := wb.Delete(it.Item().KeyCopy(nil)); err != nil {
 				return err
 			}
 		}
-		return wb.Set(appendMetaKey(nil, metaSchema), appendUint64(nil, 3))
+		return wb.Set(encoding.AppendMetaKey(nil, encoding.MetaSchema), encoding.AppendUint64(nil, 3))
 	})
 	if err == nil {
 		err = wb.Flush()
@@ -340,13 +323,13 @@ func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
 		t.Fatalf("Outbox() = %+v, want cursor 700, end %d", o, len(want))
 	}
 	checkOutbox(t, readOutbox(t, s), 700, want[700:])
-	if n := countKeys(t, s, kindOutboxV3); n != 0 {
+	if n := countKeys(t, s, encoding.KindOutboxV3); n != 0 {
 		t.Errorf("%d entries left where version 3 kept them", n)
 	}
 	var v uint64
-	s.db.View(func(txn *badger.Txn) (err error) { v, err = getUint64(txn, metaSchema); return err })
-	if v != schemaVersion {
-		t.Errorf("keyspace version recorded %d, want %d", v, schemaVersion)
+	s.db.View(func(txn *badger.Txn) (err error) { v, err = getUint64(txn, encoding.MetaSchema); return err })
+	if v != encoding.SchemaVersion {
+		t.Errorf("keyspace version recorded %d, want %d", v, encoding.SchemaVersion)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -189,13 +190,13 @@ func (w *Writer) keepNewest(snap *badger.Txn, st *seriesState, n int) (int64, er
 	slices.Sort(open)
 	slices.Reverse(open)
 	// Buckets newest first; open points merged in by time.
-	prefix := appendBucketPrefix(nil, st.device, st.metric)
+	prefix := encoding.AppendBucketPrefix(nil, st.device, st.metric)
 	it := snap.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
 	defer it.Close()
 	left := n
 	for it.Seek(append(prefix[:len(prefix):len(prefix)], 0xff)); it.Valid(); it.Next() {
-		var h bucketHeader
-		if err := it.Item().Value(func(v []byte) (err error) { h, err = parseBucketHeader(v); return err }); err != nil {
+		var h encoding.BucketHeader
+		if err := it.Item().Value(func(v []byte) (err error) { h, err = encoding.ParseBucketHeader(v); return err }); err != nil {
 			return 0, fmt.Errorf("bucket %q: %w", it.Item().Key(), err)
 		}
 		for len(open) > 0 && open[0] > h.Last {
@@ -216,7 +217,7 @@ func (w *Writer) keepNewest(snap *badger.Txn, st *seriesState, n int) (int64, er
 			continue
 		}
 		var samples []Sample
-		if err := it.Item().Value(func(v []byte) (err error) { samples, err = decodeBucket(nil, v); return err }); err != nil {
+		if err := it.Item().Value(func(v []byte) (err error) { samples, err = encoding.DecodeBucket(nil, v); return err }); err != nil {
 			return 0, fmt.Errorf("bucket %q: %w", it.Item().Key(), err)
 		}
 		for i := len(samples) - 1; i >= 0; i-- {
@@ -298,8 +299,8 @@ func (w *Writer) pruneRaw(cur *pruneCursor, cutoffOf func(snap *badger.Txn, st *
 		if cutoff == math.MinInt64 {
 			continue
 		}
-		cutDay := dayOf(cutoff)
-		prefix := appendBucketPrefix(nil, st.device, st.metric)
+		cutDay := encoding.DayOf(cutoff)
+		prefix := encoding.AppendBucketPrefix(nil, st.device, st.metric)
 		it := snap.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		if cur.seek != nil {
 			it.Seek(cur.seek)
@@ -308,7 +309,7 @@ func (w *Writer) pruneRaw(cur *pruneCursor, cutoffOf func(snap *badger.Txn, st *
 		}
 		for ; it.Valid(); it.Next() {
 			item := it.Item()
-			first, err := parseBucketTail(item.Key())
+			first, err := encoding.ParseBucketTail(item.Key())
 			if err != nil {
 				it.Close()
 				return false, err
@@ -363,14 +364,14 @@ func (w *Writer) pruneRaw(cur *pruneCursor, cutoffOf func(snap *badger.Txn, st *
 // cutoff takes: the bucket, or, when it spans cutoff, the bucket and the
 // rewrite of its newer readings.
 func (w *Writer) pruneBucket(item *badger.Item, st *seriesState, cutoff int64) (counted, error) {
-	var h bucketHeader
+	var h encoding.BucketHeader
 	var kept []Sample
 	err := item.Value(func(v []byte) error {
 		var err error
-		if h, err = parseBucketHeader(v); err != nil || h.Last < cutoff {
+		if h, err = encoding.ParseBucketHeader(v); err != nil || h.Last < cutoff {
 			return err
 		}
-		samples, err := decodeBucket(nil, v)
+		samples, err := encoding.DecodeBucket(nil, v)
 		for _, smp := range samples {
 			if smp.TS >= cutoff {
 				kept = append(kept, smp)
@@ -383,10 +384,10 @@ func (w *Writer) pruneBucket(item *badger.Item, st *seriesState, cutoff int64) (
 	}
 	d := counted{key: item.KeyCopy(nil), readings: h.Count - len(kept)}
 	if len(kept) > 0 {
-		if d.value, err = appendBucket(nil, kept); err != nil {
+		if d.value, err = encoding.AppendBucket(nil, kept); err != nil {
 			return counted{}, err
 		}
-		d.newKey = appendBucketKey(nil, st.device, st.metric, kept[0])
+		d.newKey = encoding.AppendBucketKey(nil, st.device, st.metric, kept[0])
 	}
 	return d, nil
 }
@@ -429,11 +430,11 @@ func (w *Writer) deleteCounted(dels []counted) error {
 		total := s.readings - min(gone, s.readings)
 		uncompacted := s.uncompacted + gone
 		s.mu.RUnlock()
-		if err := txn.Set(appendMetaKey(nil, metaReadings), appendUint64(nil, total)); err != nil {
+		if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaReadings), encoding.AppendUint64(nil, total)); err != nil {
 			txn.Discard()
 			return err
 		}
-		if err := txn.Set(appendMetaKey(nil, metaUncompacted), appendUint64(nil, uncompacted)); err != nil {
+		if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaUncompacted), encoding.AppendUint64(nil, uncompacted)); err != nil {
 			txn.Discard()
 			return err
 		}
@@ -481,11 +482,11 @@ func (w *Writer) pruneStatsBefore(cut [3]int64, limit int) (more bool, err error
 			if c := &st.stats[i]; c.Start < cutoff {
 				*c = StatsAt{} // about to be deleted: forget it
 			}
-			prefix := appendStatsPrefix(nil, l, st.device, st.metric)
+			prefix := encoding.AppendStatsPrefix(nil, l, st.device, st.metric)
 			it := snap.NewIterator(badger.IteratorOptions{Prefix: prefix})
 			for it.Rewind(); it.Valid() && len(keys) < limit; it.Next() {
 				k := it.Item().Key()
-				if len(k) != len(prefix)+8 || decodeTS(k[len(prefix):]) >= cutoff {
+				if len(k) != len(prefix)+8 || encoding.DecodeTS(k[len(prefix):]) >= cutoff {
 					break
 				}
 				keys = append(keys, it.Item().KeyCopy(nil))
@@ -534,11 +535,11 @@ func (w *Writer) oldestRaw(keepRecent time.Duration) (int64, bool, error) {
 					first = min(first, p.TS)
 				}
 			}
-			prefix := appendBucketPrefix(nil, st.device, st.metric)
+			prefix := encoding.AppendBucketPrefix(nil, st.device, st.metric)
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 			it.Rewind()
 			if it.Valid() {
-				b, err := parseBucketTail(it.Item().Key())
+				b, err := encoding.ParseBucketTail(it.Item().Key())
 				if err != nil {
 					it.Close()
 					return err
@@ -571,11 +572,11 @@ func (w *Writer) oldestMinute() (int64, bool, error) {
 	oldest, found := int64(math.MaxInt64), false
 	err := w.store.db.View(func(txn *badger.Txn) error {
 		for _, st := range w.store.series {
-			prefix := appendStatsPrefix(nil, aggregate.Minute, st.device, st.metric)
+			prefix := encoding.AppendStatsPrefix(nil, aggregate.Minute, st.device, st.metric)
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 			it.Rewind()
 			if it.Valid() && len(it.Item().Key()) == len(prefix)+8 {
-				if ts := decodeTS(it.Item().Key()[len(prefix):]); ts < st.rolled[rolledHours] {
+				if ts := encoding.DecodeTS(it.Item().Key()[len(prefix):]); ts < st.rolled[rolledHours] {
 					oldest, found = min(oldest, ts), true
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -141,7 +142,7 @@ func (c *cursor) close() {
 // next moves to the next reading and reports it in c.cur, with c.ok false
 // at the end.
 func (c *cursor) next() error {
-	usePts := c.pts.ok && (!c.bkt.ok || c.pts.head.less(c.bkt.head) != c.q.Desc)
+	usePts := c.pts.ok && (!c.bkt.ok || c.pts.head.Less(c.bkt.head) != c.q.Desc)
 	var s Sample
 	switch {
 	case usePts:
@@ -176,27 +177,27 @@ type pointSource struct {
 }
 
 func (p *pointSource) init(txn *badger.Txn, q Query, metric string) error {
-	prefix := appendSeriesPrefix(nil, q.Device, metric)
+	prefix := encoding.AppendSeriesPrefix(nil, q.Device, metric)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
-	if q.From < math.MinInt64+nanosPerDay {
+	if q.From < math.MinInt64+encoding.NanosPerDay {
 		it.Rewind()
 	} else {
-		it.Seek(appendTS(prefix[:len(prefix):len(prefix)], int64(dayOf(q.From))*nanosPerDay))
+		it.Seek(encoding.AppendTS(prefix[:len(prefix):len(prefix)], int64(encoding.DayOf(q.From))*encoding.NanosPerDay))
 	}
 	var run []Sample
 	for ; it.Valid(); it.Next() {
 		item := it.Item()
 		k := item.Key()
-		if len(k) != len(prefix)+pointKeyFixed {
-			return fmt.Errorf("%w: %q", errBadKey, k)
+		if len(k) != len(prefix)+encoding.PointKeyFixed {
+			return fmt.Errorf("%w: %q", encoding.ErrBadKey, k)
 		}
-		first := parsePointTail(k)
+		first := encoding.ParsePointTail(k)
 		if first.TS >= q.To {
 			break
 		}
 		err := item.Value(func(v []byte) (err error) {
-			run, err = decodeRun(run[:0], first, v)
+			run, err = encoding.DecodeRun(run[:0], first, v)
 			return err
 		})
 		if err != nil {
@@ -244,21 +245,21 @@ type bucketSource struct {
 
 func (b *bucketSource) init(txn *badger.Txn, q Query, metric string) error {
 	b.q = q
-	prefix := appendBucketPrefix(nil, q.Device, metric)
+	prefix := encoding.AppendBucketPrefix(nil, q.Device, metric)
 	b.it = txn.NewIterator(badger.IteratorOptions{Reverse: q.Desc, Prefix: prefix})
 	seek := prefix[:len(prefix):len(prefix)]
 	switch {
 	case q.Desc:
 		// Buckets that start before To, newest first.
-		b.it.Seek(appendTS(appendDay(seek, dayOf(q.To)), q.To))
+		b.it.Seek(encoding.AppendTS(encoding.AppendDay(seek, encoding.DayOf(q.To)), q.To))
 	case q.From == math.MinInt64:
 		b.it.Rewind()
 	default:
 		// The bucket holding From starts before it: find it with a short
 		// reverse look, then walk forward from there.
 		rev := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: prefix})
-		rev.Seek(appendTS(appendDay(seek, dayOf(q.From)), q.From))
-		start := appendTS(appendDay(seek, dayOf(q.From)), q.From)
+		rev.Seek(encoding.AppendTS(encoding.AppendDay(seek, encoding.DayOf(q.From)), q.From))
+		start := encoding.AppendTS(encoding.AppendDay(seek, encoding.DayOf(q.From)), q.From)
 		if rev.Valid() {
 			start = rev.Item().KeyCopy(nil)
 		}
@@ -273,7 +274,7 @@ func (b *bucketSource) init(txn *badger.Txn, q Query, metric string) error {
 func (b *bucketSource) load() error {
 	for ; b.it.Valid(); b.it.Next() {
 		item := b.it.Item()
-		first, err := parseBucketTail(item.Key())
+		first, err := encoding.ParseBucketTail(item.Key())
 		if err != nil {
 			return err
 		}
@@ -282,7 +283,7 @@ func (b *bucketSource) load() error {
 		}
 		stop := false
 		err = item.Value(func(v []byte) error {
-			h, err := parseBucketHeader(v)
+			h, err := encoding.ParseBucketHeader(v)
 			if err != nil {
 				return err
 			}
@@ -293,7 +294,7 @@ func (b *bucketSource) load() error {
 				b.samples = b.samples[:0]
 				return nil
 			}
-			b.samples, err = decodeBucket(b.samples[:0], v)
+			b.samples, err = encoding.DecodeBucket(b.samples[:0], v)
 			return err
 		})
 		if err != nil {

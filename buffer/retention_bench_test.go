@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // Retention benchmarks; scripts/bench.sh retention runs them with the
@@ -23,7 +25,7 @@ func loadDays(b *testing.B, s *Store, series, days int, start int64) {
 		sn := newSensor(uint64(sr), 21, 3, 0.05, 2)
 		for d := range days {
 			for i := range samples {
-				ts := start + int64(d)*nanosPerDay + int64(i)*1e9
+				ts := start + int64(d)*encoding.NanosPerDay + int64(i)*1e9
 				samples[i] = Sample{TS: ts, Value: sn.at(ts)}
 			}
 			loadBuckets(b, s, "dev"+strconv.Itoa(sr/2), []string{"temperature", "humidity"}[sr%2], samples, 200)
@@ -77,7 +79,7 @@ func BenchmarkRetention_Prune(b *testing.B) {
 		before := dirBytes(b, s.Dir())
 		b.StartTimer()
 		t0 := time.Now()
-		if err := w.Prune(context.Background(), time.Unix(0, start+int64(days)*nanosPerDay)); err != nil {
+		if err := w.Prune(context.Background(), time.Unix(0, start+int64(days)*encoding.NanosPerDay)); err != nil {
 			b.Fatal(err)
 		}
 		prune := time.Since(t0)
@@ -105,7 +107,7 @@ func BenchmarkRetention_IngestWhilePruning(b *testing.B) {
 	days := envInt("CAIRN_BENCH_RETENTION_DAYS", 10)
 	n := envInt("CAIRN_BENCH_RETENTION_INGEST", 200000)
 	start := int64(1763769600) * 1e9
-	now := start + int64(days)*nanosPerDay
+	now := start + int64(days)*encoding.NanosPerDay
 	for _, pruning := range []bool{false, true} {
 		name := "alone"
 		if pruning {
@@ -120,7 +122,7 @@ func BenchmarkRetention_IngestWhilePruning(b *testing.B) {
 				t0 := time.Now()
 				if pruning {
 					go func() {
-						if err := w.Prune(context.Background(), time.Unix(0, now+nanosPerDay/2)); err != nil {
+						if err := w.Prune(context.Background(), time.Unix(0, now+encoding.NanosPerDay/2)); err != nil {
 							b.Error(err)
 						}
 						if err := NewRetention(s, w, RetentionOptions{}).compact(context.Background(), 0); err != nil {

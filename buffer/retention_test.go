@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -486,7 +487,7 @@ func TestRetention_SmallPrunesAddUpToACompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stored uint64
-	if err := s.db.View(func(txn *badger.Txn) (err error) { stored, err = getUint64(txn, metaUncompacted); return err }); err != nil {
+	if err := s.db.View(func(txn *badger.Txn) (err error) { stored, err = getUint64(txn, encoding.MetaUncompacted); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if stored != 4 || s.Uncompacted() != 4 {

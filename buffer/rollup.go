@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -88,7 +89,7 @@ func (w *Writer) rollUpRange(snap *badger.Txn, sets []kv, st *seriesState, level
 	var cur StatsAt
 	flush := func() {
 		if !cur.Stats.IsEmpty() {
-			sets = append(sets, kv{appendStatsKey(nil, level, st.device, st.metric, cur.Start), cur.Stats.Append(nil)})
+			sets = append(sets, kv{encoding.AppendStatsKey(nil, level, st.device, st.metric, cur.Start), cur.Stats.Append(nil)})
 		}
 	}
 	var reads Reads

@@ -6,11 +6,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // Sealing packs the open points of a series into buckets of at most
-// WriterOptions.BucketSamples readings of one UTC day (see kindBucket):
+// WriterOptions.BucketSamples readings of one UTC day (see encoding.KindBucket):
 //
 //   - a series-day with a full bucket's worth of open points is sealed
 //     right after the checkpoint that filled it, whole buckets only;
@@ -59,10 +60,10 @@ func (w *Writer) queueFull() {
 // queueDue queues the series-days whose open points are due to be sealed
 // whole at now: a newer day has begun, or the series is idle.
 func (w *Writer) queueDue(now time.Time) {
-	today := dayOf(now.UnixNano())
+	today := encoding.DayOf(now.UnixNano())
 	for _, st := range w.store.series { // only this goroutine writes the map
 		idle := now.UnixNano()-st.lastWrite >= int64(w.opts.SealIdle)
-		newest := dayOf(st.next)
+		newest := encoding.DayOf(st.next)
 		for day := range st.days() {
 			if idle || day < newest || day < today {
 				w.seal.queue = append(w.seal.queue, sealCandidate{st: st, day: day, whole: true})
@@ -186,7 +187,7 @@ func (w *Writer) planSeal(snap *badger.Txn, c sealCandidate, limit int) (int, er
 	pts := open[:n]
 	// Open points are distinct: those up to the n-th are the n sealed.
 	cut := pts[n-1]
-	edit, err := st.planDrop(c.day, func(p Sample) bool { return !cut.less(p) })
+	edit, err := st.planDrop(c.day, func(p Sample) bool { return !cut.Less(p) })
 	if err != nil {
 		return 0, err
 	}
@@ -202,18 +203,18 @@ func (w *Writer) planSeal(snap *badger.Txn, c sealCandidate, limit int) (int, er
 	}
 	sc.merged = append(append(sc.merged[:0], pts...), sc.samples...)
 	slices.SortFunc(sc.merged, compareSamples)
-	sc.merged = slices.CompactFunc(sc.merged, Sample.same)
+	sc.merged = slices.CompactFunc(sc.merged, Sample.Same)
 
 	sc.sets = sc.sets[:0]
 	for chunk := range slices.Chunk(sc.merged, w.opts.BucketSamples) {
-		val, err := appendBucket(nil, chunk)
+		val, err := encoding.AppendBucket(nil, chunk)
 		if err != nil {
 			return 0, err
 		}
 		if len(val) > w.store.maxValue {
 			return 0, fmt.Errorf("bucket of %d bytes is over the %d-byte limit", len(val), w.store.maxValue)
 		}
-		sc.sets = append(sc.sets, kv{appendBucketKey(nil, st.device, st.metric, chunk[0]), val})
+		sc.sets = append(sc.sets, kv{encoding.AppendBucketKey(nil, st.device, st.metric, chunk[0]), val})
 	}
 	sc.sets = edit.sets(sc.sets)
 	sc.dels = append(edit.dels(sc.dels[:0]), sc.old...)
@@ -260,9 +261,9 @@ func (sc *sealer) apply(txn *badger.Txn) error {
 // compareSamples orders samples as a series stores them.
 func compareSamples(a, b Sample) int {
 	switch {
-	case a.less(b):
+	case a.Less(b):
 		return -1
-	case b.less(a):
+	case b.Less(a):
 		return 1
 	}
 	return 0
@@ -272,20 +273,20 @@ func compareSamples(a, b Sample) int {
 // buckets that overlap [lo, hi], and their keys to w.seal.old.
 func (w *Writer) overlapping(txn *badger.Txn, st *seriesState, day int32, lo, hi Sample) error {
 	sc := &w.seal
-	prefix := appendDay(appendBucketPrefix(nil, st.device, st.metric), day)
+	prefix := encoding.AppendDay(encoding.AppendBucketPrefix(nil, st.device, st.metric), day)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		item := it.Item()
-		first, err := parseBucketTail(item.Key())
+		first, err := encoding.ParseBucketTail(item.Key())
 		if err != nil {
 			return err
 		}
-		if hi.less(first) {
+		if hi.Less(first) {
 			break // this bucket and the later ones start after the points
 		}
 		err = item.Value(func(v []byte) error {
-			h, err := parseBucketHeader(v)
+			h, err := encoding.ParseBucketHeader(v)
 			if err != nil {
 				return err
 			}
@@ -293,10 +294,10 @@ func (w *Writer) overlapping(txn *badger.Txn, st *seriesState, day int32, lo, hi
 				return nil // ends before the points
 			}
 			start := len(sc.samples)
-			if sc.samples, err = decodeBucket(sc.samples, v); err != nil {
+			if sc.samples, err = encoding.DecodeBucket(sc.samples, v); err != nil {
 				return err
 			}
-			if last := sc.samples[len(sc.samples)-1]; last.less(lo) {
+			if last := sc.samples[len(sc.samples)-1]; last.Less(lo) {
 				sc.samples = sc.samples[:start]
 				return nil
 			}
@@ -314,34 +315,34 @@ func (w *Writer) overlapping(txn *badger.Txn, st *seriesState, day int32, lo, hi
 // series, as txn sees it. Buckets do not overlap, so only the one starting
 // at or before r can hold it.
 func (s *Store) inBucket(txn *badger.Txn, r Reading) (bool, error) {
-	prefix := appendBucketPrefix(nil, r.Device, r.Metric)
+	prefix := encoding.AppendBucketPrefix(nil, r.Device, r.Metric)
 	smp := Sample{TS: r.TS, Value: r.Value}
 	it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: prefix})
 	defer it.Close()
-	it.Seek(appendBucketTail(prefix[:len(prefix):len(prefix)], smp))
+	it.Seek(encoding.AppendBucketTail(prefix[:len(prefix):len(prefix)], smp))
 	if !it.Valid() {
 		return false, nil
 	}
 	item := it.Item()
-	first, err := parseBucketTail(item.Key())
+	first, err := encoding.ParseBucketTail(item.Key())
 	if err != nil {
 		return false, err
 	}
-	if dayOf(first.TS) != dayOf(r.TS) {
+	if encoding.DayOf(first.TS) != encoding.DayOf(r.TS) {
 		return false, nil
 	}
 	found := false
 	err = item.Value(func(v []byte) error {
-		h, err := parseBucketHeader(v)
+		h, err := encoding.ParseBucketHeader(v)
 		if err != nil || h.Last < r.TS {
 			return err
 		}
-		samples, err := decodeBucket(nil, v)
+		samples, err := encoding.DecodeBucket(nil, v)
 		if err != nil {
 			return err
 		}
 		i, ok := slices.BinarySearchFunc(samples, smp, compareSamples)
-		found = ok && samples[i].same(smp)
+		found = ok && samples[i].Same(smp)
 		return nil
 	})
 	if err != nil {

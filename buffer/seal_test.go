@@ -1,7 +1,6 @@
 package buffer
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -11,22 +10,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
 // sealOpts seals often and only when told to, apart from full buckets.
 var sealOpts = WriterOptions{BucketSamples: 10, SealIdle: 24 * time.Hour, SealCheck: 24 * time.Hour}
 
-const day = int64(nanosPerDay)
+const day = int64(encoding.NanosPerDay)
 
 // sortSeries sorts readings of one series in store order.
 func sortSeries(rs []Reading) {
 	slices.SortFunc(rs, func(a, b Reading) int {
-		sa, sb := Sample{a.TS, a.Value}, Sample{b.TS, b.Value}
+		sa, sb := Sample{TS: a.TS, Value: a.Value}, Sample{TS: b.TS, Value: b.Value}
 		switch {
-		case sa.less(sb):
+		case sa.Less(sb):
 			return -1
-		case sb.less(sa):
+		case sb.Less(sa):
 			return 1
 		}
 		return 0
@@ -54,12 +54,12 @@ func checkBuckets(t *testing.T, s *Store, max int) int {
 	t.Helper()
 	total := 0
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindBucket)}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindBucket)}})
 		defer it.Close()
 		var prevSeries string
 		var prevLast Sample
 		for it.Rewind(); it.Valid(); it.Next() {
-			dev, metric, first, err := parseBucketKey(it.Item().Key())
+			dev, metric, first, err := encoding.ParseBucketKey(it.Item().Key())
 			if err != nil {
 				return err
 			}
@@ -67,20 +67,20 @@ func checkBuckets(t *testing.T, s *Store, max int) int {
 			if err != nil {
 				return err
 			}
-			smp, err := decodeBucket(nil, v)
+			smp, err := encoding.DecodeBucket(nil, v)
 			if err != nil {
 				return err
 			}
 			if len(smp) == 0 || len(smp) > max {
 				return fmt.Errorf("bucket %s/%s@%d holds %d samples, want 1..%d", dev, metric, first.TS, len(smp), max)
 			}
-			if !smp[0].same(first) {
+			if !smp[0].Same(first) {
 				return fmt.Errorf("bucket key names %+v, first sample is %+v", first, smp[0])
 			}
-			if dayOf(smp[0].TS) != dayOf(smp[len(smp)-1].TS) {
+			if encoding.DayOf(smp[0].TS) != encoding.DayOf(smp[len(smp)-1].TS) {
 				return fmt.Errorf("bucket %s/%s@%d spans two days", dev, metric, first.TS)
 			}
-			if id := seriesID(dev, metric); id == prevSeries && !prevLast.less(smp[0]) {
+			if id := seriesID(dev, metric); id == prevSeries && !prevLast.Less(smp[0]) {
 				return fmt.Errorf("bucket %s/%s@%d overlaps the one before (which ends at %+v)", dev, metric, first.TS, prevLast)
 			} else {
 				prevSeries = id
@@ -266,12 +266,12 @@ func countPoints(t *testing.T, s *Store) int {
 	t.Helper()
 	n := 0
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindPoint)}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindPoint)}})
 		defer it.Close()
 		var run []Sample
 		for it.Rewind(); it.Valid(); it.Next() {
 			err := it.Item().Value(func(v []byte) (err error) {
-				run, err = decodeRun(run[:0], parsePointTail(it.Item().Key()), v)
+				run, err = encoding.DecodeRun(run[:0], encoding.ParsePointTail(it.Item().Key()), v)
 				return err
 			})
 			if err != nil {
@@ -319,36 +319,6 @@ func TestSeal_ReopenSealsWhatWasOpen(t *testing.T) {
 	if se := s.SeriesList(); len(se) != 1 || se[0].Last != rs[6].TS {
 		t.Errorf("series after sealing: got %+v, want last %d", se, rs[6].TS)
 	}
-}
-
-func TestBucketKey_SortsByFirstSample(t *testing.T) {
-	var keys [][]byte
-	for _, ts := range []int64{-day - 1, -1, 0, 1, day - 1, day, 5 * day} {
-		keys = append(keys, appendBucketKey(nil, "d", "m", Sample{ts, 1}))
-	}
-	if !slices.IsSortedFunc(keys, bytes.Compare) {
-		t.Error("bucket keys do not sort like their first timestamps")
-	}
-	for _, k := range keys {
-		dev, metric, first, err := parseBucketKey(k)
-		if err != nil || dev != "d" || metric != "m" {
-			t.Errorf("parseBucketKey(%x): %s %s %+v %v", k, dev, metric, first, err)
-		}
-	}
-}
-
-func FuzzParseBucketKey(f *testing.F) {
-	f.Add(appendBucketKey(nil, "d", "m", Sample{1, 2}))
-	f.Add([]byte("b\x00\x00"))
-	f.Fuzz(func(t *testing.T, k []byte) {
-		dev, metric, first, err := parseBucketKey(k)
-		if err != nil {
-			return
-		}
-		if got := appendBucketKey(nil, dev, metric, first); !bytes.Equal(got, k) {
-			t.Fatalf("round trip: %x → %s %s %+v → %x", k, dev, metric, first, got)
-		}
-	})
 }
 
 func TestSeal_SplitsAcrossTransactions(t *testing.T) {
@@ -458,12 +428,12 @@ func TestStore_RepairsPointsALostSealLeftBehind(t *testing.T) {
 		// One run holds two such points and one new reading, which stays.
 		wb := s.db.NewWriteBatch()
 		for _, r := range rs[:17] {
-			if err := wb.Set(appendPointKey(nil, r), nil); err != nil {
+			if err := wb.Set(encoding.AppendPointKey(nil, r), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
 		late := Reading{Device: "d", Metric: "m", TS: rs[18].TS + 1, Value: 99}
-		run, err := runEntry(newSeriesState("d", "m", time.Now()), []Sample{{rs[17].TS, rs[17].Value}, {late.TS, late.Value}, {rs[19].TS, rs[19].Value}})
+		run, err := runEntry(newSeriesState("d", "m", time.Now()), []Sample{{TS: rs[17].TS, Value: rs[17].Value}, {TS: late.TS, Value: late.Value}, {TS: rs[19].TS, Value: rs[19].Value}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -474,7 +444,7 @@ func TestStore_RepairsPointsALostSealLeftBehind(t *testing.T) {
 		// run was lost, a later one that cut the rest survived): 0 and -0
 		// are two readings.
 		next := base + day
-		for _, run := range [][]Sample{{{next, 0}, {next, math.Copysign(0, -1)}, {next + 1, 1}}, {{next + 1, 1}, {next + 2, 2}}} {
+		for _, run := range [][]Sample{{{TS: next, Value: 0}, {TS: next, Value: math.Copysign(0, -1)}, {TS: next + 1, Value: 1}}, {{TS: next + 1, Value: 1}, {TS: next + 2, Value: 2}}} {
 			e, err := runEntry(newSeriesState("d", "m", time.Now()), run)
 			if err != nil {
 				t.Fatal(err)

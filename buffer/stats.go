@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -15,19 +16,6 @@ import (
 // even after a crash (journal.go). A reading recognised as a duplicate
 // changes no record.
 
-// statsKind returns the first byte of the keys of a level's records:
-//
-//	'm' | 'h' | 'd' device 0x00 metric 0x00 start(8B BE) → aggregate.Stats
-func statsKind(l aggregate.Level) keyKind {
-	switch l {
-	case aggregate.Minute:
-		return kindMinute
-	case aggregate.Hour:
-		return kindHour
-	}
-	return kindDay
-}
-
 // levels returns the levels every reading updates.
 func levels() [3]aggregate.Level {
 	return allLevels
@@ -36,21 +24,6 @@ func levels() [3]aggregate.Level {
 // allLevels is what levels returns, for statsLevels's slices of it; no one
 // changes it.
 var allLevels = [3]aggregate.Level{aggregate.Minute, aggregate.Hour, aggregate.Day}
-
-// appendStatsPrefix appends the prefix of the records of one level of a
-// series.
-func appendStatsPrefix(dst []byte, level aggregate.Level, device, metric string) []byte {
-	dst = append(dst, byte(statsKind(level)))
-	dst = append(dst, device...)
-	dst = append(dst, sep)
-	dst = append(dst, metric...)
-	return append(dst, sep)
-}
-
-// appendStatsKey appends the key of the record of a series at start.
-func appendStatsKey(dst []byte, level aggregate.Level, device, metric string, start int64) []byte {
-	return appendTS(appendStatsPrefix(dst, level, device, metric), start)
-}
 
 // statKey names a record touched by the commit under way.
 type statKey struct {
@@ -119,7 +92,7 @@ func (w *Writer) addStats(st *seriesState, ts int64, v float64) {
 func (w *Writer) writeStats(txn *badger.Txn) error {
 	w.written = w.written[:0]
 	for k, d := range w.ckDeltas {
-		key := appendStatsKey(nil, k.level, k.st.device, k.st.metric, k.start)
+		key := encoding.AppendStatsKey(nil, k.level, k.st.device, k.st.metric, k.start)
 		var cur aggregate.Stats
 		if c := &k.st.stats[k.level-aggregate.Minute]; c.Start == k.start && !c.Stats.IsEmpty() {
 			cur = c.Stats

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -207,16 +208,16 @@ func (wm rolledTo) cut(level aggregate.Level) int64 {
 // records calls fn with each record of a level of a series that starts in
 // [from, to), in order.
 func (s *Store) records(txn *badger.Txn, level aggregate.Level, device, metric string, from, to int64, reads *Reads, fn func(start int64, st aggregate.Stats)) error {
-	prefix := appendStatsPrefix(nil, level, device, metric)
+	prefix := encoding.AppendStatsPrefix(nil, level, device, metric)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
 	defer it.Close()
-	for it.Seek(appendTS(prefix[:len(prefix):len(prefix)], from)); it.Valid(); it.Next() {
+	for it.Seek(encoding.AppendTS(prefix[:len(prefix):len(prefix)], from)); it.Valid(); it.Next() {
 		item := it.Item()
 		k := item.Key()
 		if len(k) != len(prefix)+8 {
-			return fmt.Errorf("%w: %q", errBadKey, k)
+			return fmt.Errorf("%w: %q", encoding.ErrBadKey, k)
 		}
-		start := decodeTS(k[len(prefix):])
+		start := encoding.DecodeTS(k[len(prefix):])
 		if start >= to {
 			break
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2/z"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 	"github.com/cairn-gateway/cairn/third_party/badger/options"
 )
@@ -297,11 +298,11 @@ func Open(opts Options) (*Store, error) {
 // earlier keyspace is a subset of this one but for where the outbox is,
 // which moveOutbox has moved by now.
 func (s *Store) recordSchema() error {
-	if s.schema == schemaVersion {
+	if s.schema == encoding.SchemaVersion {
 		return nil
 	}
 	err := s.db.Update(func(txn *badger.Txn) error {
-		return txn.Set(appendMetaKey(nil, metaSchema), appendUint64(nil, schemaVersion))
+		return txn.Set(encoding.AppendMetaKey(nil, encoding.MetaSchema), encoding.AppendUint64(nil, encoding.SchemaVersion))
 	})
 	if err == nil && !s.noSync {
 		err = s.db.Sync()
@@ -309,7 +310,7 @@ func (s *Store) recordSchema() error {
 	if err != nil {
 		return fmt.Errorf("record keyspace version: %w", err)
 	}
-	s.schema = schemaVersion
+	s.schema = encoding.SchemaVersion
 	return nil
 }
 
@@ -353,42 +354,42 @@ func isUnsyncedFile(err error) bool {
 // sealed buckets are skipped through from series to series.
 func (s *Store) load() error {
 	return s.db.View(func(txn *badger.Txn) error {
-		v, err := getUint64(txn, metaSchema)
+		v, err := getUint64(txn, encoding.MetaSchema)
 		if err != nil {
 			return err
 		}
-		if v > schemaVersion {
-			return fmt.Errorf("data directory has keyspace version %d, this cairn reads version %d and older", v, schemaVersion)
+		if v > encoding.SchemaVersion {
+			return fmt.Errorf("data directory has keyspace version %d, this cairn reads version %d and older", v, encoding.SchemaVersion)
 		}
 		s.schema = v
-		if s.readings, err = getUint64(txn, metaReadings); err != nil {
+		if s.readings, err = getUint64(txn, encoding.MetaReadings); err != nil {
 			return err
 		}
-		if s.uncompacted, err = getUint64(txn, metaUncompacted); err != nil {
+		if s.uncompacted, err = getUint64(txn, encoding.MetaUncompacted); err != nil {
 			return err
 		}
 		if err := s.loadOutbox(txn); err != nil {
 			return err
 		}
 		now := time.Now()
-		pit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindPoint)}})
+		pit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindPoint)}})
 		defer pit.Close()
 		var run []Sample
 		for pit.Rewind(); pit.Valid(); pit.Next() {
 			item := pit.Item()
-			r, err := parsePointKey(item.Key())
+			r, err := encoding.ParsePointKey(item.Key())
 			if err != nil {
 				return err
 			}
 			err = item.Value(func(v []byte) (err error) {
-				run, err = decodeRun(run[:0], Sample{TS: r.TS, Value: r.Value}, v)
+				run, err = encoding.DecodeRun(run[:0], Sample{TS: r.TS, Value: r.Value}, v)
 				return err
 			})
 			if err != nil {
 				return fmt.Errorf("run %q: %w", item.Key(), err)
 			}
-			d := dayOf(r.TS)
-			if dayOf(run[len(run)-1].TS) != d {
+			d := encoding.DayOf(r.TS)
+			if encoding.DayOf(run[len(run)-1].TS) != d {
 				return fmt.Errorf("run %q: spans two days", item.Key())
 			}
 			st := s.loadSeries(r.Device, r.Metric, now)
@@ -399,15 +400,15 @@ func (s *Store) load() error {
 		// seen of each series is its newest bucket.
 		bit := txn.NewIterator(badger.IteratorOptions{Reverse: true})
 		defer bit.Close()
-		seek := []byte{byte(kindBucket) + 1}
-		for bit.Seek(seek); bit.ValidForPrefix([]byte{byte(kindBucket)}); bit.Seek(seek) {
+		seek := []byte{byte(encoding.KindBucket) + 1}
+		for bit.Seek(seek); bit.ValidForPrefix([]byte{byte(encoding.KindBucket)}); bit.Seek(seek) {
 			item := bit.Item()
-			device, metric, _, err := parseBucketKey(item.Key())
+			device, metric, _, err := encoding.ParseBucketKey(item.Key())
 			if err != nil {
 				return err
 			}
-			var h bucketHeader
-			if err := item.Value(func(v []byte) (err error) { h, err = parseBucketHeader(v); return err }); err != nil {
+			var h encoding.BucketHeader
+			if err := item.Value(func(v []byte) (err error) { h, err = encoding.ParseBucketHeader(v); return err }); err != nil {
 				return fmt.Errorf("bucket %q: %w", item.Key(), err)
 			}
 			st := s.loadSeries(device, metric, now)
@@ -415,7 +416,7 @@ func (s *Store) load() error {
 			st.sealedLast = h.Last
 			// No key equals a series prefix, so the next reverse seek lands
 			// on the newest bucket of the series before this one.
-			seek = appendBucketPrefix(seek[:0], device, metric)
+			seek = encoding.AppendBucketPrefix(seek[:0], device, metric)
 		}
 		for _, st := range s.series {
 			st.next = st.last
@@ -510,18 +511,18 @@ func (s *Store) repair() error {
 
 // lastRecord returns the start of the newest record of a level of a series.
 func lastRecord(txn *badger.Txn, level aggregate.Level, device, metric string) (int64, bool) {
-	prefix := appendStatsPrefix(nil, level, device, metric)
+	prefix := encoding.AppendStatsPrefix(nil, level, device, metric)
 	it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: prefix})
 	defer it.Close()
-	it.Seek(appendTS(prefix[:len(prefix):len(prefix)], math.MaxInt64))
+	it.Seek(encoding.AppendTS(prefix[:len(prefix):len(prefix)], math.MaxInt64))
 	if !it.Valid() || len(it.Item().Key()) != len(prefix)+8 {
 		return 0, false
 	}
-	return decodeTS(it.Item().Key()[len(prefix):]), true
+	return encoding.DecodeTS(it.Item().Key()[len(prefix):]), true
 }
 
 func getUint64(txn *badger.Txn, name string) (uint64, error) {
-	item, err := txn.Get(appendMetaKey(nil, name))
+	item, err := txn.Get(encoding.AppendMetaKey(nil, name))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return 0, nil
 	}
@@ -771,10 +772,10 @@ const metaFlush = "flush"
 // (ErrBlockedWrites): call it on the Writer's goroutine; the store's other
 // writes (the outbox's) retry (see update).
 func (s *Store) flushMemtables() error {
-	key := appendMetaKey(nil, metaFlush)
+	key := encoding.AppendMetaKey(nil, metaFlush)
 	// The compaction that follows takes in every delete made so far.
 	if err := s.db.Update(func(txn *badger.Txn) error {
-		if err := txn.Set(appendMetaKey(nil, metaUncompacted), appendUint64(nil, 0)); err != nil {
+		if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaUncompacted), encoding.AppendUint64(nil, 0)); err != nil {
 			return err
 		}
 		return txn.Set(key, nil)
@@ -848,7 +849,7 @@ func (s *Store) DefaultMaxDiskBytes() (int64, error) {
 		return 0, fmt.Errorf("%s has %.0f bytes free: too little for a default cap; set one", s.dir, free)
 	}
 	if err := s.db.Update(func(txn *badger.Txn) error {
-		return txn.Set(appendMetaKey(nil, metaMaxDisk), appendUint64(nil, uint64(limit)))
+		return txn.Set(encoding.AppendMetaKey(nil, metaMaxDisk), encoding.AppendUint64(nil, uint64(limit)))
 	}); err != nil {
 		return 0, err
 	}
@@ -967,12 +968,12 @@ func (s *Store) seekOldest() (int64, error) {
 	}
 	err := s.db.View(func(txn *badger.Txn) error {
 		for _, sr := range list {
-			prefix := appendSeriesPrefix(nil, sr.device, sr.metric)
-			if k := first(txn, prefix); len(k) == len(prefix)+pointKeyFixed {
-				oldest = min(oldest, decodeTS(k[len(prefix):]))
+			prefix := encoding.AppendSeriesPrefix(nil, sr.device, sr.metric)
+			if k := first(txn, prefix); len(k) == len(prefix)+encoding.PointKeyFixed {
+				oldest = min(oldest, encoding.DecodeTS(k[len(prefix):]))
 			}
-			if k := first(txn, appendBucketPrefix(nil, sr.device, sr.metric)); k != nil {
-				b, err := parseBucketTail(k)
+			if k := first(txn, encoding.AppendBucketPrefix(nil, sr.device, sr.metric)); k != nil {
+				b, err := encoding.ParseBucketTail(k)
 				if err != nil {
 					return err
 				}

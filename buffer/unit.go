@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unique"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -18,7 +19,7 @@ import (
 // brought it, and a crash can lose neither without the other. The key is
 // written only when a series' unit changes, never per reading. A reading
 // without a unit, a duplicate and a refused reading change nothing; a
-// unit that is not valid (ValidUnit) is dropped, and the series keeps the
+// unit that is not valid (encoding.ValidUnit) is dropped, and the series keeps the
 // unit it had.
 //
 // In memory a series holds its unit as a unique.Handle: distinct units
@@ -29,15 +30,6 @@ import (
 // replay, which may add series) and deletes the keys of series it does
 // not find: the index drops a series whose readings were all pruned when
 // the store is next opened, and its unit goes with it.
-
-// MaxUnitLen is the longest unit the store keeps, in bytes.
-const MaxUnitLen = 32
-
-// ValidUnit reports whether s can be the unit of a series: a name (see
-// CheckName) of 1 to MaxUnitLen bytes. A unit longer than that is not cut
-// short (a shortened unit could be another unit): the Writer drops it, as
-// any other unit that is not valid.
-func ValidUnit(s string) bool { return CheckName(s, MaxUnitLen) == "" }
 
 // unitName returns the unit of a series ("" when not known). The caller
 // holds Store.mu, or is the Writer's goroutine.
@@ -69,7 +61,7 @@ func (s *Store) fillUnits(rs []OutboxReading) {
 	defer s.mu.RUnlock()
 	for i := range rs {
 		r := &rs[i]
-		id = append(append(append(id[:0], r.Device...), sep), r.Metric...)
+		id = append(append(append(id[:0], r.Device...), encoding.Sep), r.Metric...)
 		r.Unit = ""
 		if st := s.series[string(id)]; st != nil {
 			r.Unit = st.unitName()
@@ -94,7 +86,7 @@ func (w *Writer) unitChange(st *seriesState, unit string) (unique.Handle[string]
 	if cur != none && cur.Value() == unit {
 		return cur, false
 	}
-	if !ValidUnit(unit) {
+	if !encoding.ValidUnit(unit) {
 		return none, false
 	}
 	return unique.Make(unit), true
@@ -109,7 +101,7 @@ func unitEntrySize(st *seriesState, unit unique.Handle[string]) int64 {
 // setUnit writes the unit of st in txn, the part under way, which
 // publishes it to the index once committed (journaled).
 func (w *Writer) setUnit(txn *badger.Txn, st *seriesState, unit unique.Handle[string]) error {
-	if err := txn.Set(appendUnitKey(nil, st.device, st.metric), []byte(unit.Value())); err != nil {
+	if err := txn.Set(encoding.AppendUnitKey(nil, st.device, st.metric), []byte(unit.Value())); err != nil {
 		return fmt.Errorf("unit of %q %q: %w", st.device, st.metric, err)
 	}
 	w.units[st] = unit
@@ -125,11 +117,11 @@ func (s *Store) loadUnits() error {
 	var drop [][]byte
 	loaded := 0
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindUnit)}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindUnit)}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
-			device, metric, err := parseUnitKey(item.Key())
+			device, metric, err := encoding.ParseUnitKey(item.Key())
 			var st *seriesState
 			if err == nil {
 				st = s.series[seriesID(device, metric)]
@@ -142,7 +134,7 @@ func (s *Store) loadUnits() error {
 			if err := item.Value(func(v []byte) error { unit = string(v); return nil }); err != nil {
 				return fmt.Errorf("unit %q: %w", item.Key(), err)
 			}
-			if !ValidUnit(unit) {
+			if !encoding.ValidUnit(unit) {
 				s.log.Warn("a stored unit is not valid; the series has none", "device", device, "metric", metric, "unit", unit)
 				drop = append(drop, item.KeyCopy(nil))
 				continue

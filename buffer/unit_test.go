@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -26,10 +27,10 @@ func storedUnits(t *testing.T, s *Store) map[string]string {
 	t.Helper()
 	out := make(map[string]string)
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kindUnit)}})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindUnit)}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			device, metric, err := parseUnitKey(it.Item().Key())
+			device, metric, err := encoding.ParseUnitKey(it.Item().Key())
 			if err != nil {
 				return err
 			}
@@ -72,7 +73,7 @@ func TestStore_UnitsKeptPerSeries(t *testing.T) {
 	write(t, w, r("kitchen", "t", 1, ""), r("kitchen", "h", 1, "%RH"))
 	write(t, w,
 		r("kitchen", "t", 2, "\x00C"), r("kitchen", "t", 3, "°C\n"), r("kitchen", "t", 4, "\xff"),
-		r("kitchen", "n", 1, strings.Repeat("x", MaxUnitLen+1)),
+		r("kitchen", "n", 1, strings.Repeat("x", encoding.MaxUnitLen+1)),
 	)
 	want := map[string]string{"kitchen t": "°C", "kitchen h": "%RH", "kitchen n": "", "meter energy": "kWh"}
 	checkUnits(t, "units", units(s), want)
@@ -95,9 +96,9 @@ func TestStore_UnitsKeptPerSeries(t *testing.T) {
 	}
 	s, w = testStore(t, dir)
 	checkUnits(t, "units after a reopen", units(s), want)
-	write(t, w, r("kitchen", "n", 2, strings.Repeat("x", MaxUnitLen)))
-	want["kitchen n"] = strings.Repeat("x", MaxUnitLen)
-	checkUnits(t, "a unit of MaxUnitLen bytes", units(s), want)
+	write(t, w, r("kitchen", "n", 2, strings.Repeat("x", encoding.MaxUnitLen)))
+	want["kitchen n"] = strings.Repeat("x", encoding.MaxUnitLen)
+	checkUnits(t, "a unit of encoding.MaxUnitLen bytes", units(s), want)
 }
 
 // A duplicate reading and a refused one bring no unit.
@@ -116,24 +117,6 @@ func TestWriter_UnitsOnlyFromStoredReadings(t *testing.T) {
 	checkUnits(t, "unit keys", storedUnits(t, s), map[string]string{"d t": "°C"})
 }
 
-func TestValidUnit(t *testing.T) {
-	for _, tt := range []struct {
-		unit string
-		want bool
-	}{
-		{"°C", true}, {"kWh", true}, {"m/s²", true}, {"µg/m³", true}, {"%", true}, {"lm ft", true},
-		{strings.Repeat("é", MaxUnitLen/2), true},
-		{"", false},
-		{strings.Repeat("x", MaxUnitLen+1), false},
-		{"C\x00", false}, {"\tC", false}, {"C\r\n", false}, {"\x7f", false}, {"\u0085", false},
-		{"\xc3", false}, // half of "é"
-	} {
-		if got := ValidUnit(tt.unit); got != tt.want {
-			t.Errorf("ValidUnit(%q): got %v, want %v", tt.unit, got, tt.want)
-		}
-	}
-}
-
 // A unit is written with the journal entry of the reading that brought
 // it: a copy of the directory taken while the journal holds everything,
 // as a power cut would leave it, opens with every unit, those of series
@@ -147,7 +130,7 @@ func TestJournal_UnitsSurviveACrash(t *testing.T) {
 		write(t, tw.Writer, Reading{Device: "a", Metric: "t", TS: 1, Unit: "°C"}, Reading{Device: "a", Metric: "p", TS: 1, Unit: "hPa"})
 		checkpoint(t, tw.Writer)
 		write(t, tw.Writer, Reading{Device: "a", Metric: "t", TS: 2, Unit: "K"}, Reading{Device: "b", Metric: "t", TS: 2, Unit: "°F"})
-		if n := countKeys(t, s, kindJournal); n != 1 {
+		if n := countKeys(t, s, encoding.KindJournal); n != 1 {
 			t.Fatalf("journal entries: got %d, want 1", n)
 		}
 		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
@@ -207,10 +190,10 @@ func TestStore_UnitsOfSeriesNoLongerStoredAreDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := s.db.Update(func(txn *badger.Txn) error {
-		if err := txn.Set(appendUnitKey(nil, "never", "stored"), []byte("V")); err != nil {
+		if err := txn.Set(encoding.AppendUnitKey(nil, "never", "stored"), []byte("V")); err != nil {
 			return err
 		}
-		return txn.Set(append([]byte{byte(kindUnit)}, "bad key"...), []byte("V"))
+		return txn.Set(append([]byte{byte(encoding.KindUnit)}, "bad key"...), []byte("V"))
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"unique"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -180,11 +181,11 @@ type Writer struct {
 	written   []writtenStats                         // records written by the commit part under way
 	touched   []*seriesState                         // series written in this commit; after a checkpoint, those it wrote
 	units     map[*seriesState]unique.Handle[string] // units the commit part under way changes (unit.go)
-	outbox    outboxEncoder                          // outbox entry of the commit part under way
+	outbox    encoding.OutboxEncoder                 // outbox entry of the commit part under way
 	seal      sealer
 
 	// The journal (journal.go); used by the Run goroutine only.
-	jour      outboxEncoder               // journal entry of the commit part under way
+	jour      encoding.OutboxEncoder      // journal entry of the commit part under way
 	jseq      uint64                      // the key of the next journal entry
 	jkeys     [][]byte                    // the entries committed since the last checkpoint
 	ckpt      txnBudget                   // what the next checkpoint may still take
@@ -256,8 +257,8 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 //
 // Submit blocks while the queue is full. It returns ErrClosed, and never
 // calls done, once the Writer is stopping, or ctx.Err() if ctx ends first.
-// A reading whose device id or metric name is not valid (CheckDevice,
-// CheckMetric) fails the whole batch at once, with an error naming it.
+// A reading whose device id or metric name is not valid (encoding.CheckDevice,
+// encoding.CheckMetric) fails the whole batch at once, with an error naming it.
 func (w *Writer) Submit(ctx context.Context, readings []Reading, done func(Result)) error {
 	if err := checkNames(readings); err != nil {
 		return fmt.Errorf("submit: %w", err)
@@ -540,8 +541,8 @@ func (w *Writer) write() error {
 		}
 	}()
 	var added uint64
-	w.outbox.reset()
-	w.jour.reset()
+	w.outbox.Reset()
+	w.jour.Reset()
 	txn, budget, err := w.newPart()
 	if err != nil {
 		return err
@@ -598,9 +599,9 @@ func (w *Writer) write() error {
 				}
 			}
 			w.hold(st, smp)
-			w.jour.add(&r)
+			w.jour.Add(&r)
 			if w.opts.Outbox {
-				w.outbox.add(&r)
+				w.outbox.Add(&r)
 			}
 			st.lastWrite = now.UnixNano()
 			w.results[i].Stored++
@@ -655,16 +656,16 @@ func (w *Writer) reserveReading(b *txnBudget, st *seriesState, ts int64) bool {
 // series' last one in the journal, or one past runMax, starts a run: its
 // key and header count too.
 func (w *Writer) reserveRun(b *txnBudget, st *seriesState, ts int64) bool {
-	day := dayOf(ts)
+	day := encoding.DayOf(ts)
 	if len(st.pend)+len(st.unflushed) > 0 && st.pendDay == day && int(st.pendRun) < w.runMax {
-		if !b.grow(runSampleMax) {
+		if !b.grow(encoding.RunSampleMax) {
 			return false
 		}
 		st.pendRun++
 		return true
 	}
-	keyLen := 3 + len(st.device) + len(st.metric) + pointKeyFixed
-	if !b.takeSize(int64(keyLen + 2 + runHeaderMax + runSampleMax)) {
+	keyLen := 3 + len(st.device) + len(st.metric) + encoding.PointKeyFixed
+	if !b.takeSize(int64(keyLen + 2 + encoding.RunHeaderMax + encoding.RunSampleMax)) {
 		return false
 	}
 	st.pendDay, st.pendRun = day, 1
@@ -751,7 +752,7 @@ func (b *txnBudget) takeSize(n int64) bool {
 
 // metaEntrySize is the size of the reading count entry: key, value and
 // metadata.
-const metaEntrySize int64 = 1 + int64(len(metaReadings)) + 8 + 2
+const metaEntrySize int64 = 1 + int64(len(encoding.MetaReadings)) + 8 + 2
 
 // sync makes what was committed durable. Badger's Sync covers the
 // memtable being written (and the value log); memtables it has switched
@@ -772,30 +773,30 @@ func (w *Writer) sync() error {
 func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	s := w.store
 	var jkey []byte
-	if w.jour.count > 0 {
-		jkey = appendJournalKey(nil, w.jseq)
-		if err := txn.Set(jkey, w.jour.value()); err != nil {
+	if w.jour.Count() > 0 {
+		jkey = encoding.AppendJournalKey(nil, w.jseq)
+		if err := txn.Set(jkey, w.jour.Value()); err != nil {
 			return err
 		}
 	}
 	s.mu.RLock()
 	total := s.readings + added
 	s.mu.RUnlock()
-	if err := txn.Set(appendMetaKey(nil, metaReadings), appendUint64(nil, total)); err != nil {
+	if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaReadings), encoding.AppendUint64(nil, total)); err != nil {
 		return err
 	}
-	if w.outbox.count > 0 {
-		key := appendOutboxKey(nil, s.outboxEnd())
-		if err := txn.Set(key, w.outbox.value()); err != nil {
+	if w.outbox.Count() > 0 {
+		key := encoding.AppendOutboxKey(nil, s.outboxEnd())
+		if err := txn.Set(key, w.outbox.Value()); err != nil {
 			return err
 		}
 	}
 	if err := txn.Commit(); err != nil {
 		return err
 	}
-	if w.outbox.count > 0 {
-		s.outboxAdded(uint64(w.outbox.count))
-		w.outbox.reset()
+	if w.outbox.Count() > 0 {
+		s.outboxAdded(uint64(w.outbox.Count()))
+		w.outbox.Reset()
 	}
 	w.journaled(jkey, &total)
 	return nil
@@ -809,7 +810,7 @@ func (w *Writer) journaled(jkey []byte, total *uint64) {
 	if jkey != nil {
 		w.jkeys = append(w.jkeys, jkey)
 		w.jseq++
-		w.jour.reset()
+		w.jour.Reset()
 	}
 	for k, d := range w.deltas {
 		c := w.ckDeltas[k]
@@ -856,16 +857,16 @@ func (w *Writer) journaled(jkey []byte, total *uint64) {
 // outbox on, its entry. The next checkpoint must take the entry's delete:
 // if it cannot, the journal is checkpointed first.
 func (w *Writer) newPart() (*badger.Txn, txnBudget, error) {
-	if !w.ckpt.takeSize(journalKeyLen + 2) {
+	if !w.ckpt.takeSize(encoding.JournalKeyLen + 2) {
 		if err := w.checkpoint(); err != nil {
 			return nil, txnBudget{}, err
 		}
-		w.ckpt.takeSize(journalKeyLen + 2)
+		w.ckpt.takeSize(encoding.JournalKeyLen + 2)
 	}
 	b := newTxnBudget(w.store.db, metaEntrySize)
-	b.takeSize(journalEntryReserve)
+	b.takeSize(encoding.JournalEntryReserve)
 	if w.opts.Outbox {
-		b.takeSize(outboxEntryReserve)
+		b.takeSize(encoding.OutboxEntryReserve)
 	}
 	return w.store.db.NewTransaction(true), b, nil
 }
@@ -874,8 +875,8 @@ func (w *Writer) newPart() (*badger.Txn, txnBudget, error) {
 // under way, in the transaction and under the store's value limit, and
 // counts it if so.
 func (w *Writer) reserveJournal(b *txnBudget, r *Reading) bool {
-	n := outboxReadingMax(r)
-	if w.jour.size()+n > w.store.maxEntry {
+	n := encoding.OutboxReadingMax(r)
+	if w.jour.Size()+n > w.store.maxEntry {
 		return false
 	}
 	return b.grow(int64(n))
@@ -888,8 +889,8 @@ func (w *Writer) reserveOutbox(b *txnBudget, r *Reading) bool {
 	if !w.opts.Outbox {
 		return true
 	}
-	n := outboxReadingMax(r)
-	if w.outbox.size()+n > w.store.maxEntry {
+	n := encoding.OutboxReadingMax(r)
+	if w.outbox.Size()+n > w.store.maxEntry {
 		return false
 	}
 	return b.grow(int64(n))

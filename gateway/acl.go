@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // Access is what an ACL rule grants on the topics of its filter.
@@ -60,7 +62,7 @@ func ParseACL(data []byte) (*ACL, error) {
 		switch fields[0] {
 		case "user":
 			if !ValidAccount(fields[1]) {
-				return nil, fmt.Errorf("line %d: user %q: not a valid user name (1-%d bytes of A-Z a-z 0-9 _ . : -)", n, fields[1], MaxDeviceLen)
+				return nil, fmt.Errorf("line %d: user %q: not a valid user name (1-%d bytes of A-Z a-z 0-9 _ . : -)", n, fields[1], encoding.MaxDeviceLen)
 			}
 			user = fields[1]
 			if _, ok := acl.ByUser[user]; !ok {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/uplink"
 )
 
@@ -272,8 +273,8 @@ func (a *API) devices(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	after := v.Get("after")
-	if after != "" && !queryName(after, MaxDeviceLen) {
-		a.fail(w, http.StatusBadRequest, fmt.Errorf("after: must be a device id (%s) (got %q)", queryNameRule(MaxDeviceLen), after))
+	if after != "" && encoding.CheckName(after, encoding.MaxDeviceLen) != "" {
+		a.fail(w, http.StatusBadRequest, fmt.Errorf("after: must be a device id (%s) (got %q)", queryNameRule(encoding.MaxDeviceLen), after))
 		return
 	}
 	page, more := a.opts.Store.Devices(after, limit)
@@ -317,8 +318,8 @@ const (
 // is known.
 func (a *API) readings(w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
-	if !queryName(device, MaxDeviceLen) {
-		a.fail(w, http.StatusBadRequest, fmt.Errorf("device %q: not a valid device id (%s)", device, queryNameRule(MaxDeviceLen)))
+	if encoding.CheckName(device, encoding.MaxDeviceLen) != "" {
+		a.fail(w, http.StatusBadRequest, fmt.Errorf("device %q: not a valid device id (%s)", device, queryNameRule(encoding.MaxDeviceLen)))
 		return
 	}
 	q, err := parseReadingsQuery(device, r)
@@ -385,10 +386,10 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	metric, group := v.Get("metric"), v.Get("group")
 	var errs []string
-	if !queryName(device, MaxDeviceLen) {
+	if encoding.CheckName(device, encoding.MaxDeviceLen) != "" {
 		errs = append(errs, fmt.Sprintf("device %q: not a valid device id", device))
 	}
-	if !queryName(metric, MaxMetricLen) {
+	if encoding.CheckName(metric, encoding.MaxMetricLen) != "" {
 		errs = append(errs, fmt.Sprintf("metric: required, a valid metric name (got %q)", metric))
 	}
 	from, to := int64(math.MinInt64), a.now().UnixNano()
@@ -465,14 +466,11 @@ func (a *API) knownDevice(device string) bool {
 	return a.opts.Store.HasDevice(device)
 }
 
-// queryName reports whether s can name a device or a metric in a query:
-// the store's own rule (buffer.CheckName), 1 to max bytes of printable
+// queryNameRule says what a query takes to name a device or a metric:
+// the store's own rule (encoding.CheckName), 1 to max bytes of printable
 // UTF-8; a device the store does not hold gets 404. In a path, a device id
 // is one segment, percent-encoded where it must be (kitchen%2Fdoor for
 // kitchen/door).
-func queryName(s string, max int) bool { return buffer.CheckName(s, max) == "" }
-
-// queryNameRule says what queryName takes.
 func queryNameRule(max int) string {
 	return fmt.Sprintf("1-%d bytes of printable UTF-8", max)
 }
@@ -480,7 +478,7 @@ func queryNameRule(max int) string {
 // parseReadingsQuery reads metric, from, to, limit and order.
 func parseReadingsQuery(device string, r *http.Request) (buffer.Query, error) {
 	v := r.URL.Query()
-	if m := v.Get("metric"); m != "" && !queryName(m, MaxMetricLen) {
+	if m := v.Get("metric"); m != "" && encoding.CheckName(m, encoding.MaxMetricLen) != "" {
 		return buffer.Query{}, fmt.Errorf("metric %q: not a valid metric name", m)
 	}
 	q := buffer.Query{

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // Format selects how Decode interprets a payload.
@@ -107,12 +108,11 @@ func rejectf(reason, format string, args ...any) *RejectError {
 	return &RejectError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
-// Limits on names and payload structure.
+// Limits on payload structure. Names are checked by the store's own rule
+// (encoding.CheckDevice, encoding.CheckMetric, encoding.CheckName), which
+// Writer.Submit enforces too, with its limits (encoding.MaxDeviceLen,
+// encoding.MaxMetricLen, encoding.MaxUnitLen).
 const (
-	// MaxDeviceLen is the longest valid device id, in bytes.
-	MaxDeviceLen = buffer.MaxDeviceLen
-	// MaxMetricLen is the longest valid metric name, in bytes.
-	MaxMetricLen = buffer.MaxMetricLen
 	// MaxDepth is the deepest JSON nesting Decode accepts: the payload
 	// object is level 1, and every object or array inside it adds one.
 	MaxDepth = 16
@@ -226,7 +226,8 @@ func (d *Decoder) Restamped() int { return d.restamped }
 //
 // The formats, and which one auto picks, are described by decodeJSON,
 // decodeValue, decodeSenML and decodeInflux. Device ids and metric names
-// must be valid names (see ValidDevice); values must be finite.
+// must be valid names (encoding.CheckDevice, encoding.CheckMetric);
+// values must be finite.
 func (d *Decoder) Decode(dst []buffer.Reading, format Format, payload []byte, device, metric string, recv time.Time) (out []buffer.Reading, ignored int, err error) {
 	if format < FormatAuto || format > lastFormat {
 		return dst, 0, fmt.Errorf("decode: unknown payload format %d", int(format))
@@ -266,7 +267,7 @@ func (d *Decoder) begin(payload []byte, device string) *RejectError {
 		return rejectf(ReasonPayloadTooLarge, "%d bytes, limit %d", len(payload), d.MaxPayload)
 	}
 	if device != "" {
-		if prob := checkDevice(device); prob != "" {
+		if prob := encoding.CheckDevice(device); prob != "" {
 			return rejectf(ReasonBadDevice, "device %s from topic: %s", quote(device), prob)
 		}
 	}
@@ -358,7 +359,7 @@ func (d *Decoder) decodeValue(dst []buffer.Reading, payload []byte, start int, d
 	if metric == "" {
 		return dst, 0, rejectf(ReasonNoMetric, "a plain value needs %s in the topic", PlaceholderMetric)
 	}
-	if prob := checkName(metric, MaxMetricLen); prob != "" {
+	if prob := encoding.CheckName(metric, encoding.MaxMetricLen); prob != "" {
 		return dst, 0, rejectf(ReasonBadMetric, "metric %s from topic: %s", quote(metric), prob)
 	}
 	if device == "" {
@@ -446,7 +447,7 @@ func jsonKind(c byte) string {
 }
 
 // intern returns b as a string, allocating only for names not seen lately.
-// Only valid names (see checkName) are interned.
+// Only valid names (encoding.CheckName) are interned.
 func (d *Decoder) intern(b []byte) string {
 	if s, ok := d.names[string(b)]; ok {
 		return s
@@ -461,43 +462,22 @@ func (d *Decoder) intern(b []byte) string {
 	return s
 }
 
-// MaxUnitLen is the longest unit a reading carries, in bytes; a longer
-// one, or one that is not a name (see ValidMetric), is not a unit and is
-// dropped: the reading is kept without it.
-const MaxUnitLen = buffer.MaxUnitLen
-
-// ValidUnit reports whether s is a valid unit (buffer.ValidUnit).
-func ValidUnit(s string) bool { return buffer.ValidUnit(s) }
-
 // internUnit returns the unit b as a string, or "" if it is not a valid
-// unit.
+// unit: one longer than encoding.MaxUnitLen, or that is not a name, is
+// not a unit and is dropped; the reading is kept without it.
 func (d *Decoder) internUnit(b []byte) string {
-	if checkName(b, MaxUnitLen) != "" {
+	if encoding.CheckName(b, encoding.MaxUnitLen) != "" {
 		return ""
 	}
 	return d.intern(b)
 }
 
-// ValidDevice reports whether s is a valid device id (buffer.CheckDevice):
-// 1 to MaxDeviceLen bytes of printable UTF-8, and not "." or "..".
-func ValidDevice(s string) bool { return buffer.CheckDevice(s) == "" }
-
-// ValidMetric reports whether s is a valid metric name (buffer.CheckMetric):
-// 1 to MaxMetricLen bytes of printable UTF-8.
-func ValidMetric(s string) bool { return buffer.CheckMetric(s) == "" }
-
-// checkDevice and checkName are the store's own rules, which Writer.Submit
-// enforces too.
-func checkDevice[T ~string | ~[]byte](s T) string { return buffer.CheckDevice(s) }
-
-func checkName[T ~string | ~[]byte](s T, max int) string { return buffer.CheckName(s, max) }
-
 // ValidAccount reports whether s is a valid account name: 1 to
-// MaxDeviceLen bytes from AccountChars, and not "." or "..". Accounts are
+// encoding.MaxDeviceLen bytes from AccountChars, and not "." or "..". Accounts are
 // stricter than device ids because the password and ACL files separate
 // their fields with spaces and colons.
 func ValidAccount(s string) bool {
-	if s == "" || len(s) > MaxDeviceLen || s == "." || s == ".." {
+	if s == "" || len(s) > encoding.MaxDeviceLen || s == "." || s == ".." {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 var testRecv = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -101,8 +102,9 @@ func TestNames(t *testing.T) {
 		{strings.Repeat("a", 128), false, true},
 		{strings.Repeat("a", 129), false, false},
 	} {
-		if ValidDevice(tc.s) != tc.device || ValidMetric(tc.s) != tc.metric {
-			t.Errorf("ValidDevice/ValidMetric(%q) = %v/%v, want %v/%v", tc.s, ValidDevice(tc.s), ValidMetric(tc.s), tc.device, tc.metric)
+		device, metric := encoding.CheckDevice(tc.s) == "", encoding.CheckMetric(tc.s) == ""
+		if device != tc.device || metric != tc.metric {
+			t.Errorf("CheckDevice/CheckMetric(%q) accept %v/%v, want %v/%v", tc.s, device, metric, tc.device, tc.metric)
 		}
 	}
 	for _, tc := range []struct {
@@ -867,7 +869,7 @@ func FuzzDecode(f *testing.F) {
 						t.Fatalf("Decode(%v, %q): %d readings, ignored %d", format, payload, len(out)-1, ignored)
 					}
 					for _, r := range out[1:] {
-						if math.IsInf(r.Value, 0) || math.IsNaN(r.Value) || !ValidDevice(r.Device) || !ValidMetric(r.Metric) || r.TS < 0 {
+						if math.IsInf(r.Value, 0) || math.IsNaN(r.Value) || encoding.CheckDevice(r.Device) != "" || encoding.CheckMetric(r.Metric) != "" || r.TS < 0 {
 							t.Fatalf("Decode(%v, %q): invalid reading %+v", format, payload, r)
 						}
 					}

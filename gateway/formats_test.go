@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
@@ -347,7 +348,7 @@ func fuzzFormat(t *testing.T, format Format, payload []byte) {
 				t.Fatalf("Decode(%v, %q): %d readings, ignored %d, restamped %d", format, payload, len(out)-1, ignored, restamped)
 			}
 			for _, r := range out[1:] {
-				if math.IsInf(r.Value, 0) || math.IsNaN(r.Value) || !ValidDevice(r.Device) || !ValidMetric(r.Metric) || r.TS < 0 ||
+				if math.IsInf(r.Value, 0) || math.IsNaN(r.Value) || encoding.CheckDevice(r.Device) != "" || encoding.CheckMetric(r.Metric) != "" || r.TS < 0 ||
 					tp.device != "" && r.Device != tp.device {
 					t.Fatalf("Decode(%v, %q): invalid reading %+v", format, payload, r)
 				}

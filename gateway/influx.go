@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // decodeInflux decodes InfluxDB line protocol
@@ -205,7 +206,7 @@ func (p *lineParser) line() *RejectError {
 	}
 	device := p.device
 	if devRank > 0 && (device == "" || p.d.lineTags) {
-		if prob := checkDevice(p.d.rname); prob != "" {
+		if prob := encoding.CheckDevice(p.d.rname); prob != "" {
 			p.fail(rejectf(ReasonBadDevice, "line %d: device %s: %s", p.no, quote(p.d.rname), prob))
 		} else {
 			device = p.d.intern(p.d.rname)
@@ -289,8 +290,8 @@ func (p *lineParser) field(device string) *RejectError {
 		p.fail(rejectf(ReasonNonFinite, "line %d: field %s = %s is not finite", p.no, quote(p.d.key), quote(raw)))
 		return nil
 	}
-	if prob := checkName(p.d.name, MaxMetricLen); prob != "" {
-		if p.d.lineTags && len(p.d.tags) > 0 && len(p.d.name) > MaxMetricLen {
+	if prob := encoding.CheckName(p.d.name, encoding.MaxMetricLen); prob != "" {
+		if p.d.lineTags && len(p.d.tags) > 0 && len(p.d.name) > encoding.MaxMetricLen {
 			p.ignored++ // a tag set too long to name a series: the field alone is lost
 			return nil
 		}

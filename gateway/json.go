@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // jsonParser is a single-pass parser of one JSON object or array of
@@ -53,7 +54,7 @@ func (p *jsonParser) object(device, metric string, recv time.Time) *RejectError 
 		return nil
 	}
 	if metric != "" && len(out) == 1 && out[0].Metric == "value" {
-		if prob := checkName(metric, MaxMetricLen); prob != "" {
+		if prob := encoding.CheckName(metric, encoding.MaxMetricLen); prob != "" {
 			p.fail(rejectf(ReasonBadMetric, "metric %s from topic: %s", quote(metric), prob))
 			return nil
 		}
@@ -311,7 +312,7 @@ func (p *jsonParser) emit(depth int, key []byte, v float64, raw []byte) {
 	}
 	metric, known := p.d.names[string(name)] // names in the cache are valid
 	if !known {
-		if prob := checkName(name, MaxMetricLen); prob != "" {
+		if prob := encoding.CheckName(name, encoding.MaxMetricLen); prob != "" {
 			p.err = rejectf(ReasonBadMetric, "metric %s: %s", quote(name), prob)
 			return
 		}
@@ -420,7 +421,7 @@ func (p *jsonParser) deviceField() *RejectError {
 		p.d.str = unescape(p.d.str[:0], b)
 		b = p.d.str
 	}
-	if prob := checkDevice(b); prob != "" {
+	if prob := encoding.CheckDevice(b); prob != "" {
 		p.fail(rejectf(ReasonBadDevice, "device %s: %s", quote(b), prob))
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // Mapping tells how a JSON document that carries its own ids becomes
@@ -222,7 +223,7 @@ func (r *docReader) emit(l *leaf, device string, name []byte, ts int64, unit str
 	}
 	metric, known := r.d.names[string(name)] // names in the cache are valid
 	if !known {
-		if prob := checkName(name, MaxMetricLen); prob != "" {
+		if prob := encoding.CheckName(name, encoding.MaxMetricLen); prob != "" {
 			r.fail(rejectf(ReasonBadMetric, "metric %s: %s", quote(name), prob))
 			return
 		}
@@ -239,7 +240,7 @@ func (r *docReader) device(l *leaf) string {
 		r.fail(rejectf(ReasonBadDevice, "field %s: want a string", quote(r.d.doc.name(l))))
 		return ""
 	}
-	if prob := checkDevice(b); prob != "" {
+	if prob := encoding.CheckDevice(b); prob != "" {
 		r.fail(rejectf(ReasonBadDevice, "device %s: %s", quote(b), prob))
 		return ""
 	}

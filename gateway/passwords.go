@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // PasswordCost is the bcrypt cost of new password hashes: about 50 ms on a
@@ -67,7 +69,7 @@ func ParsePasswords(data []byte) (*Passwords, error) {
 		case !ok:
 			return nil, fmt.Errorf("line %d: want user:hash", n)
 		case !ValidAccount(user):
-			return nil, fmt.Errorf("line %d: user %q: not a valid user name (1-%d bytes of A-Z a-z 0-9 _ . : -)", n, user, MaxDeviceLen)
+			return nil, fmt.Errorf("line %d: user %q: not a valid user name (1-%d bytes of A-Z a-z 0-9 _ . : -)", n, user, encoding.MaxDeviceLen)
 		case p.hashes[user] != nil:
 			return nil, fmt.Errorf("line %d: user %q appears twice", n, user)
 		}

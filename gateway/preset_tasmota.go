@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // tasmotaPreset reads Tasmota (https://tasmota.github.io/docs/MQTT/) with
@@ -118,7 +119,7 @@ func tasmotaSensors(r *docReader, pre, device string, ts int64, unit func([]byte
 		if id != nil {
 			id.used = true
 			sub := r.d.intern(append(append([]byte(device), '/'), doc.str(id)...))
-			if prob := checkDevice(sub); prob != "" {
+			if prob := encoding.CheckDevice(sub); prob != "" {
 				r.fail(rejectf(ReasonBadDevice, "device %s: %s", quote(sub), prob))
 				return
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
@@ -140,8 +141,8 @@ func fuzzRoute(t *testing.T, r *Route, payload []byte, device, metric string) {
 			t.Fatalf("%q: ignored %d", payload, ignored)
 		}
 		for _, rd := range out[1:] {
-			if math.IsInf(rd.Value, 0) || math.IsNaN(rd.Value) || !ValidDevice(rd.Device) || !ValidMetric(rd.Metric) ||
-				rd.TS < 0 || rd.Unit != "" && !ValidUnit(rd.Unit) {
+			if math.IsInf(rd.Value, 0) || math.IsNaN(rd.Value) || encoding.CheckDevice(rd.Device) != "" || encoding.CheckMetric(rd.Metric) != "" ||
+				rd.TS < 0 || rd.Unit != "" && !encoding.ValidUnit(rd.Unit) {
 				t.Fatalf("%q: invalid reading %+v", payload, rd)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // Route maps the topics that match Pattern to how their messages are read:
@@ -138,7 +139,7 @@ func (b *unitBook) lookup(device, metric string) string {
 
 // learn records unit for the series, if it is a valid unit.
 func (b *unitBook) learn(device, metric, unit string) {
-	if checkName(unit, MaxUnitLen) != "" || checkDevice(device) != "" || checkName(metric, MaxMetricLen) != "" {
+	if encoding.CheckName(unit, encoding.MaxUnitLen) != "" || encoding.CheckDevice(device) != "" || encoding.CheckName(metric, encoding.MaxMetricLen) != "" {
 		return
 	}
 	b.mu.Lock()

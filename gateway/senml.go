@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // SenML times whose magnitude is below 2**28 seconds (about 8.5 years)
@@ -357,7 +358,7 @@ func (p *senmlParser) names(r *senmlRecord) (device, metric string, ok bool) {
 			p.fail(rejectf(ReasonBadDevice, "record %d: no name, and the topic has no %s", p.rec, PlaceholderDevice))
 			return "", "", false
 		}
-		if prob := checkDevice(devPart); prob != "" {
+		if prob := encoding.CheckDevice(devPart); prob != "" {
 			p.fail(rejectf(ReasonBadDevice, "record %d: device %s: %s", p.rec, quote(devPart), prob))
 			return "", "", false
 		}
@@ -377,7 +378,7 @@ func (p *senmlParser) names(r *senmlRecord) (device, metric string, ok bool) {
 		}
 		metPart = unit
 	}
-	if prob := checkName(metPart, MaxMetricLen); prob != "" {
+	if prob := encoding.CheckName(metPart, encoding.MaxMetricLen); prob != "" {
 		p.fail(rejectf(ReasonBadMetric, "record %d: metric %s: %s", p.rec, quote(metPart), prob))
 		return "", "", false
 	}

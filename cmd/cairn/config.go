@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/gateway"
 	"github.com/cairn-gateway/cairn/uplink"
 )
@@ -864,7 +865,7 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 	checks := &gateway.Checks{Range: map[string]gateway.Range{}}
 	for _, metric := range slices.Sorted(maps.Keys(t.Validate)) {
 		v := t.Validate[metric]
-		if !gateway.ValidMetric(metric) {
+		if encoding.CheckMetric(metric) != "" {
 			bad(key+".validate."+metric, "not a metric name")
 		}
 		if v.Min != nil && v.Max != nil && *v.Min > *v.Max {
@@ -882,11 +883,11 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 	}
 	for _, metric := range slices.Sorted(maps.Keys(t.Units)) {
 		unit := t.Units[metric]
-		if !gateway.ValidMetric(metric) {
+		if encoding.CheckMetric(metric) != "" {
 			bad(key+".units", "%q is not a metric name", metric)
 		}
-		if !gateway.ValidUnit(unit) {
-			bad(key+".units."+metric, "%q is not a unit: 1 to %d bytes of printable UTF-8", unit, gateway.MaxUnitLen)
+		if !encoding.ValidUnit(unit) {
+			bad(key+".units."+metric, "%q is not a unit: 1 to %d bytes of printable UTF-8", unit, encoding.MaxUnitLen)
 		}
 	}
 	finish := func(routes []gateway.Route) []gateway.Route {

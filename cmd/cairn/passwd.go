@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/buffer/syncfile"
 	"github.com/cairn-gateway/cairn/gateway"
 )
@@ -37,7 +38,7 @@ func runPasswd(args []string, stdin *os.File, stdout, stderr io.Writer) error {
 	}
 	user := fs.Arg(0)
 	if !gateway.ValidAccount(user) {
-		return fmt.Errorf("passwd: user %q: not a valid user name (1-%d bytes of A-Z a-z 0-9 _ . : -, like a device id)", user, gateway.MaxDeviceLen)
+		return fmt.Errorf("passwd: user %q: not a valid user name (1-%d bytes of A-Z a-z 0-9 _ . : -, like a device id)", user, encoding.MaxDeviceLen)
 	}
 	old, err := os.ReadFile(*file)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {

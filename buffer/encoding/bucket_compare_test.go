@@ -1,4 +1,4 @@
-package buffer
+package encoding
 
 import (
 	"encoding/binary"
@@ -62,12 +62,12 @@ func bucketCodecs(b *testing.B) []bucketCodec {
 	gorillaNS := bucketCodec{"gorilla-ns", func(dst []byte, s []Sample) []byte { return appendGorilla(dst, s, false) }, decodeGorilla}
 	varints := bucketCodec{"decimal-varint", appendVarints, decodeVarints}
 	chosen := bucketCodec{"decimal-packed", func(dst []byte, s []Sample) []byte {
-		dst, err := appendBucket(dst, s)
+		dst, err := AppendBucket(dst, s)
 		if err != nil {
 			panic(err)
 		}
 		return dst
-	}, decodeBucket}
+	}, DecodeBucket}
 	return []bucketCodec{raw, gorillaNS, gorilla, snappyOf(gorilla), varints, zstdOf(varints), chosen, snappyOf(chosen), zstdOf(chosen)}
 }
 
@@ -134,7 +134,7 @@ func decodeRaw(dst []Sample, b []byte) ([]Sample, error) {
 // writeXOR's values.
 func appendGorilla(dst []byte, s []Sample, detectUnit bool) []byte {
 	h, _ := summarize(s)
-	h.Kind = bucketFloat
+	h.Kind = BucketFloat
 	if !detectUnit {
 		h.unit, h.firstU = 1, h.First
 	}
@@ -169,7 +169,7 @@ func writeDodBuckets(w *bitWriter, s []Sample, unit int64) {
 }
 
 func decodeGorilla(dst []Sample, b []byte) ([]Sample, error) {
-	h, err := parseBucketHeader(b)
+	h, err := ParseBucketHeader(b)
 	if err != nil {
 		return dst, err
 	}
@@ -205,7 +205,7 @@ func appendVarints(dst []byte, s []Sample) []byte {
 	h, _ := summarize(s)
 	dst = appendBucketHeader(dst, h)
 	dst = appendDodVarints(dst, s, h.unit)
-	if h.Kind == bucketFloat {
+	if h.Kind == BucketFloat {
 		w := bitWriter{b: dst}
 		writeXOR(&w, s)
 		return w.finish()
@@ -232,7 +232,7 @@ func appendDodVarints(dst []byte, s []Sample, unit int64) []byte {
 }
 
 func decodeVarints(dst []Sample, b []byte) ([]Sample, error) {
-	h, err := parseBucketHeader(b)
+	h, err := ParseBucketHeader(b)
 	if err != nil {
 		return dst, err
 	}
@@ -247,7 +247,7 @@ func decodeVarints(dst []Sample, b []byte) ([]Sample, error) {
 		t += d
 		out[i].TS = int64(t) * h.unit
 	}
-	if h.Kind == bucketFloat {
+	if h.Kind == BucketFloat {
 		r := bitReader{b: c.b}
 		return dst, readXOR(&r, out, h)
 	}
@@ -287,7 +287,7 @@ func BenchmarkBucketTimestampCodes(b *testing.B) {
 				w.writeInt(dod(s, unit, i), c)
 			}
 		}},
-		{"delta-packed", func(w *bitWriter, s []Sample, unit int64) { // appendBucket's
+		{"delta-packed", func(w *bitWriter, s []Sample, unit int64) { // AppendBucket's
 			minDelta, c := timestampCode(s, unit)
 			w.b = append(binary.AppendUvarint(w.b, minDelta), byte(c))
 			for i := 1; i < len(s); i++ {

@@ -1,4 +1,4 @@
-package buffer
+package encoding
 
 import (
 	"encoding/binary"
@@ -21,44 +21,37 @@ import (
 // Timestamps are stored in the largest unit 10^u ns that divides all of
 // them, as each delta less the bucket's smallest delta. Values are stored as
 // deltas of decimal-scaled integers when every value of the bucket is
-// exactly m/10^k (bucketDecimal), else with Gorilla's XOR scheme
-// (bucketFloat). Each stream of integers is written in an Exp-Golomb code or
+// exactly m/10^k (BucketDecimal), else with Gorilla's XOR scheme
+// (BucketFloat). Each stream of integers is written in an Exp-Golomb code or
 // a fixed width, whichever the bucket's integers fit best (intCode). Every
 // bit pattern of every value and every timestamp round-trips.
-
-// Sample is one timestamped value of a series.
-type Sample struct {
-	// TS is the sample time in nanoseconds since the Unix epoch (UTC).
-	TS    int64
-	Value float64
-}
 
 // maxBucketSamples is the most samples a bucket holds.
 const maxBucketSamples = math.MaxUint16
 
-// bucketKind is the first byte of an encoded bucket. It names the version
+// BucketKind is the first byte of an encoded bucket. It names the version
 // of the format and how the values are encoded; the timestamps are encoded
 // the same way in every kind.
-type bucketKind byte
+type BucketKind byte
 
 const (
-	// bucketDecimal stores every value v as an integer m with
+	// BucketDecimal stores every value v as an integer m with
 	// v == float64(m)/10^scale, bitwise: the first m, then the zigzagged
 	// deltas of consecutive m. No NaN, ±Inf or -0 is such a value.
-	bucketDecimal bucketKind = 0x01
-	// bucketFloat stores the values' bits with Gorilla's XOR scheme: the
+	BucketDecimal BucketKind = 0x01
+	// BucketFloat stores the values' bits with Gorilla's XOR scheme: the
 	// first value raw, then each value XORed with the previous one.
-	bucketFloat bucketKind = 0x02
+	BucketFloat BucketKind = 0x02
 )
 
-func (k bucketKind) String() string {
+func (k BucketKind) String() string {
 	switch k {
-	case bucketDecimal:
+	case BucketDecimal:
 		return "decimal"
-	case bucketFloat:
+	case BucketFloat:
 		return "float"
 	}
-	return fmt.Sprintf("bucketKind(0x%02x)", byte(k))
+	return fmt.Sprintf("BucketKind(0x%02x)", byte(k))
 }
 
 const (
@@ -71,15 +64,15 @@ const (
 	maxTSUnit = 18
 )
 
-// errBadBucket is wrapped by every error decodeBucket and parseBucketHeader
+// ErrBadBucket is wrapped by every error DecodeBucket and ParseBucketHeader
 // return for an encoding that is corrupt or of an unknown kind. Truncated
 // input gives io.ErrUnexpectedEOF instead.
-var errBadBucket = errors.New("bad bucket")
+var ErrBadBucket = errors.New("bad bucket")
 
-// bucketHeader is the part of an encoded bucket that describes it without
+// BucketHeader is the part of an encoded bucket that describes it without
 // decoding its samples.
-type bucketHeader struct {
-	Kind  bucketKind
+type BucketHeader struct {
+	Kind  BucketKind
 	Count int
 	// First and Last are the first and the last timestamp.
 	First, Last int64
@@ -89,17 +82,18 @@ type bucketHeader struct {
 
 	size   int   // encoded length of the header in bytes
 	unit   int64 // timestamps are multiples of unit = 10^u ns
-	scale  int   // bucketDecimal: values are m/10^scale
-	minM   int64 // bucketDecimal: m of Min and Max
+	scale  int   // BucketDecimal: values are m/10^scale
+	minM   int64 // BucketDecimal: m of Min and Max
 	maxM   int64
 	firstU int64 // First/unit
 }
 
-// appendBucket appends the encoding of samples to dst and returns the
-// extended buffer. samples must hold 1 to maxBucketSamples samples sorted by
-// TS and, among equal timestamps, by math.Float64bits of the value; if not,
-// appendBucket returns dst unchanged and an error.
-func appendBucket(dst []byte, samples []Sample) ([]byte, error) {
+// AppendBucket appends the encoding of samples to dst and returns the
+// extended buffer. samples must hold 1 to 65535 (maxBucketSamples) samples
+// sorted by TS and, among equal timestamps, by math.Float64bits of the
+// value (Sample.Less, equal samples allowed); if not, AppendBucket returns
+// dst unchanged and an error. It allocates only to grow dst.
+func AppendBucket(dst []byte, samples []Sample) ([]byte, error) {
 	h, err := summarize(samples)
 	if err != nil {
 		return dst, err
@@ -114,7 +108,7 @@ func appendBucket(dst []byte, samples []Sample) ([]byte, error) {
 		dst = append(dst, byte(tsCode))
 	}
 	p := math.Pow10(h.scale)
-	if h.Kind == bucketDecimal {
+	if h.Kind == BucketDecimal {
 		dst = binary.AppendUvarint(dst, uint64(scaledOf(samples[0].Value, p)-h.minM))
 		if many {
 			valueCode = decimalCode(samples, p)
@@ -125,7 +119,7 @@ func appendBucket(dst []byte, samples []Sample) ([]byte, error) {
 	for i := 1; i < len(samples); i++ {
 		w.writeInt(inUnits(uint64(samples[i].TS)-uint64(samples[i-1].TS), h.unit)-minDelta, tsCode)
 	}
-	if h.Kind == bucketFloat {
+	if h.Kind == BucketFloat {
 		writeXOR(&w, samples)
 		return w.finish(), nil
 	}
@@ -139,16 +133,16 @@ func appendBucket(dst []byte, samples []Sample) ([]byte, error) {
 }
 
 // summarize checks samples and returns the header of their bucket.
-func summarize(samples []Sample) (bucketHeader, error) {
+func summarize(samples []Sample) (BucketHeader, error) {
 	n := len(samples)
 	if n == 0 {
-		return bucketHeader{}, errors.New("append bucket: no samples")
+		return BucketHeader{}, errors.New("append bucket: no samples")
 	}
 	if n > maxBucketSamples {
-		return bucketHeader{}, fmt.Errorf("append bucket: %d samples, more than %d", n, maxBucketSamples)
+		return BucketHeader{}, fmt.Errorf("append bucket: %d samples, more than %d", n, maxBucketSamples)
 	}
-	h := bucketHeader{
-		Kind:  bucketFloat,
+	h := BucketHeader{
+		Kind:  BucketFloat,
 		Count: n,
 		First: samples[0].TS,
 		Last:  samples[n-1].TS,
@@ -157,7 +151,7 @@ func summarize(samples []Sample) (bucketHeader, error) {
 	}
 	for i, s := range samples {
 		if i > 0 && !sampleOrdered(samples[i-1], s) {
-			return bucketHeader{}, fmt.Errorf("append bucket: sample %d (ts %d, value %v) sorts before sample %d (ts %d, value %v)",
+			return BucketHeader{}, fmt.Errorf("append bucket: sample %d (ts %d, value %v) sorts before sample %d (ts %d, value %v)",
 				i, s.TS, s.Value, i-1, samples[i-1].TS, samples[i-1].Value)
 		}
 		h.Min, h.Max = widen(h.Min, h.Max, s.Value)
@@ -166,7 +160,7 @@ func summarize(samples []Sample) (bucketHeader, error) {
 	h.firstU = h.First / h.unit
 	if scale, ok := decimalScale(samples); ok {
 		p := math.Pow10(scale)
-		h.Kind, h.scale = bucketDecimal, scale
+		h.Kind, h.scale = BucketDecimal, scale
 		h.minM, h.maxM = scaledOf(h.Min, p), scaledOf(h.Max, p)
 	}
 	return h, nil
@@ -375,7 +369,7 @@ func writeXOR(w *bitWriter, samples []Sample) {
 }
 
 // appendBucketHeader appends the header h to dst.
-func appendBucketHeader(dst []byte, h bucketHeader) []byte {
+func appendBucketHeader(dst []byte, h BucketHeader) []byte {
 	dst = append(dst, byte(h.Kind))
 	dst = binary.AppendUvarint(dst, uint64(h.Count))
 	u := 0
@@ -385,7 +379,7 @@ func appendBucketHeader(dst []byte, h bucketHeader) []byte {
 	dst = append(dst, byte(u))
 	dst = binary.AppendVarint(dst, h.firstU)
 	dst = binary.AppendUvarint(dst, (uint64(h.Last)-uint64(h.First))/uint64(h.unit))
-	if h.Kind == bucketDecimal {
+	if h.Kind == BucketDecimal {
 		dst = append(dst, byte(h.scale))
 		dst = binary.AppendVarint(dst, h.minM)
 		return binary.AppendUvarint(dst, uint64(h.maxM-h.minM))
@@ -394,19 +388,19 @@ func appendBucketHeader(dst []byte, h bucketHeader) []byte {
 	return binary.BigEndian.AppendUint64(dst, math.Float64bits(h.Max))
 }
 
-// parseBucketHeader parses the header of an encoded bucket without
+// ParseBucketHeader parses the header of an encoded bucket without
 // decoding its samples. It returns io.ErrUnexpectedEOF if b is shorter than
-// the header and an error wrapping errBadBucket if the header is corrupt.
-func parseBucketHeader(b []byte) (bucketHeader, error) {
+// the header and an error wrapping ErrBadBucket if the header is corrupt.
+func ParseBucketHeader(b []byte) (BucketHeader, error) {
 	r := byteCursor{b: b}
-	h := bucketHeader{Kind: bucketKind(r.byte())}
-	if r.err == nil && h.Kind != bucketDecimal && h.Kind != bucketFloat {
-		return bucketHeader{}, fmt.Errorf("%w: unknown kind 0x%02x", errBadBucket, byte(h.Kind))
+	h := BucketHeader{Kind: BucketKind(r.byte())}
+	if r.err == nil && h.Kind != BucketDecimal && h.Kind != BucketFloat {
+		return BucketHeader{}, fmt.Errorf("%w: unknown kind 0x%02x", ErrBadBucket, byte(h.Kind))
 	}
 	count, u := r.uvarint(), r.byte()
 	h.firstU = r.varint()
 	span := r.uvarint()
-	if h.Kind == bucketDecimal {
+	if h.Kind == BucketDecimal {
 		h.scale = int(r.byte())
 		h.minM = r.varint()
 		h.maxM = int64(r.uvarint()) // the range until checked below
@@ -415,27 +409,27 @@ func parseBucketHeader(b []byte) (bucketHeader, error) {
 		h.Max = math.Float64frombits(r.uint64())
 	}
 	if r.err != nil {
-		return bucketHeader{}, r.err
+		return BucketHeader{}, r.err
 	}
 	h.size = len(b) - len(r.b)
 	switch {
 	case count == 0 || count > maxBucketSamples:
-		return bucketHeader{}, fmt.Errorf("%w: count %d", errBadBucket, count)
+		return BucketHeader{}, fmt.Errorf("%w: count %d", ErrBadBucket, count)
 	case u > maxTSUnit:
-		return bucketHeader{}, fmt.Errorf("%w: timestamp unit 10^%d", errBadBucket, u)
+		return BucketHeader{}, fmt.Errorf("%w: timestamp unit 10^%d", ErrBadBucket, u)
 	}
 	h.Count = int(count)
 	h.unit = int64(math.Pow10(int(u)))
 	lo, hi := math.MinInt64/h.unit, math.MaxInt64/h.unit
 	if h.firstU < lo || h.firstU > hi || span > uint64(hi)-uint64(h.firstU) || count == 1 && span != 0 {
-		return bucketHeader{}, fmt.Errorf("%w: timestamps %d+%d out of range in unit 10^%d", errBadBucket, h.firstU, span, u)
+		return BucketHeader{}, fmt.Errorf("%w: timestamps %d+%d out of range in unit 10^%d", ErrBadBucket, h.firstU, span, u)
 	}
 	h.First = h.firstU * h.unit
 	h.Last = int64(uint64(h.firstU)+span) * h.unit
-	if h.Kind == bucketDecimal {
+	if h.Kind == BucketDecimal {
 		rng := uint64(h.maxM)
 		if h.scale > maxScale || h.minM < -maxScaled || h.minM > maxScaled || rng > uint64(maxScaled-h.minM) {
-			return bucketHeader{}, fmt.Errorf("%w: decimal range %d+%d at scale %d", errBadBucket, h.minM, rng, h.scale)
+			return BucketHeader{}, fmt.Errorf("%w: decimal range %d+%d at scale %d", ErrBadBucket, h.minM, rng, h.scale)
 		}
 		h.maxM = h.minM + int64(rng)
 		p := math.Pow10(h.scale)
@@ -444,15 +438,15 @@ func parseBucketHeader(b []byte) (bucketHeader, error) {
 	return h, nil
 }
 
-// decodeBucket decodes the bucket b, appends its samples to dst and returns
+// DecodeBucket decodes the bucket b, appends its samples to dst and returns
 // the extended slice. It returns io.ErrUnexpectedEOF if b is truncated and
-// an error wrapping errBadBucket if b is corrupt or of an unknown kind; on
+// an error wrapping ErrBadBucket if b is corrupt or of an unknown kind; on
 // error dst is returned unchanged. It makes room for the samples only once
 // b is known to hold their bits: as a series of equally spaced equal values
-// takes no bits per sample, that is up to maxBucketSamples (1 MiB) for a
-// header and a few bytes.
-func decodeBucket(dst []Sample, b []byte) ([]Sample, error) {
-	h, err := parseBucketHeader(b)
+// takes no bits per sample, that is up to 65535 samples (1 MiB) for a
+// header and a few bytes. It allocates only to grow dst.
+func DecodeBucket(dst []Sample, b []byte) ([]Sample, error) {
+	h, err := ParseBucketHeader(b)
 	if err != nil {
 		return dst, err
 	}
@@ -461,7 +455,7 @@ func decodeBucket(dst []Sample, b []byte) ([]Sample, error) {
 		return dst, err
 	}
 	perSample := body.tsCode.minBits() + 1 // an XOR code takes 1 bit or more
-	if h.Kind == bucketDecimal {
+	if h.Kind == BucketDecimal {
 		perSample += body.valueCode.minBits() - 1
 	}
 	if uint64(h.Count-1)*uint64(perSample) > 8*uint64(len(body.bits)) {
@@ -480,19 +474,19 @@ func decodeBucket(dst []Sample, b []byte) ([]Sample, error) {
 type bucketBody struct {
 	minDelta  uint64  // smallest timestamp delta, in units
 	tsCode    intCode // code of the timestamp deltas less minDelta
-	firstM    int64   // bucketDecimal: m of the first value
-	valueCode intCode // bucketDecimal: code of the zigzagged deltas of m
+	firstM    int64   // BucketDecimal: m of the first value
+	valueCode intCode // BucketDecimal: code of the zigzagged deltas of m
 	bits      []byte
 }
 
-func parseBucketBody(h bucketHeader, b []byte) (bucketBody, error) {
+func parseBucketBody(h BucketHeader, b []byte) (bucketBody, error) {
 	c := byteCursor{b: b}
 	var body bucketBody
 	var firstOff uint64
 	if h.Count > 1 {
 		body.minDelta, body.tsCode = c.uvarint(), intCode(c.byte())
 	}
-	if h.Kind == bucketDecimal {
+	if h.Kind == BucketDecimal {
 		firstOff = c.uvarint()
 		if h.Count > 1 {
 			body.valueCode = intCode(c.byte())
@@ -502,9 +496,9 @@ func parseBucketBody(h bucketHeader, b []byte) (bucketBody, error) {
 	case c.err != nil:
 		return body, c.err
 	case !body.tsCode.valid() || !body.valueCode.valid():
-		return body, fmt.Errorf("%w: integer codes 0x%02x, 0x%02x", errBadBucket, byte(body.tsCode), byte(body.valueCode))
-	case h.Kind == bucketDecimal && firstOff > uint64(h.maxM-h.minM):
-		return body, fmt.Errorf("%w: first value %d+%d out of range", errBadBucket, h.minM, firstOff)
+		return body, fmt.Errorf("%w: integer codes 0x%02x, 0x%02x", ErrBadBucket, byte(body.tsCode), byte(body.valueCode))
+	case h.Kind == BucketDecimal && firstOff > uint64(h.maxM-h.minM):
+		return body, fmt.Errorf("%w: first value %d+%d out of range", ErrBadBucket, h.minM, firstOff)
 	}
 	body.firstM = h.minM + int64(firstOff)
 	body.bits = c.b
@@ -513,13 +507,13 @@ func parseBucketBody(h bucketHeader, b []byte) (bucketBody, error) {
 
 // decodeSamples decodes the body of a bucket with header h into out, which
 // has h.Count samples.
-func decodeSamples(out []Sample, h bucketHeader, body bucketBody) error {
+func decodeSamples(out []Sample, h BucketHeader, body bucketBody) error {
 	r := bitReader{b: body.bits}
 	if err := readTimestamps(&r, out, h, body.minDelta, body.tsCode); err != nil {
 		return err
 	}
 	var err error
-	if h.Kind == bucketDecimal {
+	if h.Kind == BucketDecimal {
 		err = readDecimals(&r, out, h, body.firstM, body.valueCode)
 	} else {
 		err = readXOR(&r, out, h)
@@ -529,13 +523,13 @@ func decodeSamples(out []Sample, h bucketHeader, body bucketBody) error {
 	}
 	for i := 1; i < len(out); i++ {
 		if !sampleOrdered(out[i-1], out[i]) {
-			return fmt.Errorf("%w: sample %d out of order", errBadBucket, i)
+			return fmt.Errorf("%w: sample %d out of order", ErrBadBucket, i)
 		}
 	}
 	return r.done()
 }
 
-func readTimestamps(r *bitReader, out []Sample, h bucketHeader, minDelta uint64, code intCode) error {
+func readTimestamps(r *bitReader, out []Sample, h BucketHeader, minDelta uint64, code intCode) error {
 	hi := uint64(math.MaxInt64 / h.unit)
 	t := uint64(h.firstU) // in units; int64 arithmetic modulo 2^64
 	out[0].TS = h.First
@@ -546,18 +540,18 @@ func readTimestamps(r *bitReader, out []Sample, h bucketHeader, minDelta uint64,
 		}
 		d := minDelta + res
 		if d < minDelta || d > hi-t {
-			return fmt.Errorf("%w: timestamp %d out of range", errBadBucket, i)
+			return fmt.Errorf("%w: timestamp %d out of range", ErrBadBucket, i)
 		}
 		t += d
 		out[i].TS = int64(t) * h.unit
 	}
 	if last := out[len(out)-1].TS; last != h.Last {
-		return fmt.Errorf("%w: last timestamp %d, header says %d", errBadBucket, last, h.Last)
+		return fmt.Errorf("%w: last timestamp %d, header says %d", ErrBadBucket, last, h.Last)
 	}
 	return nil
 }
 
-func readDecimals(r *bitReader, out []Sample, h bucketHeader, m int64, code intCode) error {
+func readDecimals(r *bitReader, out []Sample, h BucketHeader, m int64, code intCode) error {
 	p := math.Pow10(h.scale)
 	out[0].Value = float64(m) / p
 	lo, hi := m, m
@@ -568,20 +562,20 @@ func readDecimals(r *bitReader, out []Sample, h bucketHeader, m int64, code intC
 		}
 		d := unzigzag(z)
 		if d < h.minM-m || d > h.maxM-m {
-			return fmt.Errorf("%w: value %d out of the header's range", errBadBucket, i)
+			return fmt.Errorf("%w: value %d out of the header's range", ErrBadBucket, i)
 		}
 		m += d
 		lo, hi = min(lo, m), max(hi, m)
 		out[i].Value = float64(m) / p
 	}
 	if lo != h.minM || hi != h.maxM {
-		return fmt.Errorf("%w: values span %d..%d, header says %d..%d", errBadBucket, lo, hi, h.minM, h.maxM)
+		return fmt.Errorf("%w: values span %d..%d, header says %d..%d", ErrBadBucket, lo, hi, h.minM, h.maxM)
 	}
 	return nil
 }
 
 // readXOR reads values written by writeXOR.
-func readXOR(r *bitReader, out []Sample, h bucketHeader) error {
+func readXOR(r *bitReader, out []Sample, h BucketHeader) error {
 	prev, err := r.readBits(64)
 	if err != nil {
 		return err
@@ -599,7 +593,7 @@ func readXOR(r *bitReader, out []Sample, h bucketHeader) error {
 		lo, hi = widen(lo, hi, out[i].Value)
 	}
 	if math.Float64bits(lo) != math.Float64bits(h.Min) || math.Float64bits(hi) != math.Float64bits(h.Max) {
-		return fmt.Errorf("%w: values span %v..%v, header says %v..%v", errBadBucket, lo, hi, h.Min, h.Max)
+		return fmt.Errorf("%w: values span %v..%v, header says %v..%v", ErrBadBucket, lo, hi, h.Min, h.Max)
 	}
 	return nil
 }
@@ -621,10 +615,10 @@ func readXORCode(r *bitReader, lead, n *uint) (uint64, error) {
 		}
 		*lead, *n = uint(w>>6), uint(w&63)+1
 		if *lead+*n > 64 {
-			return 0, fmt.Errorf("%w: XOR window of %d+%d bits", errBadBucket, *lead, *n)
+			return 0, fmt.Errorf("%w: XOR window of %d+%d bits", ErrBadBucket, *lead, *n)
 		}
 	} else if *n == 0 {
-		return 0, fmt.Errorf("%w: XOR window used before it is set", errBadBucket)
+		return 0, fmt.Errorf("%w: XOR window used before it is set", ErrBadBucket)
 	}
 	x, err := r.readBits(*n)
 	return x << (64 - *lead - *n), err

@@ -1,7 +1,8 @@
-package buffer
+package encoding
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -70,7 +71,7 @@ func wantHeader(samples []Sample) (count int, first, last int64, lo, hi float64)
 }
 
 // checkHeader checks h against samples.
-func checkHeader(t *testing.T, h bucketHeader, samples []Sample) {
+func checkHeader(t *testing.T, h BucketHeader, samples []Sample) {
 	t.Helper()
 	count, first, last, lo, hi := wantHeader(samples)
 	if h.Count != count || h.First != first || h.Last != last ||
@@ -85,26 +86,26 @@ func checkHeader(t *testing.T, h bucketHeader, samples []Sample) {
 func roundTrip(t *testing.T, samples []Sample) []byte {
 	t.Helper()
 	prefix := []byte("prefix")
-	b, err := appendBucket(prefix, samples)
+	b, err := AppendBucket(prefix, samples)
 	if err != nil {
-		t.Fatalf("appendBucket: %v", err)
+		t.Fatalf("AppendBucket: %v", err)
 	}
 	if !bytes.Equal(b[:len(prefix)], []byte("prefix")) {
-		t.Fatalf("appendBucket overwrote dst")
+		t.Fatalf("AppendBucket overwrote dst")
 	}
 	b = b[len(prefix):]
-	h, err := parseBucketHeader(b)
+	h, err := ParseBucketHeader(b)
 	if err != nil {
-		t.Fatalf("parseBucketHeader: %v", err)
+		t.Fatalf("ParseBucketHeader: %v", err)
 	}
 	checkHeader(t, h, samples)
 	dst := []Sample{{TS: 7, Value: 7}}
-	got, err := decodeBucket(dst, b)
+	got, err := DecodeBucket(dst, b)
 	if err != nil {
-		t.Fatalf("decodeBucket: %v (kind %v, %d bytes)", err, h.Kind, len(b))
+		t.Fatalf("DecodeBucket: %v (kind %v, %d bytes)", err, h.Kind, len(b))
 	}
 	if got[0] != dst[0] {
-		t.Fatalf("decodeBucket overwrote dst")
+		t.Fatalf("DecodeBucket overwrote dst")
 	}
 	if d := sampleDiff(got[1:], samples); d != "" {
 		t.Fatalf("round trip (kind %v): %s", h.Kind, d)
@@ -137,38 +138,38 @@ func TestBucket_RoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		samples []Sample
-		kind    bucketKind
+		kind    BucketKind
 	}{
-		{"single", series(day, 0, 21.5), bucketDecimal},
-		{"single NaN", series(day, 0, nanWithPayload(0xdead)), bucketFloat},
-		{"temperatures", series(day, 1e9, 21.53, 21.5, 21.49, 21.6, 22, -3.25), bucketDecimal},
-		{"one decimal", series(day, 1e6, 40.1, 40.2, 40.1, 39.9), bucketDecimal},
-		{"integers", series(day, 60e9, 100, 100, 100, 99), bucketDecimal},
-		{"constant", series(day, 1e9, 3.14159, 3.14159, 3.14159), bucketDecimal},
-		{"not quite decimal", series(day, 1e9, sum(0.1, 0.2), 0.3, 0.1), bucketFloat},
-		{"17 digits", series(day, 1e9, 0.30000000000000004, 1), bucketFloat},
-		{"tiny", series(day, 1e9, 1e-15, 2e-15), bucketDecimal},
-		{"NaN payloads", series(day, 1e9, nanWithPayload(1), math.NaN(), nanWithPayload(1<<51|7), -nanWithPayload(3)), bucketFloat},
-		{"NaN among decimals", series(day, 1e9, 21.5, math.NaN(), 21.6), bucketFloat},
-		{"infinities", series(day, 1e9, math.Inf(1), math.Inf(-1), 0, math.Inf(1)), bucketFloat},
-		{"signed zeros", series(day, 1e9, 0, negZero, 0, negZero), bucketFloat},
-		{"negative zero alone", series(day, 0, negZero), bucketFloat},
-		{"subnormals", series(day, 1e9, 5e-324, -5e-324, math.SmallestNonzeroFloat64*3), bucketFloat},
-		{"huge jumps", series(day, 1e9, math.MaxFloat64, -math.MaxFloat64, 1, 1e300, -1e-300), bucketFloat},
-		{"huge decimals", series(day, 1e9, 1<<53, -(1 << 53), 0), bucketDecimal},
-		{"beyond 2^53", series(day, 1e9, 1<<54+2, 3), bucketFloat},
-		{"equal timestamps", series(day, 0, 1, 2, 3, 3, 5), bucketDecimal},
-		{"negative timestamps", series(-5e18, 12345, 1, 2, 3), bucketDecimal},
-		{"nanosecond timestamps", series(day+1, 1, 1, 2, 3), bucketDecimal},
-		{"extreme timestamps", []Sample{{math.MinInt64, 1}, {-1, 2}, {0, 3}, {math.MaxInt64, 4}}, bucketDecimal},
-		{"all MinInt64", series(math.MinInt64, 0, 1, 1), bucketDecimal},
-		{"all MaxInt64", series(math.MaxInt64, 0, nanWithPayload(9), nanWithPayload(9)), bucketFloat},
-		{"zero timestamps", series(0, 0, 1, 2), bucketDecimal},
-		{"max count", ramp, bucketDecimal},
+		{"single", series(day, 0, 21.5), BucketDecimal},
+		{"single NaN", series(day, 0, nanWithPayload(0xdead)), BucketFloat},
+		{"temperatures", series(day, 1e9, 21.53, 21.5, 21.49, 21.6, 22, -3.25), BucketDecimal},
+		{"one decimal", series(day, 1e6, 40.1, 40.2, 40.1, 39.9), BucketDecimal},
+		{"integers", series(day, 60e9, 100, 100, 100, 99), BucketDecimal},
+		{"constant", series(day, 1e9, 3.14159, 3.14159, 3.14159), BucketDecimal},
+		{"not quite decimal", series(day, 1e9, sum(0.1, 0.2), 0.3, 0.1), BucketFloat},
+		{"17 digits", series(day, 1e9, 0.30000000000000004, 1), BucketFloat},
+		{"tiny", series(day, 1e9, 1e-15, 2e-15), BucketDecimal},
+		{"NaN payloads", series(day, 1e9, nanWithPayload(1), math.NaN(), nanWithPayload(1<<51|7), -nanWithPayload(3)), BucketFloat},
+		{"NaN among decimals", series(day, 1e9, 21.5, math.NaN(), 21.6), BucketFloat},
+		{"infinities", series(day, 1e9, math.Inf(1), math.Inf(-1), 0, math.Inf(1)), BucketFloat},
+		{"signed zeros", series(day, 1e9, 0, negZero, 0, negZero), BucketFloat},
+		{"negative zero alone", series(day, 0, negZero), BucketFloat},
+		{"subnormals", series(day, 1e9, 5e-324, -5e-324, math.SmallestNonzeroFloat64*3), BucketFloat},
+		{"huge jumps", series(day, 1e9, math.MaxFloat64, -math.MaxFloat64, 1, 1e300, -1e-300), BucketFloat},
+		{"huge decimals", series(day, 1e9, 1<<53, -(1 << 53), 0), BucketDecimal},
+		{"beyond 2^53", series(day, 1e9, 1<<54+2, 3), BucketFloat},
+		{"equal timestamps", series(day, 0, 1, 2, 3, 3, 5), BucketDecimal},
+		{"negative timestamps", series(-5e18, 12345, 1, 2, 3), BucketDecimal},
+		{"nanosecond timestamps", series(day+1, 1, 1, 2, 3), BucketDecimal},
+		{"extreme timestamps", []Sample{{math.MinInt64, 1}, {-1, 2}, {0, 3}, {math.MaxInt64, 4}}, BucketDecimal},
+		{"all MinInt64", series(math.MinInt64, 0, 1, 1), BucketDecimal},
+		{"all MaxInt64", series(math.MaxInt64, 0, nanWithPayload(9), nanWithPayload(9)), BucketFloat},
+		{"zero timestamps", series(0, 0, 1, 2), BucketDecimal},
+		{"max count", ramp, BucketDecimal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := roundTrip(t, tc.samples)
-			if got := bucketKind(b[0]); got != tc.kind {
+			if got := BucketKind(b[0]); got != tc.kind {
 				t.Errorf("kind: got %v, want %v", got, tc.kind)
 			}
 		})
@@ -229,12 +230,12 @@ func TestAppendBucket_Rejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := []byte("x")
-			got, err := appendBucket(dst, tc.samples)
+			got, err := AppendBucket(dst, tc.samples)
 			if err == nil {
-				t.Fatalf("appendBucket: got nil error")
+				t.Fatalf("AppendBucket: got nil error")
 			}
 			if string(got) != "x" {
-				t.Errorf("appendBucket: got dst %q, want it unchanged", got)
+				t.Errorf("AppendBucket: got dst %q, want it unchanged", got)
 			}
 		})
 	}
@@ -247,37 +248,37 @@ func TestDecodeBucket_Truncated(t *testing.T) {
 		series(0, 1, 1),
 		series(math.MinInt64, 1<<62, math.NaN(), 0, math.Inf(-1), 5),
 	} {
-		b, err := appendBucket(nil, samples)
+		b, err := AppendBucket(nil, samples)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for n := range len(b) {
-			_, err := parseBucketHeader(b[:n])
+			_, err := ParseBucketHeader(b[:n])
 			if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-				t.Fatalf("parseBucketHeader(%d of %d bytes): got %v, want nil or io.ErrUnexpectedEOF", n, len(b), err)
+				t.Fatalf("ParseBucketHeader(%d of %d bytes): got %v, want nil or io.ErrUnexpectedEOF", n, len(b), err)
 			}
-			got, err := decodeBucket(nil, b[:n])
+			got, err := DecodeBucket(nil, b[:n])
 			if err != io.ErrUnexpectedEOF || got != nil {
-				t.Fatalf("decodeBucket(%d of %d bytes): got %d samples, %v; want io.ErrUnexpectedEOF", n, len(b), len(got), err)
+				t.Fatalf("DecodeBucket(%d of %d bytes): got %d samples, %v; want io.ErrUnexpectedEOF", n, len(b), len(got), err)
 			}
 		}
 	}
 }
 
 func TestDecodeBucket_Corrupt(t *testing.T) {
-	valid, err := appendBucket(nil, series(1e9, 1e9, 1.5, 2.5, 3))
+	valid, err := AppendBucket(nil, series(1e9, 1e9, 1.5, 2.5, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
-	float, err := appendBucket(nil, series(1e9, 1e9, sum(0.1, 0.2), math.Nextafter(1, 2)))
+	float, err := AppendBucket(nil, series(1e9, 1e9, sum(0.1, 0.2), math.Nextafter(1, 2)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fh, err := parseBucketHeader(float)
-	if err != nil || fh.Kind != bucketFloat {
+	fh, err := ParseBucketHeader(float)
+	if err != nil || fh.Kind != BucketFloat {
 		t.Fatalf("float bucket: kind %v, %v", fh.Kind, err)
 	}
-	vh, err := parseBucketHeader(valid)
+	vh, err := ParseBucketHeader(valid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,9 +300,9 @@ func TestDecodeBucket_Corrupt(t *testing.T) {
 		{"varint overflow", []byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := decodeBucket(nil, tc.b)
-			if !errors.Is(err, errBadBucket) {
-				t.Errorf("decodeBucket(%x): got %v, want an error wrapping errBadBucket", tc.b, err)
+			_, err := DecodeBucket(nil, tc.b)
+			if !errors.Is(err, ErrBadBucket) {
+				t.Errorf("DecodeBucket(%x): got %v, want an error wrapping ErrBadBucket", tc.b, err)
 			}
 		})
 	}
@@ -309,7 +310,7 @@ func TestDecodeBucket_Corrupt(t *testing.T) {
 	for i := range len(valid) * 8 {
 		b := slices.Clone(valid)
 		b[i/8] ^= 1 << (i % 8)
-		got, err := decodeBucket(nil, b)
+		got, err := DecodeBucket(nil, b)
 		if err == nil && !slices.IsSortedFunc(got, func(a, b Sample) int { return cmpInt(a.TS, b.TS) }) {
 			t.Errorf("bit %d flipped: decoded unsorted samples %v", i, got)
 		}
@@ -318,24 +319,24 @@ func TestDecodeBucket_Corrupt(t *testing.T) {
 
 func TestBucket_NoAllocs(t *testing.T) {
 	samples := bucketDataset("temperature", 200)
-	buf, err := appendBucket(nil, samples)
+	buf, err := AppendBucket(nil, samples)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := make([]Sample, 0, len(samples))
 	if n := testing.AllocsPerRun(50, func() {
-		if _, err := appendBucket(buf[:0], samples); err != nil {
+		if _, err := AppendBucket(buf[:0], samples); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {
-		t.Errorf("appendBucket: got %v allocations, want 0", n)
+		t.Errorf("AppendBucket: got %v allocations, want 0", n)
 	}
 	if n := testing.AllocsPerRun(50, func() {
-		if _, err := decodeBucket(out[:0], buf); err != nil {
+		if _, err := DecodeBucket(out[:0], buf); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {
-		t.Errorf("decodeBucket: got %v allocations, want 0", n)
+		t.Errorf("DecodeBucket: got %v allocations, want 0", n)
 	}
 }
 
@@ -381,6 +382,46 @@ func TestBitWriter_IntCodes(t *testing.T) {
 	}
 }
 
+// FuzzIntCodes: integers written in any code, between bits written
+// raw, read back as written, and the stream ends where it should.
+func FuzzIntCodes(f *testing.F) {
+	f.Add(byte(0), byte(0x80), []byte("\x00\x00\x00\x00\x00\x00\x00\x01"))
+	f.Add(byte(64), byte(0xc0), []byte("\xff\xff\xff\xff\xff\xff\xff\xff\x00\x00\x00\x00\x00\x00\x00\x00"))
+	f.Add(byte(5), byte(0x83), []byte("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b"))
+	f.Fuzz(func(t *testing.T, code, width byte, data []byte) {
+		c := intCode(code % 65)
+		if width&byte(fixedWidth) != 0 {
+			c = fixedWidth | intCode(width%65)
+		}
+		var vals []uint64
+		for len(data) >= 8 {
+			vals = append(vals, binary.BigEndian.Uint64(data))
+			data = data[8:]
+		}
+		w := bitWriter{}
+		for i, v := range vals {
+			w.writeInt(v, c)
+			w.writeBits(uint64(i), uint(i%9)) // misalign the next integer
+		}
+		r := bitReader{b: w.finish()}
+		for i, v := range vals {
+			want := v
+			if c&fixedWidth != 0 && c != fixedWidth|64 {
+				want &= 1<<uint(c&^fixedWidth) - 1
+			}
+			if got, err := r.readInt(c); err != nil || got != want {
+				t.Fatalf("integer %d in code 0x%02x: got %d, %v; want %d", i, byte(c), got, err, want)
+			}
+			if got, err := r.readBits(uint(i % 9)); err != nil || got != uint64(i)&(1<<uint(i%9)-1) {
+				t.Fatalf("bits after integer %d: got %d, %v", i, got, err)
+			}
+		}
+		if err := r.done(); err != nil {
+			t.Fatalf("code 0x%02x: %v", byte(c), err)
+		}
+	})
+}
+
 func TestBucket_ConstantSeriesTakesNoBitsPerSample(t *testing.T) {
 	s := make([]Sample, maxBucketSamples)
 	for i := range s {
@@ -393,12 +434,12 @@ func TestBucket_ConstantSeriesTakesNoBitsPerSample(t *testing.T) {
 
 func TestDecodeBucket_CountBeyondInput(t *testing.T) {
 	// A header that claims maxBucketSamples samples of 1 bit or more, then
-	// two bytes: decodeBucket must not make room for them.
-	b := []byte{byte(bucketDecimal), 0xff, 0xff, 0x03, 9, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}
-	if got, err := decodeBucket(nil, b); err != io.ErrUnexpectedEOF {
+	// two bytes: DecodeBucket must not make room for them.
+	b := []byte{byte(BucketDecimal), 0xff, 0xff, 0x03, 9, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}
+	if got, err := DecodeBucket(nil, b); err != io.ErrUnexpectedEOF {
 		t.Fatalf("got %d samples, %v; want io.ErrUnexpectedEOF", len(got), err)
 	}
-	if n := testing.AllocsPerRun(10, func() { _, _ = decodeBucket(nil, b) }); n != 0 {
+	if n := testing.AllocsPerRun(10, func() { _, _ = DecodeBucket(nil, b) }); n != 0 {
 		t.Errorf("got %v allocations, want 0", n)
 	}
 }
@@ -493,38 +534,38 @@ func fuzzSeries() [][]Sample {
 
 func FuzzDecodeBucket(f *testing.F) {
 	for _, s := range fuzzSeries() {
-		b, err := appendBucket(nil, s)
+		b, err := AppendBucket(nil, s)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := decodeBucket(nil, b)
-		// The one allocation of decodeBucket is bounded by the input's size,
+		got, err := DecodeBucket(nil, b)
+		// The one allocation of DecodeBucket is bounded by the input's size,
 		// but for evenly spaced equal values, which take no bits.
 		if c := cap(got); c > 2*maxBucketSamples || c > 2*(8*len(b)+1) && !takesNoBits(got) {
 			t.Fatalf("decoding %d bytes allocated room for %d samples", len(b), c)
 		}
 		if err != nil {
-			if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, errBadBucket) {
-				t.Fatalf("got error %v, want io.ErrUnexpectedEOF or errBadBucket", err)
+			if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrBadBucket) {
+				t.Fatalf("got error %v, want io.ErrUnexpectedEOF or ErrBadBucket", err)
 			}
 			if got != nil {
 				t.Fatalf("got %d samples and error %v", len(got), err)
 			}
 			return
 		}
-		h, err := parseBucketHeader(b)
+		h, err := ParseBucketHeader(b)
 		if err != nil {
-			t.Fatalf("decodes, but parseBucketHeader: %v", err)
+			t.Fatalf("decodes, but ParseBucketHeader: %v", err)
 		}
 		checkHeader(t, h, got)
-		re, err := appendBucket(nil, got)
+		re, err := AppendBucket(nil, got)
 		if err != nil {
 			t.Fatalf("decodes, but does not encode: %v", err)
 		}
-		again, err := decodeBucket(nil, re)
+		again, err := DecodeBucket(nil, re)
 		if err != nil {
 			t.Fatalf("re-encoded bucket: %v", err)
 		}
@@ -598,12 +639,12 @@ func BenchmarkAppendBucket(b *testing.B) {
 			size := 0
 			var buf []byte
 			for _, s := range buckets {
-				buf, _ = appendBucket(buf[:0], s)
+				buf, _ = AppendBucket(buf[:0], s)
 				size += len(buf)
 			}
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				buf, _ = appendBucket(buf[:0], buckets[i%len(buckets)])
+				buf, _ = AppendBucket(buf[:0], buckets[i%len(buckets)])
 			}
 			b.ReportMetric(float64(size)/float64(200*len(buckets)), "B/sample")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(200*b.N), "ns/sample")
@@ -617,14 +658,14 @@ func BenchmarkDecodeBucket(b *testing.B) {
 			var encoded [][]byte
 			size := 0
 			for _, s := range chunks(bucketDataset(name, 200*50), 200) {
-				e, _ := appendBucket(nil, s)
+				e, _ := AppendBucket(nil, s)
 				encoded = append(encoded, e)
 				size += len(e)
 			}
 			out := make([]Sample, 0, 200)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				if _, err := decodeBucket(out[:0], encoded[i%len(encoded)]); err != nil {
+				if _, err := DecodeBucket(out[:0], encoded[i%len(encoded)]); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -634,6 +675,7 @@ func BenchmarkDecodeBucket(b *testing.B) {
 	}
 }
 
-// The encodings below lost to the one of appendBucket in the comparison of
-// docs/storage.md ("Choosing the encoding"); they are kept to reproduce it.
-// They share appendBucket's header and trust their input.
+// The encodings that lost to AppendBucket's in the comparison of
+// docs/storage.md ("Choosing the encoding") are in bucket_compare_test.go,
+// kept to reproduce it. They share AppendBucket's header and trust their
+// input.

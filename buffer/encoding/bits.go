@@ -1,4 +1,4 @@
-package buffer
+package encoding
 
 import (
 	"encoding/binary"
@@ -48,7 +48,7 @@ func (c *byteCursor) uvarint() uint64 {
 	if n <= 0 {
 		c.err = io.ErrUnexpectedEOF
 		if n < 0 {
-			c.err = fmt.Errorf("%w: varint overflows 64 bits", errBadBucket)
+			c.err = fmt.Errorf("%w: varint overflows 64 bits", ErrBadBucket)
 		}
 		return 0
 	}
@@ -204,7 +204,7 @@ func (r *bitReader) readEG(k uint) (uint64, error) {
 		r.acc <<= lz
 		r.n -= lz
 		if z += lz; z > 64 {
-			return 0, fmt.Errorf("%w: Exp-Golomb code longer than 64 bits", errBadBucket)
+			return 0, fmt.Errorf("%w: Exp-Golomb code longer than 64 bits", ErrBadBucket)
 		}
 		if r.n > 0 {
 			break
@@ -217,14 +217,14 @@ func (r *bitReader) readEG(k uint) (uint64, error) {
 		return 0, err
 	}
 	if z == 64 && low != 0 {
-		return 0, fmt.Errorf("%w: Exp-Golomb code longer than 64 bits", errBadBucket)
+		return 0, fmt.Errorf("%w: Exp-Golomb code longer than 64 bits", ErrBadBucket)
 	}
 	v := (1<<z | low) - 1 // 1<<64 == 0
 	if k == 0 {
 		return v, nil
 	}
 	if v>>(64-k) != 0 {
-		return 0, fmt.Errorf("%w: Exp-Golomb code longer than 64 bits", errBadBucket)
+		return 0, fmt.Errorf("%w: Exp-Golomb code longer than 64 bits", ErrBadBucket)
 	}
 	rest, err := r.readBits(k)
 	return v<<k | rest, err
@@ -234,10 +234,10 @@ func (r *bitReader) readEG(k uint) (uint64, error) {
 // of the last byte.
 func (r *bitReader) done() error {
 	if len(r.b) > 0 || r.n >= 8 {
-		return fmt.Errorf("%w: %d trailing bytes", errBadBucket, len(r.b)+int(r.n/8))
+		return fmt.Errorf("%w: %d trailing bytes", ErrBadBucket, len(r.b)+int(r.n/8))
 	}
 	if r.acc != 0 {
-		return fmt.Errorf("%w: padding bits are not zero", errBadBucket)
+		return fmt.Errorf("%w: padding bits are not zero", ErrBadBucket)
 	}
 	return nil
 }

@@ -1,0 +1,266 @@
+package encoding
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/klauspost/compress/s2"
+)
+
+// Outbox entries. The store writes the readings each group commit stores,
+// in the order they arrived, as one entry under AppendOutboxKey (for the
+// uplink) and under AppendJournalKey (until a checkpoint). Stored
+// readings are numbered from 0 in the order they were stored; an entry
+// holds readings firstSeq to firstSeq+count-1.
+//
+// An entry (version 1) is a version byte, 1, then an S2 block
+// (klauspost/compress/s2, a faster relative of Snappy's block format) of
+//
+//	count(uvarint) series(uvarint)
+//	series × { deviceLen(uvarint) device metricLen(uvarint) metric }
+//	count × { series index(uvarint) ts − ts of the reading before (zigzag
+//	          varint, ns; the first from 0) value (8 bytes, IEEE 754 bits,
+//	          little endian) }
+//
+// A commit of a busy gateway holds thousands of readings of a few hundred
+// series: the table of series and the compression bring an entry to a few
+// bytes a reading, which matters twice, for the SD card and for the
+// memory Badger needs to build its tables.
+
+const (
+	// OutboxV1 is the version byte of an outbox entry.
+	OutboxV1 byte = 1
+	// OutboxEntryReserve is what an entry costs a transaction besides its
+	// readings: key, version, counts, S2's header and the store's two
+	// bytes of metadata per entry.
+	OutboxEntryReserve = OutboxKeyLen + 1 + 2*binary.MaxVarintLen64 + 32 + 2
+	// JournalEntryReserve is OutboxEntryReserve for a journal entry.
+	JournalEntryReserve = OutboxEntryReserve
+	// maxOutboxDecoded bounds the decoded size of an entry that is read.
+	maxOutboxDecoded = 64 << 20
+)
+
+// ErrBadOutbox is wrapped by every error that decoding an outbox entry
+// returns: an entry that is corrupt, truncated or of an unknown version.
+var ErrBadOutbox = errors.New("bad outbox entry")
+
+// OutboxReading is a reading of the outbox and its sequence number.
+type OutboxReading struct {
+	Seq uint64
+	Reading
+}
+
+// OutboxReadingMax bounds what r adds to an entry, compressed: S2 never
+// takes more than 7/6 of its input, plus its header.
+func OutboxReadingMax(r *Reading) int {
+	n := 2*binary.MaxVarintLen32 + len(r.Device) + len(r.Metric) + // in the table of series
+		binary.MaxVarintLen32 + binary.MaxVarintLen64 + 8 // the reading
+	return n + n/6 + 1
+}
+
+// OutboxEncoder builds the value of one entry. Its zero value is ready to
+// use; Reset makes it ready for the next entry, keeping its buffers. It
+// keeps no Unit: an entry holds device, metric, time and value.
+type OutboxEncoder struct {
+	readings []byte // the readings' part, uncompressed
+	count    int
+	series   map[[2]string]uint64 // device and metric → index in names
+	names    []byte               // the table of series, uncompressed
+	ts       int64
+	plain    []byte // scratch: the whole entry before compression
+}
+
+// Reset empties the entry.
+func (e *OutboxEncoder) Reset() {
+	e.readings, e.count, e.names, e.ts = e.readings[:0], 0, e.names[:0], 0
+	clear(e.series)
+}
+
+// Count returns the number of readings added since the last Reset.
+func (e *OutboxEncoder) Count() int { return e.count }
+
+// Size bounds the size of the entry's value, compressed, with
+// OutboxEntryReserve.
+func (e *OutboxEncoder) Size() int {
+	n := len(e.readings) + len(e.names)
+	return n + n/6 + OutboxEntryReserve
+}
+
+// Add adds r to the entry, after the readings added before it.
+func (e *OutboxEncoder) Add(r *Reading) {
+	if e.series == nil {
+		e.series = make(map[[2]string]uint64)
+	}
+	k := [2]string{r.Device, r.Metric}
+	i, ok := e.series[k]
+	if !ok {
+		i = uint64(len(e.series))
+		e.series[k] = i
+		e.names = binary.AppendUvarint(e.names, uint64(len(r.Device)))
+		e.names = append(e.names, r.Device...)
+		e.names = binary.AppendUvarint(e.names, uint64(len(r.Metric)))
+		e.names = append(e.names, r.Metric...)
+	}
+	e.readings = binary.AppendUvarint(e.readings, i)
+	e.readings = binary.AppendVarint(e.readings, r.TS-e.ts)
+	e.ts = r.TS
+	e.readings = binary.LittleEndian.AppendUint64(e.readings, math.Float64bits(r.Value))
+	e.count++
+}
+
+// Value returns the entry's encoding, in a new slice.
+func (e *OutboxEncoder) Value() []byte {
+	p := binary.AppendUvarint(e.plain[:0], uint64(e.count))
+	p = binary.AppendUvarint(p, uint64(len(e.series)))
+	p = append(p, e.names...)
+	p = append(p, e.readings...)
+	e.plain = p
+	v := make([]byte, 1, 1+s2.MaxEncodedLen(len(p)))
+	v[0] = OutboxV1
+	return append(v, s2.Encode(v[1:cap(v)], p)...)
+}
+
+// outboxBody decompresses an entry into buf (which it returns, grown if
+// need be) and returns the body after the count, and the count.
+func outboxBody(v, buf []byte) (decoded, body []byte, count uint64, err error) {
+	if len(v) < 2 || v[0] != OutboxV1 {
+		return buf, nil, 0, ErrBadOutbox
+	}
+	n, err := s2.DecodedLen(v[1:])
+	if err != nil || n > maxOutboxDecoded {
+		return buf, nil, 0, ErrBadOutbox
+	}
+	if decoded, err = s2.Decode(buf[:cap(buf)], v[1:]); err != nil {
+		return buf, nil, 0, fmt.Errorf("%w: %v", ErrBadOutbox, err)
+	}
+	count, k := binary.Uvarint(decoded)
+	if k <= 0 {
+		return decoded, nil, 0, ErrBadOutbox
+	}
+	return decoded, decoded[k:], count, nil
+}
+
+// OutboxCount returns the number of readings of an entry, as its header
+// says, decompressing it but not decoding its readings. An entry that
+// OutboxDecoder decodes holds that many; an error wraps ErrBadOutbox.
+func OutboxCount(v []byte) (uint64, error) {
+	_, _, n, err := outboxBody(v, nil)
+	return n, err
+}
+
+// OutboxDecoder decodes entries, reusing its buffers and interning
+// device and metric names across them. Its zero value is ready to use.
+type OutboxDecoder struct {
+	buf    []byte
+	names  map[string]string
+	series [][2]string
+}
+
+// Decode calls fn with each reading of the entry v whose first reading is
+// seq, in order, until fn returns false. It returns an error wrapping
+// ErrBadOutbox if v is not a whole, valid entry; fn may have been called
+// with the readings before the fault. The readings' Unit is "".
+func (d *OutboxDecoder) Decode(seq uint64, v []byte, fn func(OutboxReading) bool) error {
+	if d.names == nil {
+		d.names = make(map[string]string)
+	}
+	var p []byte
+	var count uint64
+	var err error
+	d.buf, p, count, err = outboxBody(v, d.buf)
+	if err != nil {
+		return err
+	}
+	nseries, k := binary.Uvarint(p)
+	if k <= 0 || nseries > uint64(len(p)) {
+		return fmt.Errorf("%w: table of series", ErrBadOutbox)
+	}
+	p = p[k:]
+	name := func() (string, bool) {
+		n, k := binary.Uvarint(p)
+		if k <= 0 || n == 0 || n > uint64(len(p)-k) {
+			return "", false
+		}
+		b := p[k : k+int(n)]
+		p = p[k+int(n):]
+		s, ok := d.names[string(b)]
+		if !ok {
+			s = string(b)
+			d.names[s] = s
+		}
+		return s, true
+	}
+	d.series = d.series[:0]
+	for range nseries {
+		dev, ok1 := name()
+		met, ok2 := name()
+		if !ok1 || !ok2 {
+			return fmt.Errorf("%w: table of series", ErrBadOutbox)
+		}
+		d.series = append(d.series, [2]string{dev, met})
+	}
+	var r OutboxReading
+	for i := uint64(0); i < count; i++ {
+		idx, k := binary.Uvarint(p)
+		if k <= 0 || idx >= uint64(len(d.series)) {
+			return fmt.Errorf("%w: reading %d: series", ErrBadOutbox, i)
+		}
+		p = p[k:]
+		delta, k := binary.Varint(p)
+		if k <= 0 || len(p) < k+8 {
+			return fmt.Errorf("%w: reading %d: truncated", ErrBadOutbox, i)
+		}
+		r.Device, r.Metric = d.series[idx][0], d.series[idx][1]
+		r.TS += delta
+		r.Value = math.Float64frombits(binary.LittleEndian.Uint64(p[k:]))
+		p = p[k+8:]
+		r.Seq = seq + i
+		if !fn(r) {
+			return nil
+		}
+	}
+	if len(p) != 0 {
+		return fmt.Errorf("%w: %d bytes after the last reading", ErrBadOutbox, len(p))
+	}
+	return nil
+}
+
+// OutboxMeta is the value of the meta key MetaOutbox: where the uplink
+// stands.
+//
+//	cursor(8B BE) batchStart(8B BE) batchEnd(8B BE) batchNote(8B BE)
+type OutboxMeta struct {
+	// Cursor is the first reading not yet accepted upstream.
+	Cursor uint64
+	// BatchStart and BatchEnd are the batch being sent, and BatchNote
+	// what the sender recorded with it; the batch holds only when
+	// BatchStart is Cursor.
+	BatchStart, BatchEnd uint64
+	BatchNote            int64
+}
+
+// outboxMetaLen is the length of an OutboxMeta's encoding.
+const outboxMetaLen = 32
+
+// AppendOutboxMeta appends the encoding of m to dst.
+func AppendOutboxMeta(dst []byte, m OutboxMeta) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, m.Cursor)
+	dst = binary.BigEndian.AppendUint64(dst, m.BatchStart)
+	dst = binary.BigEndian.AppendUint64(dst, m.BatchEnd)
+	return binary.BigEndian.AppendUint64(dst, uint64(m.BatchNote))
+}
+
+// ParseOutboxMeta parses a value written by AppendOutboxMeta.
+func ParseOutboxMeta(v []byte) (OutboxMeta, error) {
+	if len(v) != outboxMetaLen {
+		return OutboxMeta{}, fmt.Errorf("meta %s: %d bytes, want %d", MetaOutbox, len(v), outboxMetaLen)
+	}
+	return OutboxMeta{
+		Cursor:     binary.BigEndian.Uint64(v),
+		BatchStart: binary.BigEndian.Uint64(v[8:]),
+		BatchEnd:   binary.BigEndian.Uint64(v[16:]),
+		BatchNote:  int64(binary.BigEndian.Uint64(v[24:])),
+	}, nil
+}
