@@ -78,7 +78,7 @@ func statsLevels(st *seriesState, ts int64) []aggregate.Level {
 	return all[:1:1] // an append must not write to allLevels
 }
 
-// Indexes of seriesState.rolled.
+// Indexes of seriesIndex.rolled.
 const (
 	rolledHours = 0
 	rolledDays  = 1

@@ -97,7 +97,7 @@ type Store struct {
 	// would go to the value log.
 	maxValue int
 
-	mu sync.RWMutex // guards series, devices, seriesState.last and .unit, readings, uncompacted and oldest*
+	mu sync.RWMutex // guards series, devices, the seriesIndex of each series, readings, uncompacted and oldest*
 	// series maps a series id (device 0x00 metric) to its state. It is
 	// loaded at Open; after that only the Writer adds to it.
 	series map[string]*seriesState
@@ -129,26 +129,42 @@ type Store struct {
 	flusher func(context.Context) error // checkpoints the running Writer's journal; nil when none runs
 }
 
-// seriesState is what the store keeps in memory about one series.
+// seriesState is what the store keeps in memory about one series, in one
+// allocation of two parts with different owners: its entry in the index
+// (seriesIndex), which the Store shares under Store.mu, and the Writer's
+// own work on it (seriesWork), which only the Writer's goroutine touches.
+// Each part's methods are on its own type.
 type seriesState struct {
-	last int64 // newest timestamp stored; guarded by Store.mu
+	seriesIndex
+	seriesWork
+}
+
+// seriesIndex is a series' entry in the store's index. device and metric
+// never change once the series exists; the other fields are written by
+// the Writer's goroutine under Store.mu (for writing), and read by
+// queries and the status under Store.mu (the Writer's goroutine reads
+// them without it: it is their only writer).
+type seriesIndex struct {
+	last int64 // newest timestamp stored
 	// rolled holds, for hours and days, the end of the groups whose
 	// records are rolled up: hours and days before it have records (where
-	// they hold readings), later ones only minute (hour) records. Written
-	// by the Writer under Store.mu, read by queries under Store.mu.
+	// they hold readings), later ones only minute (hour) records.
 	rolled [2]int64
 
 	device, metric string
 	// unit is the series' unit (unit.go); the zero handle when not known.
-	// Written by the Writer under Store.mu, read by others under Store.mu.
 	unit unique.Handle[string]
+}
 
-	// Used by the Writer's goroutine only.
+// seriesWork is the Writer's work on one series: what it has written,
+// holds in the journal and keeps open. Used by the Writer's goroutine
+// only (and by Open, before any Writer runs), never under Store.mu.
+type seriesWork struct {
 	next       int64      // newest timestamp written, maybe not yet committed
 	open       []openDay  // committed points not yet sealed, by UTC day (see open.go)
 	pend       []Sample   // points of the commit part under way
 	unflushed  []Sample   // points in the journal, not yet in runs (journal.go)
-	flushed    bool       // in Writer.flushed
+	flushed    bool       // in the sealer's flushed list (seal.go)
 	touched    bool       // written in the current commit
 	pendDay    int32      // the day of the last of them
 	pendRun    int32      // how many of them the run of that day holds, as reserveRun counts
@@ -162,13 +178,17 @@ type seriesState struct {
 
 func newSeriesState(device, metric string, now time.Time) *seriesState {
 	return &seriesState{
-		last:       math.MinInt64,
-		next:       math.MinInt64,
-		device:     device,
-		metric:     metric,
-		rolled:     [2]int64{math.MinInt64, math.MinInt64},
-		sealedLast: math.MinInt64,
-		lastWrite:  now.UnixNano(),
+		seriesIndex: seriesIndex{
+			last:   math.MinInt64,
+			device: device,
+			metric: metric,
+			rolled: [2]int64{math.MinInt64, math.MinInt64},
+		},
+		seriesWork: seriesWork{
+			next:       math.MinInt64,
+			sealedLast: math.MinInt64,
+			lastWrite:  now.UnixNano(),
+		},
 	}
 }
 
