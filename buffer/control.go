@@ -8,14 +8,6 @@ import (
 	"github.com/cairn-gateway/cairn/aggregate"
 )
 
-// Ping returns nil once the Writer's goroutine has taken a step that does
-// nothing: it is not stuck in a group commit, a seal or retention. It
-// blocks while the Writer is busy, so give ctx a deadline. It returns
-// ErrClosed once the Writer is stopping, or ctx.Err() if ctx ends first.
-func (w *Writer) Ping(ctx context.Context) error {
-	return w.do(ctx, func() error { return nil })
-}
-
 // SetRetention has the running Writer keep raw readings for rawMaxAge and
 // the aggregate records of each level for statsMaxAge[level] from now on,
 // as WriterOptions.RawMaxAge and StatsMaxAge do (0: for ever). The next
