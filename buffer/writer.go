@@ -71,33 +71,13 @@ type WriterOptions struct {
 	// SealCheck is how often the Writer looks for open points that are due
 	// to be sealed (default 1 minute).
 	SealCheck time.Duration
-	// RawMaxAge is how long raw readings are kept, by wall clock: those of
-	// a UTC day go once the whole day is older (0: for ever). Applied by
-	// Prune, which a Retention calls.
-	RawMaxAge time.Duration
-	// StatsMaxAge is how long the minute, hour and day aggregate records
-	// are kept, by wall clock, indexed by level (0: for ever). Applied by
-	// Prune.
-	StatsMaxAge map[aggregate.Level]time.Duration
-	// RawMaxReadingsPerSeries keeps only the newest readings of each
-	// series, this many (0: no limit). Applied by Prune, whatever the
-	// clock says.
-	RawMaxReadingsPerSeries int
-	// RawWindowFromLatest keeps only the readings within this long of
-	// the newest reading of their series (0: no limit), for devices whose
-	// clock is wrong but consistent. Applied by Prune, whatever the clock
-	// says.
-	RawWindowFromLatest time.Duration
+	// Retention is the retention policy the Writer starts with (see
+	// SetRetentionPolicy); a Retention runs it.
+	Retention RetentionPolicy
 	// Clock says whether the clock that Prune is given can be trusted
 	// (clock.go): retention by age pauses while it cannot, and keeps the
 	// spans of readings it stamped. Nil: the clock is trusted.
 	Clock *Clock
-	// MaxDiskBytes caps the data directory's size (0: no cap); a
-	// Retention keeps it (retention.go).
-	MaxDiskBytes int64
-	// KeepRecent is how much of each series' newest readings the disk cap
-	// keeps while anything older is left to delete (0: none).
-	KeepRecent time.Duration
 
 	// MaxSeries caps the series of the store, and MaxSeriesPerDevice
 	// those of one device (0: no limit). A reading that would make a new
@@ -165,9 +145,10 @@ type Writer struct {
 
 	// Used by the Run goroutine only, each job's state with the job:
 	groupCommit                        // the group commit (commit.go)
-	journal     journalWriter          // the journal's entries (journal.go)
+	journal     journalWriter          // the journal's entries it writes (commit.go; journal.go)
 	ckpt        checkpointState        // the checkpoint (checkpoint.go)
 	seal        sealer                 // sealing (seal.go)
+	policy      RetentionPolicy        // the retention policy in force (policy.go, prune.go)
 	pauses      [numPauseCauses]string // why no new batches are taken, by cause ("" for none; pause.go)
 	runMax      int                    // the most readings of a run (see open.go)
 	scratch     []byte                 // a series id being looked up (series.go)
