@@ -190,6 +190,7 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 	}
 	return &Writer{
 		store:    s,
+		policy:   opts.Retention.clone(),
 		opts:     opts,
 		runMax:   runMax,
 		queue:    make(chan request, opts.QueueSize),
