@@ -18,7 +18,8 @@ const maxDiskSteps = 32
 type RetentionOptions struct {
 	// DiskCheck is how often the data directory's size is measured
 	// against the disk cap (default 1s: a walk of a few dozen files), or
-	// more often when it grows fast (see nextCheck). The clock is checked
+	// more often when it grows fast (see nextCheck); the store keeps the
+	// measurement for Stats and Status. The clock is checked
 	// as often, for RetentionStatus.PausedReason.
 	DiskCheck time.Duration
 	// PruneEvery is the longest time between two runs of retention by
@@ -324,7 +325,7 @@ func (r *Retention) compact(ctx context.Context, limit int64) error {
 			if limit <= 0 || ctx.Err() != nil {
 				continue
 			}
-			if size, err := r.diskBytes(); err == nil && float64(size) >= diskFullMark*float64(limit) {
+			if size, err := r.diskBytes(); err == nil && atFull(size, limit, false) {
 				if err := r.setFull(ctx, size, limit); err != nil && ctx.Err() == nil {
 					r.log.Error("stopping ingest at the disk cap failed", "err", err)
 				}
@@ -504,9 +505,10 @@ func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.D
 }
 
 // diskBytes measures cairn's files in the data directory, and logs the
-// files there that are not cairn's when they change.
+// files there that are not cairn's when they change. The store keeps the
+// measurement for Stats and Status.
 func (r *Retention) diskBytes() (int64, error) {
-	st, err := r.store.Stats()
+	st, err := r.store.measureDisk()
 	if err != nil {
 		return 0, err
 	}
@@ -544,15 +546,19 @@ type RetentionStatus struct {
 	// nothing is.
 	OldestReading *time.Time `json:"oldest_reading"`
 	NewestReading *time.Time `json:"newest_reading"`
-	// DiskBytes is what cairn's files in the data directory take;
-	// MaxDiskBytes the cap (0: none).
-	DiskBytes    int64 `json:"disk_bytes"`
-	MaxDiskBytes int64 `json:"max_disk_bytes"`
+	// DiskBytes is what cairn's files in the data directory take, as
+	// measured at DiskMeasuredAt (every DiskCheck while Retention runs;
+	// see Store.Stats); MaxDiskBytes the cap (0: none).
+	DiskBytes      int64      `json:"disk_bytes"`
+	DiskMeasuredAt *time.Time `json:"disk_measured_at"`
+	MaxDiskBytes   int64      `json:"max_disk_bytes"`
 }
 
-// Status returns what retention did. It walks the data directory; the
+// Status returns what retention did. The size of the data directory is
+// the store's last measurement (Store.Stats), not a walk of its own; the
 // oldest reading is the store's (OldestReading), sought again only after a
-// prune removed readings.
+// prune removed readings, so a status polled often neither walks the
+// directory nor has the Writer checkpoint at each call.
 func (r *Retention) Status() (RetentionStatus, error) {
 	r.mu.Lock()
 	st := RetentionStatus{PausedReason: r.paused, MaxDiskBytes: r.maxDisk}
@@ -567,9 +573,14 @@ func (r *Retention) Status() (RetentionStatus, error) {
 	r.mu.Unlock()
 	st.RemovedReadings = r.writer.prunedCount()
 	st.DroppedUnsent = r.store.DroppedUnsent()
-	var err error
-	if st.DiskBytes, err = r.diskBytes(); err != nil {
+	ss, err := r.store.Stats()
+	if err != nil {
 		return st, err
+	}
+	st.DiskBytes = ss.DiskBytes
+	if !ss.MeasuredAt.IsZero() {
+		t := ss.MeasuredAt.UTC()
+		st.DiskMeasuredAt = &t
 	}
 	oldest, ok, err := r.store.OldestReading()
 	if err != nil {

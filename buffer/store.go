@@ -14,11 +14,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -127,6 +125,9 @@ type Store struct {
 
 	flushMu sync.Mutex
 	flusher func(context.Context) error // checkpoints the running Writer's journal; nil when none runs
+
+	diskMu sync.Mutex // one measurement of the data directory at a time; guards disk
+	disk   diskUsage  // the last measurement (usage.go)
 }
 
 // seriesState is what the store keeps in memory about one series, in one
@@ -573,20 +574,6 @@ func (s *Store) Close() error {
 // Dir returns the data directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Stats is a snapshot of the store's size.
-type Stats struct {
-	Readings  uint64 // distinct readings stored
-	Series    int    // series with at least one reading
-	DiskBytes int64  // bytes allocated to cairn's files in the data directory, the reserve file left out
-	// ReserveFileBytes is what the reserve file holds (Headroom).
-	ReserveFileBytes int64
-	// ForeignBytes is what the files in the data directory that are not
-	// cairn's hold; ForeignFiles names a few of them. The disk cap does
-	// not count them, nor delete them.
-	ForeignBytes int64
-	ForeignFiles []string
-}
-
 // SeriesCount returns the number of series with at least one reading.
 func (s *Store) SeriesCount() int {
 	s.mu.RLock()
@@ -594,60 +581,11 @@ func (s *Store) SeriesCount() int {
 	return len(s.series)
 }
 
-// Stats returns the store's counters and its size on disk. It walks the data
-// directory, so it costs a few system calls per file.
-func (s *Store) Stats() (Stats, error) {
-	s.mu.RLock()
-	st := Stats{Readings: s.readings, Series: len(s.series)}
-	s.mu.RUnlock()
-	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) { // removed by compaction meanwhile
-				return nil
-			}
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil // removed meanwhile
-		}
-		rel, _ := filepath.Rel(s.dir, path)
-		switch n := allocated(info); {
-		case rel == ReserveFile:
-			st.ReserveFileBytes += n
-		case ownFile(rel):
-			st.DiskBytes += n
-		default:
-			st.ForeignBytes += n
-			if len(st.ForeignFiles) < maxForeignNames {
-				st.ForeignFiles = append(st.ForeignFiles, rel)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return st, fmt.Errorf("size of %s: %w", s.dir, err)
-	}
-	return st, nil
-}
-
 // ReadingCount returns the number of distinct readings stored.
 func (s *Store) ReadingCount() uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.readings
-}
-
-// allocated returns the bytes a file really occupies: Badger's files are
-// sparse until written.
-func allocated(info fs.FileInfo) int64 {
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		return int64(st.Blocks) * 512
-	}
-	return info.Size()
 }
 
 // Series describes one series in the index.
@@ -858,7 +796,7 @@ func (s *Store) DefaultMaxDiskBytes() (int64, error) {
 	if err := syscall.Statfs(s.dir, &fs); err != nil {
 		return 0, fmt.Errorf("free space of %s: %w", s.dir, err)
 	}
-	st, err := s.Stats()
+	st, err := s.measureDisk()
 	if err != nil {
 		return 0, err
 	}
