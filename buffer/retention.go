@@ -19,8 +19,8 @@ type RetentionOptions struct {
 	// DiskCheck is how often the data directory's size is measured
 	// against the disk cap (default 1s: a walk of a few dozen files), or
 	// more often when it grows fast (see nextCheck); the store keeps the
-	// measurement for Stats and Status. The clock is checked
-	// as often, for RetentionStatus.PausedReason.
+	// measurement for Stats and Status. The clock is checked as often,
+	// for RetentionStatus.PausedReason.
 	DiskCheck time.Duration
 	// PruneEvery is the longest time between two runs of retention by
 	// age (default 1h); it runs sooner when the oldest raw reading
@@ -35,9 +35,9 @@ type RetentionOptions struct {
 // Retention runs a Writer's retention policy (RetentionPolicy, which the
 // Writer holds and applies): by age (Writer.Prune) when the oldest raw
 // reading expires and at least every PruneEvery, and the disk cap
-// (RetentionPolicy.MaxDiskBytes) every DiskCheck. The deletes run on the Writer's goroutine in steps between
-// group commits; the compaction that gives the space back runs on the
-// Retention's. Don't forget to Run it.
+// (RetentionPolicy.MaxDiskBytes) every DiskCheck. The deletes run on the
+// Writer's goroutine in steps between group commits; the compaction that
+// gives the space back runs on the Retention's. Don't forget to Run it.
 type Retention struct {
 	store  *Store
 	writer *Writer
