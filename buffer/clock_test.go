@@ -204,7 +204,7 @@ func TestPrune_KeepsWhatAnUntrustedClockStamped(t *testing.T) {
 	right := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	behind := right.Add(-365 * 24 * time.Hour)
 	clk := &testClock{now: behind, sync: SyncNo}
-	s, w, c := testStoreClock(t, clk, time.Time{}, WriterOptions{RawMaxAge: age, SealCheck: time.Hour})
+	s, w, c := testStoreClock(t, clk, time.Time{}, WriterOptions{SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: age}})
 	ctx := context.Background()
 	// Valid readings with their own timestamps, a day apart, the last
 	// five days before the right time.
@@ -259,7 +259,7 @@ func TestPrune_KeepsWhatAnUntrustedClockStamped(t *testing.T) {
 func TestPrune_ReadingsAheadOfATrustedClock(t *testing.T) {
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	clk := &testClock{now: now, sync: SyncYes}
-	_, w, _ := testStoreClock(t, clk, time.Time{}, WriterOptions{RawMaxAge: 24 * time.Hour, SealCheck: time.Hour})
+	_, w, _ := testStoreClock(t, clk, time.Time{}, WriterOptions{SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour}})
 	write(t, w,
 		Reading{Device: "d", Metric: "m", TS: now.Add(-3 * 24 * time.Hour).UnixNano(), Value: 1},
 		Reading{Device: "d", Metric: "m", TS: now.Add(30 * time.Minute).UnixNano(), Value: 2},

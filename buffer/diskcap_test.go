@@ -20,7 +20,7 @@ func TestRetention_DiskCapTakesTheOldestHours(t *testing.T) {
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	s, w := testStoreOpts(t, Options{MemTableSize: 1 << 20, Logger: log},
-		WriterOptions{MaxReadings: 5000, SealCheck: time.Hour, KeepRecent: time.Hour})
+		WriterOptions{MaxReadings: 5000, SealCheck: time.Hour, Retention: RetentionPolicy{KeepRecent: time.Hour}})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
@@ -59,7 +59,7 @@ func TestRetention_DiskCapTakesTheOldestHours(t *testing.T) {
 	}
 	// A cap the store is just over: down to the low mark, a quarter goes.
 	limit := int64(float64(st.DiskBytes) / 0.95)
-	if err := w.SetRawLimits(ctx, 0, 0, limit, time.Hour); err != nil {
+	if err := w.SetRetentionPolicy(ctx, RetentionPolicy{MaxDiskBytes: limit, KeepRecent: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.EnforceDiskCap(ctx); err != nil {

@@ -3,7 +3,6 @@ package buffer
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -65,137 +64,6 @@ func (s *Store) journalNext() uint64 {
 	return next
 }
 
-// checkpoint writes the readings of the journal as runs and their
-// aggregates into records, and deletes its entries, in one synced
-// transaction. If the transaction fails, nothing changes: the journal
-// keeps them. If only the sync fails, the Writer goes on from what was
-// committed, as after a commit whose sync failed.
-func (w *Writer) checkpoint() error {
-	if len(w.jkeys) == 0 && len(w.dirty) == 0 {
-		return nil
-	}
-	s := w.store
-	txn := s.db.NewTransaction(true)
-	defer txn.Discard()
-	if err := w.writeRuns(txn); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if err := w.writeStats(txn); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	for _, k := range w.jkeys {
-		if err := txn.Delete(k); err != nil {
-			return fmt.Errorf("checkpoint: %w", err)
-		}
-	}
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
-	if err := txn.Commit(); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	w.checkpointed()
-	if err := w.sync(); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	return nil
-}
-
-// checkpointed brings the Writer up to date with a committed checkpoint.
-func (w *Writer) checkpointed() {
-	w.statsCommitted()
-	clear(w.ckDeltas)
-	for _, st := range w.dirty {
-		forRuns(st.unflushed, w.runMax, func(day int32, run []Sample) error { // sorted by writeRuns
-			st.addRun(day, run)
-			return nil
-		})
-		st.unflushed = st.unflushed[:0]
-		if !st.flushed && !w.replaying {
-			st.flushed = true
-			w.flushed = append(w.flushed, st)
-		}
-	}
-	w.dirty = w.dirty[:0]
-	w.jkeys = w.jkeys[:0]
-	w.ckpt = newTxnBudget(w.store.db, 0)
-	if w.ckptArmed {
-		w.ckptDue.Stop()
-		w.ckptArmed = false
-	}
-	w.checkpoints.Add(1)
-}
-
-// checkpointNow checkpoints, then seals and rolls up the series it wrote,
-// as a commit once did, logging a failure. Sealing waits for a
-// checkpoint: the open points it takes must be runs.
-func (w *Writer) checkpointNow() error {
-	if err := w.checkpoint(); err != nil {
-		w.store.log.Error("checkpoint failed; what it did not write stays in the journal, and it is tried again", "err", err)
-		return err
-	}
-	w.sealFlushed()
-	return nil
-}
-
-// sealAfterCommits is how often, at most, the series that checkpoints in
-// the middle of commits wrote are sealed and rolled up after a commit: a
-// busy gateway checkpoints every few commits, and sealing after each of
-// them cost a drain a tenth of its rate.
-const sealAfterCommits = time.Second
-
-// sealFlushed seals and rolls up the series that checkpoints wrote since
-// the last time: right after the checkpoint when it came between commits,
-// after a commit when it came in the middle of one (sealing then would
-// change buckets under the commit's duplicate check).
-func (w *Writer) sealFlushed() {
-	w.lastSeal = time.Now()
-	if len(w.flushed) == 0 {
-		return
-	}
-	w.touched = append(w.touched[:0], w.flushed...)
-	if !w.opts.noSeal {
-		w.queueFull()
-		w.sealNow()
-	}
-	if len(w.jkeys) > 0 || len(w.dirty) > 0 {
-		// Roll-ups read the minute records on disk, and the journal holds
-		// readings whose deltas are not there yet: the series wait in
-		// w.flushed for the next checkpoint that empties it.
-		w.touched = w.touched[:0]
-		return
-	}
-	w.rollUpTouched()
-	for _, st := range w.flushed {
-		st.flushed = false
-	}
-	w.flushed = w.flushed[:0]
-	w.touched = w.touched[:0]
-}
-
-// Checkpoint has the running Writer checkpoint its journal, then seal the
-// full buckets and roll up the hours that are over, as it does
-// CheckpointInterval after a commit, and returns the result. It is the
-// one-step form of that, for tests and tools.
-func (w *Writer) Checkpoint(ctx context.Context) error {
-	return w.do(ctx, w.checkpointNow)
-}
-
-// flush has the running Writer checkpoint its journal. A Writer that is
-// stopping commits what is queued and then checkpoints: flush waits for
-// that.
-func (w *Writer) flush(ctx context.Context) error {
-	err := w.doCheckpointed(ctx, func() error { return nil })
-	if errors.Is(err, ErrClosed) {
-		select {
-		case <-w.stopped:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return err
-}
-
 // setFlusher records how queries have the running Writer checkpoint (nil:
 // no Writer runs).
 func (s *Store) setFlusher(f func(context.Context) error) {
@@ -252,7 +120,7 @@ func (s *Store) replayJournal() error {
 	// is synced: db.Sync covers only the memtable being written, so a
 	// part synced later would not cover one before a memtable switch.
 	w := NewWriter(s, WriterOptions{})
-	w.replaying = true
+	w.ckpt.replaying = true
 	now := time.Now()
 	var (
 		d        encoding.OutboxDecoder
@@ -276,26 +144,26 @@ func (s *Store) replayJournal() error {
 			s.log.Error("journal entry unreadable: its readings are not in the store", "key", fmt.Sprintf("%x", e.key), "err", err)
 			readings = readings[:0]
 		}
-		w.ckpt.takeSize(encoding.JournalKeyLen + 2)
+		w.ckpt.budget.takeSize(encoding.JournalKeyLen + 2)
 		for _, r := range readings {
 			st, _, _ := w.state(r.Device, r.Metric, now) // no limits: these readings were acknowledged
 			smp := Sample{TS: r.TS, Value: r.Value}
 			if st.hasOpen(smp) {
 				continue
 			}
-			if !w.reserveReading(&w.ckpt, st, r.TS) {
+			if !w.reserveReading(&w.ckpt.budget, st, r.TS) {
 				part()
 				if err := w.checkpoint(); err != nil {
 					return fmt.Errorf("journal: %w", err)
 				}
-				w.ckpt.takeSize(encoding.JournalKeyLen + 2)
-				w.reserveReading(&w.ckpt, st, r.TS)
+				w.ckpt.budget.takeSize(encoding.JournalKeyLen + 2)
+				w.reserveReading(&w.ckpt.budget, st, r.TS)
 			}
 			w.hold(st, smp)
 			replayed++
 		}
 		part()
-		w.jkeys = append(w.jkeys, e.key)
+		w.journal.keys = append(w.journal.keys, e.key)
 		if err := w.checkpoint(); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}

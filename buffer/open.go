@@ -34,7 +34,7 @@ type openDay struct {
 
 // days yields each day of the series that has open points, with them.
 // The series must not change until the loop ends.
-func (st *seriesState) days() iter.Seq2[int32, []Sample] {
+func (st *seriesWork) days() iter.Seq2[int32, []Sample] {
 	return func(yield func(int32, []Sample) bool) {
 		for i := range st.open {
 			if !yield(st.open[i].day, st.open[i].points) {
@@ -46,7 +46,7 @@ func (st *seriesState) days() iter.Seq2[int32, []Sample] {
 
 // openOf returns the open day of the series, nil if it has no open points
 // that day.
-func (st *seriesState) openOf(day int32) *openDay {
+func (st *seriesWork) openOf(day int32) *openDay {
 	for i := range st.open {
 		if st.open[i].day == day {
 			return &st.open[i]
@@ -56,7 +56,7 @@ func (st *seriesState) openOf(day int32) *openDay {
 }
 
 // points returns the open points of a day of the series.
-func (st *seriesState) points(day int32) []Sample {
+func (st *seriesWork) points(day int32) []Sample {
 	if d := st.openOf(day); d != nil {
 		return d.points
 	}
@@ -196,7 +196,7 @@ func (e *openEdit) apply() {
 
 // addRun adds a committed run of sorted samples to the open points of its
 // day.
-func (st *seriesState) addRun(day int32, run []Sample) {
+func (st *seriesWork) addRun(day int32, run []Sample) {
 	d := st.openOf(day)
 	if d == nil {
 		st.open = append(st.open, openDay{day: day})
@@ -208,7 +208,7 @@ func (st *seriesState) addRun(day int32, run []Sample) {
 
 // hasOpen reports whether the sample is an open point of the series, in
 // the journal, or one of the commit under way.
-func (st *seriesState) hasOpen(smp Sample) bool {
+func (st *seriesWork) hasOpen(smp Sample) bool {
 	return slices.ContainsFunc(st.points(encoding.DayOf(smp.TS)), smp.Same) ||
 		slices.ContainsFunc(st.unflushed, smp.Same) || slices.ContainsFunc(st.pend, smp.Same)
 }

@@ -150,7 +150,7 @@ func TestRuns_PruneWritesTheRestOfARunAgain(t *testing.T) {
 		rs = append(rs, Reading{Device: "d", Metric: "m", TS: base + int64(i)*1e9, Value: float64(i)})
 	}
 	opts := unsealed
-	opts.RawMaxReadingsPerSeries = 10
+	opts.Retention.RawMaxReadingsPerSeries = 10
 	check := func(s *Store) {
 		t.Helper()
 		checkReadings(t, s, "d", rs[15:])

@@ -46,7 +46,7 @@ func (w *Writer) checkClockAt(now time.Time, newest int64) error {
 			return fmt.Errorf("%w: the clock is not trusted; %s; it reads %s", ErrClockBehind, why, now.UTC().Format(time.RFC3339))
 		}
 	}
-	if age := w.opts.RawMaxAge; age > 0 && newest != math.MinInt64 && now.Sub(time.Unix(0, newest)) > age {
+	if age := w.policy.RawMaxAge; age > 0 && newest != math.MinInt64 && now.Sub(time.Unix(0, newest)) > age {
 		return fmt.Errorf("%w: the clock is more than raw_max_age (%s) ahead of the newest reading stored (%s): set far forward, or no reading came for that long; it reads %s",
 			ErrClockBehind, age, time.Unix(0, newest).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
@@ -67,8 +67,8 @@ func (w *Writer) ageCut(now time.Time, age time.Duration) int64 {
 }
 
 // Prune has the running Writer apply retention by age at now: raw
-// readings older than RawMaxAge and aggregate records older than their
-// StatsMaxAge. It deletes in steps of a few thousand keys, and group
+// readings older than the policy's RawMaxAge and aggregate records older
+// than their StatsMaxAge. It deletes in steps of a few thousand keys, and group
 // commits go on between them. It returns an ErrClockBehind error, and
 // deletes nothing by age, while now cannot be trusted (checkClock: the
 // Clock does not trust it, or it is far ahead of the newest reading);
@@ -132,14 +132,14 @@ const (
 // by the clock (RawMaxReadingsPerSeries, RawWindowFromLatest) apply even
 // while the clock pauses the others.
 func (w *Writer) pruneStep(now time.Time, cur *pruneCursor) (more bool, err error) {
-	o := w.opts
-	if o.RawMaxAge <= 0 && len(o.StatsMaxAge) == 0 && o.RawMaxReadingsPerSeries <= 0 && o.RawWindowFromLatest <= 0 {
+	o := w.policy
+	if !o.prunes() {
 		return false, nil
 	}
 	if !cur.checked {
 		cur.newest, cur.checked = w.store.newestReading(), true
 	}
-	// The options in force now: a reload may have changed them.
+	// The policy in force now: a reload may have changed it.
 	clockErr := w.checkClockAt(now, cur.newest)
 	ageCut := int64(math.MinInt64)
 	if o.RawMaxAge > 0 && clockErr == nil {

@@ -10,22 +10,6 @@ import (
 	"time"
 )
 
-// Watermarks of the disk cap (WriterOptions.MaxDiskBytes): above the high
-// one, the oldest data is deleted until the data directory is below the
-// low one. The gap keeps a store that grows slowly from deleting a little
-// at every check, and leaves room for what arrives between two checks
-// and for compaction, which writes new tables before it removes the old.
-//
-// At the full mark, the Writer takes no new batches until the directory
-// is below the high mark again: readings wait in its queue (and at the
-// sensors or the broker, unacknowledged) rather than pass the cap when
-// they arrive faster than retention deletes.
-const (
-	diskFullMark = 0.97
-	diskHighMark = 0.90
-	diskLowMark  = 0.75
-)
-
 // maxDiskSteps bounds the deletions of one disk check; the next check
 // goes on where it stopped.
 const maxDiskSteps = 32
@@ -34,8 +18,9 @@ const maxDiskSteps = 32
 type RetentionOptions struct {
 	// DiskCheck is how often the data directory's size is measured
 	// against the disk cap (default 1s: a walk of a few dozen files), or
-	// more often when it grows fast (see nextCheck). The clock is checked
-	// as often, for RetentionStatus.PausedReason.
+	// more often when it grows fast (see nextCheck); the store keeps the
+	// measurement for Stats and Status. The clock is checked as often,
+	// for RetentionStatus.PausedReason.
 	DiskCheck time.Duration
 	// PruneEvery is the longest time between two runs of retention by
 	// age (default 1h); it runs sooner when the oldest raw reading
@@ -47,12 +32,12 @@ type RetentionOptions struct {
 	Logger *slog.Logger
 }
 
-// Retention applies a Writer's retention policies: by age (Writer.Prune)
-// when the oldest raw reading expires and at least every PruneEvery, and
-// the disk cap (WriterOptions.MaxDiskBytes) every
-// DiskCheck. The deletes run on the Writer's goroutine in steps between
-// group commits; the compaction that gives the space back runs on the
-// Retention's. Don't forget to Run it.
+// Retention runs a Writer's retention policy (RetentionPolicy, which the
+// Writer holds and applies): by age (Writer.Prune) when the oldest raw
+// reading expires and at least every PruneEvery, and the disk cap
+// (RetentionPolicy.MaxDiskBytes) every DiskCheck. The deletes run on the
+// Writer's goroutine in steps between group commits; the compaction that
+// gives the space back runs on the Retention's. Don't forget to Run it.
 type Retention struct {
 	store  *Store
 	writer *Writer
@@ -145,11 +130,11 @@ const minPruneGap = time.Minute
 // then).
 func (r *Retention) schedulePrune(ctx context.Context, now time.Time) error {
 	next := now.Add(r.opts.PruneEvery)
-	var maxAge time.Duration
-	var clock *Clock
-	if err := r.writer.do(ctx, func() error { maxAge, clock = r.writer.opts.RawMaxAge, r.writer.opts.Clock; return nil }); err != nil {
+	p, err := r.writer.RetentionPolicy(ctx)
+	if err != nil {
 		return err
 	}
+	maxAge, clock := p.RawMaxAge, r.writer.retentionClock()
 	if maxAge > 0 {
 		oldest, ok, err := r.store.OldestReading()
 		if err != nil {
@@ -224,9 +209,9 @@ func (r *Retention) RunOnce(ctx context.Context, now time.Time) error {
 // hourly prunes add up to one compaction, not one each, across restarts
 // too (Store.Uncompacted is kept in the store).
 func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
-	before, removed := r.store.ReadingCount(), r.writer.prunedReadings.Load()
+	before, removed := r.store.ReadingCount(), r.writer.prunedCount()
 	err := r.pruneKeepingDiskCap(ctx, now)
-	removed = r.writer.prunedReadings.Load() - removed
+	removed = r.writer.prunedCount() - removed
 	r.mu.Lock()
 	r.lastRun = r.opts.Now()
 	r.mu.Unlock()
@@ -309,11 +294,11 @@ func (r *Retention) setPaused(err error) bool {
 
 // checkClock updates why retention by age is paused, without pruning.
 func (r *Retention) checkClock(ctx context.Context, now time.Time) error {
-	var err error
-	if derr := r.writer.do(ctx, func() error { err = r.writer.checkClock(now); return nil }); derr != nil {
-		return derr
+	why, err := r.writer.ageRetentionPaused(ctx, now)
+	if err != nil {
+		return err
 	}
-	r.setPaused(err)
+	r.setPaused(why)
 	return nil
 }
 
@@ -324,7 +309,7 @@ func (r *Retention) checkClock(ctx context.Context, now time.Time) error {
 // goes on while new tables keep arriving).
 func (r *Retention) compact(ctx context.Context, limit int64) error {
 	// Tombstones still in a memtable are out of compaction's reach.
-	if err := r.writer.do(ctx, r.store.flushMemtables); err != nil {
+	if err := r.writer.flushForCompaction(ctx); err != nil {
 		return err
 	}
 	r.compactions++
@@ -340,7 +325,7 @@ func (r *Retention) compact(ctx context.Context, limit int64) error {
 			if limit <= 0 || ctx.Err() != nil {
 				continue
 			}
-			if size, err := r.diskBytes(); err == nil && float64(size) >= diskFullMark*float64(limit) {
+			if size, err := r.diskBytes(); err == nil && atFull(size, limit, false) {
 				if err := r.setFull(ctx, size, limit); err != nil && ctx.Err() == nil {
 					r.log.Error("stopping ingest at the disk cap failed", "err", err)
 				}
@@ -362,14 +347,11 @@ func (r *Retention) compact(ctx context.Context, limit int64) error {
 // again. Files in the data directory that are not cairn's are not
 // counted and not deleted; they are reported (Status, and the log).
 func (r *Retention) EnforceDiskCap(ctx context.Context) error {
-	var limit int64
-	var keepRecent time.Duration
-	if err := r.writer.do(ctx, func() error {
-		limit, keepRecent = r.writer.opts.MaxDiskBytes, r.writer.opts.KeepRecent
-		return nil
-	}); err != nil {
+	p, err := r.writer.RetentionPolicy(ctx)
+	if err != nil {
 		return err
 	}
+	limit, keepRecent := p.MaxDiskBytes, p.KeepRecent
 	r.mu.Lock()
 	r.maxDisk = limit
 	r.mu.Unlock()
@@ -377,7 +359,7 @@ func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if limit <= 0 || float64(size) <= diskHighMark*float64(limit) {
+	if !overHigh(size, limit) {
 		return r.setFull(ctx, size, limit)
 	}
 	low := int64(diskLowMark * float64(limit))
@@ -432,8 +414,7 @@ func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 func (r *Retention) setFull(ctx context.Context, size, limit int64) error {
 	r.mu.Lock()
 	was := r.full
-	full := limit > 0 && float64(size) >= diskFullMark*float64(limit) ||
-		was && limit > 0 && float64(size) > diskHighMark*float64(limit)
+	full := atFull(size, limit, was)
 	r.full = full
 	r.mu.Unlock()
 	if full == was {
@@ -524,9 +505,10 @@ func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.D
 }
 
 // diskBytes measures cairn's files in the data directory, and logs the
-// files there that are not cairn's when they change.
+// files there that are not cairn's when they change. The store keeps the
+// measurement for Stats and Status.
 func (r *Retention) diskBytes() (int64, error) {
-	st, err := r.store.Stats()
+	st, err := r.store.measureDisk()
 	if err != nil {
 		return 0, err
 	}
@@ -564,15 +546,19 @@ type RetentionStatus struct {
 	// nothing is.
 	OldestReading *time.Time `json:"oldest_reading"`
 	NewestReading *time.Time `json:"newest_reading"`
-	// DiskBytes is what cairn's files in the data directory take;
-	// MaxDiskBytes the cap (0: none).
-	DiskBytes    int64 `json:"disk_bytes"`
-	MaxDiskBytes int64 `json:"max_disk_bytes"`
+	// DiskBytes is what cairn's files in the data directory take, as
+	// measured at DiskMeasuredAt (every DiskCheck while Retention runs;
+	// see Store.Stats); MaxDiskBytes the cap (0: none).
+	DiskBytes      int64      `json:"disk_bytes"`
+	DiskMeasuredAt *time.Time `json:"disk_measured_at"`
+	MaxDiskBytes   int64      `json:"max_disk_bytes"`
 }
 
-// Status returns what retention did. It walks the data directory; the
+// Status returns what retention did. The size of the data directory is
+// the store's last measurement (Store.Stats), not a walk of its own; the
 // oldest reading is the store's (OldestReading), sought again only after a
-// prune removed readings.
+// prune removed readings, so a status polled often neither walks the
+// directory nor has the Writer checkpoint at each call.
 func (r *Retention) Status() (RetentionStatus, error) {
 	r.mu.Lock()
 	st := RetentionStatus{PausedReason: r.paused, MaxDiskBytes: r.maxDisk}
@@ -585,11 +571,16 @@ func (r *Retention) Status() (RetentionStatus, error) {
 		st.NextRun = &t
 	}
 	r.mu.Unlock()
-	st.RemovedReadings = r.writer.prunedReadings.Load()
+	st.RemovedReadings = r.writer.prunedCount()
 	st.DroppedUnsent = r.store.DroppedUnsent()
-	var err error
-	if st.DiskBytes, err = r.diskBytes(); err != nil {
+	ss, err := r.store.Stats()
+	if err != nil {
 		return st, err
+	}
+	st.DiskBytes = ss.DiskBytes
+	if !ss.MeasuredAt.IsZero() {
+		t := ss.MeasuredAt.UTC()
+		st.DiskMeasuredAt = &t
 	}
 	oldest, ok, err := r.store.OldestReading()
 	if err != nil {

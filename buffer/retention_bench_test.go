@@ -59,7 +59,7 @@ func loadedStore(b *testing.B, series, days int, start int64) (*Store, *Writer) 
 		b.Fatal(err)
 	}
 	loadDays(b, s, series, days, start)
-	return s, runWriter(b, s, WriterOptions{RawMaxAge: 7 * 24 * time.Hour, SealCheck: time.Hour})
+	return s, runWriter(b, s, WriterOptions{SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 7 * 24 * time.Hour}})
 }
 
 // BenchmarkRetention_Prune stores days of series at 1 Hz, then applies a
@@ -185,7 +185,7 @@ func BenchmarkRetention_DiskCapOvershoot(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		w := runWriter(b, s, WriterOptions{Outbox: true, MaxDiskBytes: limit, MaxReadings: 2000, SealCheck: time.Hour})
+		w := runWriter(b, s, WriterOptions{Outbox: true, MaxReadings: 2000, SealCheck: time.Hour, Retention: RetentionPolicy{MaxDiskBytes: limit}})
 		r := NewRetention(s, w, RetentionOptions{DiskCheck: 100 * time.Millisecond})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

@@ -65,7 +65,7 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	s, w := testStoreOpts(t, Options{MemTableSize: 1 << 20, Logger: log},
-		WriterOptions{Outbox: true, MaxDiskBytes: limit, MaxReadings: 2000, SealCheck: time.Hour})
+		WriterOptions{Outbox: true, MaxReadings: 2000, SealCheck: time.Hour, Retention: RetentionPolicy{MaxDiskBytes: limit}})
 	r := NewRetention(s, w, RetentionOptions{DiskCheck: 10 * time.Millisecond, Logger: log})
 	stop := runRetention(t, r)
 
@@ -176,7 +176,7 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 func TestRetention_ClockPausesAgeRetention(t *testing.T) {
 	floor := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	clk := &testClock{now: floor, sync: SyncYes}
-	s, w, _ := testStoreClock(t, clk, floor, WriterOptions{RawMaxAge: 7 * 24 * time.Hour, SealCheck: time.Hour})
+	s, w, _ := testStoreClock(t, clk, floor, WriterOptions{SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 7 * 24 * time.Hour}})
 	clock := floor
 	r := NewRetention(s, w, RetentionOptions{Now: func() time.Time { return clock }})
 	ctx := context.Background()
@@ -242,7 +242,7 @@ func TestRetention_ClockPausesAgeRetention(t *testing.T) {
 // another goroutine keeps writing: the prune runs in steps, commits land
 // between them, and none fails.
 func TestPrune_StepsLetCommitsThrough(t *testing.T) {
-	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 24 * time.Hour, BucketSamples: 2, SealCheck: time.Hour})
+	s, w := testStoreWith(t, "", WriterOptions{BucketSamples: 2, SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour}})
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	var rs []Reading
@@ -346,7 +346,7 @@ func TestStore_DropOutboxWhileABatchIsInFlight(t *testing.T) {
 func TestPrune_PerSeriesCountAndWindow(t *testing.T) {
 	clk := &testClock{sync: SyncNo}
 	s, w, _ := testStoreClock(t, clk, time.Time{}, WriterOptions{BucketSamples: 10, SealCheck: time.Hour,
-		RawMaxAge: 24 * time.Hour, RawMaxReadingsPerSeries: 100, RawWindowFromLatest: 24 * time.Hour})
+		Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour, RawMaxReadingsPerSeries: 100, RawWindowFromLatest: 24 * time.Hour}})
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	var rs []Reading
@@ -390,7 +390,7 @@ func TestPrune_PerSeriesCountAndWindow(t *testing.T) {
 // age while nothing was sent: the outbox still holds each one, in order,
 // for the uplink to send when the upstream comes back.
 func TestPrune_UnsentSurvivesAgePruning(t *testing.T) {
-	s, w := testStoreWith(t, "", WriterOptions{Outbox: true, RawMaxAge: 24 * time.Hour, BucketSamples: 10, SealCheck: time.Hour})
+	s, w := testStoreWith(t, "", WriterOptions{Outbox: true, BucketSamples: 10, SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour}})
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	var rs []Reading
@@ -458,7 +458,7 @@ func TestStore_DefaultMaxDiskBytesIsRemembered(t *testing.T) {
 // since the last compaction reaches a tenth of the readings, the store is
 // compacted, and the count (kept in the store) starts again.
 func TestRetention_SmallPrunesAddUpToACompaction(t *testing.T) {
-	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 199 * time.Hour, SealCheck: time.Hour})
+	s, w := testStoreWith(t, "", WriterOptions{SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 199 * time.Hour}})
 	r := NewRetention(s, w, RetentionOptions{})
 	ctx := context.Background()
 	base := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC).UnixNano()
@@ -500,7 +500,7 @@ func TestRetention_SmallPrunesAddUpToACompaction(t *testing.T) {
 // on at the key where the one before stopped, inside a series too, and
 // the pass removes exactly the old readings.
 func TestPrune_GoesOnWhereTheLastStepStopped(t *testing.T) {
-	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 24 * time.Hour, BucketSamples: 2, SealCheck: time.Hour})
+	s, w := testStoreWith(t, "", WriterOptions{BucketSamples: 2, SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour}})
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	old := 5*pruneChunkKeys + 1 // readings: two a bucket
@@ -542,7 +542,7 @@ func TestPrune_GoesOnWhereTheLastStepStopped(t *testing.T) {
 // its clock (beyond the slack, even) are stored between its steps, as they
 // are at a busy gateway during a long prune.
 func TestPrune_ReadingsAheadOfItsClockDoNotStopIt(t *testing.T) {
-	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 24 * time.Hour, BucketSamples: 2, SealCheck: time.Hour})
+	s, w := testStoreWith(t, "", WriterOptions{BucketSamples: 2, SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour}})
 	ctx := context.Background()
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	old := now.Add(-5 * 24 * time.Hour).UnixNano()
@@ -589,7 +589,7 @@ func TestRetention_DiskCapKeptDuringALongPrune(t *testing.T) {
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	s, w := testStoreOpts(t, Options{MemTableSize: 1 << 20, Logger: log},
-		WriterOptions{RawMaxAge: 24 * time.Hour, BucketSamples: 2, SealCheck: time.Hour})
+		WriterOptions{BucketSamples: 2, SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour}})
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	var rs []Reading
@@ -604,7 +604,7 @@ func TestRetention_DiskCapKeptDuringALongPrune(t *testing.T) {
 	write(t, w, Reading{Device: "live", Metric: "m", TS: base + 10*day - 1e9, Value: 1})
 	// A cap the directory is already over, set once the data is in.
 	size := dirBytes(t, s.Dir())
-	if err := w.do(ctx, func() error { w.opts.MaxDiskBytes = size / 2; return nil }); err != nil {
+	if err := w.do(ctx, func() error { w.policy.MaxDiskBytes = size / 2; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	r := NewRetention(s, w, RetentionOptions{DiskCheck: 20 * time.Millisecond, Logger: log})
@@ -626,7 +626,7 @@ func TestRetention_DiskCapKeptDuringALongPrune(t *testing.T) {
 	// The directory may still be over the cap's stop mark, which no
 	// retention run brings down now: ingest then waits for room for ever.
 	// Lift the cap, so that the last write goes through.
-	if err := w.do(ctx, func() error { w.opts.MaxDiskBytes, w.pauses[PauseDiskCap] = 0, ""; return nil }); err != nil {
+	if err := w.do(ctx, func() error { w.policy.MaxDiskBytes, w.pauses[PauseDiskCap] = 0, ""; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	<-done

@@ -20,7 +20,7 @@ import (
 // again after a crash, gives the same records. A reading that arrives late,
 // for an hour or day already rolled up, updates those records in its
 // checkpoint. Queries use minute (hour) records for the hours (days) not rolled
-// up yet: seriesState.rolled says up to where records exist.
+// up yet: seriesIndex.rolled says up to where records exist.
 
 // rollUpGrace is how long after an hour ends the clock alone rolls it up.
 const rollUpGrace = time.Minute

@@ -1,6 +1,7 @@
 package buffer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -32,8 +33,9 @@ type sealCandidate struct {
 	last  int64 // newest timestamp sealed, once planned
 }
 
-// sealer holds the scratch space of sealing; used by the Writer's goroutine
-// only.
+// sealer is the state of sealing: the series-days queued, the series
+// checkpoints wrote since sealFlushed last ran, and scratch space. Used by
+// the Writer's goroutine only.
 type sealer struct {
 	queue   []sealCandidate
 	sorted  []Sample // the open points of the series-day, sorted
@@ -43,6 +45,66 @@ type sealer struct {
 	merged  []Sample // the samples of the planned buckets
 	sets    []kv     // the planned buckets, then the runs of the points kept
 	dels    [][]byte // the planned deletes: runs, then replaced buckets
+
+	flushed []*seriesState // series checkpointed, not yet sealed and rolled up
+	last    time.Time      // when sealFlushed last ran
+}
+
+// sealNow seals what is queued, logging a failure: the points stay open
+// and durable, and sealing is tried again later.
+func (w *Writer) sealNow() {
+	if len(w.seal.queue) == 0 {
+		return
+	}
+	if err := w.sealQueued(); err != nil {
+		w.sealErrors.Add(1)
+		w.store.log.Error("sealing failed; the readings stay stored as points", "err", err)
+	}
+}
+
+// SealDue has the running Writer seal every series-day that is due at now,
+// as its periodic check does, and returns the result. It is the one-step
+// form of that check, for tests and tools.
+func (w *Writer) SealDue(ctx context.Context, now time.Time) error {
+	return w.doCheckpointed(ctx, func() error {
+		w.queueDue(now)
+		return w.sealQueued()
+	})
+}
+
+// sealAfterCommits is how often, at most, the series that checkpoints in
+// the middle of commits wrote are sealed and rolled up after a commit: a
+// busy gateway checkpoints every few commits, and sealing after each of
+// them cost a drain a tenth of its rate.
+const sealAfterCommits = time.Second
+
+// sealFlushed seals and rolls up the series that checkpoints wrote since
+// the last time: right after the checkpoint when it came between commits,
+// after a commit when it came in the middle of one (sealing then would
+// change buckets under the commit's duplicate check).
+func (w *Writer) sealFlushed() {
+	w.seal.last = time.Now()
+	if len(w.seal.flushed) == 0 {
+		return
+	}
+	w.touched = append(w.touched[:0], w.seal.flushed...)
+	if !w.opts.noSeal {
+		w.queueFull()
+		w.sealNow()
+	}
+	if len(w.journal.keys) > 0 || len(w.ckpt.dirty) > 0 {
+		// Roll-ups read the minute records on disk, and the journal holds
+		// readings whose deltas are not there yet: the series wait in
+		// w.seal.flushed for the next checkpoint that empties it.
+		w.touched = w.touched[:0]
+		return
+	}
+	w.rollUpTouched()
+	for _, st := range w.seal.flushed {
+		st.flushed = false
+	}
+	w.seal.flushed = w.seal.flushed[:0]
+	w.touched = w.touched[:0]
 }
 
 // queueFull queues the series-days of w.touched (the series the last

@@ -51,7 +51,7 @@ func statsLevels(st *seriesState, ts int64) []aggregate.Level {
 	return all[:1:1] // an append must not write to allLevels
 }
 
-// Indexes of seriesState.rolled.
+// Indexes of seriesIndex.rolled.
 const (
 	rolledHours = 0
 	rolledDays  = 1
@@ -66,7 +66,7 @@ func (w *Writer) reserveStats(b *txnBudget, st *seriesState, ts int64) bool {
 		if _, ok := w.deltas[k]; ok {
 			continue
 		}
-		if _, ok := w.ckDeltas[k]; ok {
+		if _, ok := w.ckpt.deltas[k]; ok {
 			continue
 		}
 		if !b.takeSize(int64(keyLen) + statsEntrySize) {
@@ -91,7 +91,7 @@ func (w *Writer) addStats(st *seriesState, ts int64, v float64) {
 // (see statsCommitted), so that readings in time order cost no lookup.
 func (w *Writer) writeStats(txn *badger.Txn) error {
 	w.written = w.written[:0]
-	for k, d := range w.ckDeltas {
+	for k, d := range w.ckpt.deltas {
 		key := encoding.AppendStatsKey(nil, k.level, k.st.device, k.st.metric, k.start)
 		var cur aggregate.Stats
 		if c := &k.st.stats[k.level-aggregate.Minute]; c.Start == k.start && !c.Stats.IsEmpty() {

@@ -197,9 +197,9 @@ func TestStats_RedeliveryChangesNothing(t *testing.T) {
 func TestStats_Pruned(t *testing.T) {
 	day := 24 * time.Hour
 	clk := &testClock{sync: SyncNo}
-	s, w, _ := testStoreClock(t, clk, time.Time{}, WriterOptions{StatsMaxAge: map[aggregate.Level]time.Duration{
+	s, w, _ := testStoreClock(t, clk, time.Time{}, WriterOptions{Retention: RetentionPolicy{StatsMaxAge: map[aggregate.Level]time.Duration{
 		aggregate.Minute: 2 * day, aggregate.Hour: 10 * day,
-	}})
+	}}})
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var rs []Reading
 	for d := range 20 {
@@ -296,7 +296,7 @@ func TestStats_RollUpSurvivesReopen(t *testing.T) {
 }
 
 func TestPrune_RawOlderThanMaxAgeGoAggregatesStay(t *testing.T) {
-	s, w := testStoreWith(t, "", WriterOptions{BucketSamples: 10, SealCheck: 24 * time.Hour, RawMaxAge: 3 * 24 * time.Hour})
+	s, w := testStoreWith(t, "", WriterOptions{BucketSamples: 10, SealCheck: 24 * time.Hour, Retention: RetentionPolicy{RawMaxAge: 3 * 24 * time.Hour}})
 	ctx := context.Background()
 	base := int64(1763769600) * 1e9 // a UTC midnight
 	var rs []Reading

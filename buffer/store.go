@@ -14,11 +14,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -98,7 +96,7 @@ type Store struct {
 	// would go to the value log.
 	maxValue int
 
-	mu sync.RWMutex // guards series, devices, seriesState.last and .unit, readings, uncompacted and oldest*
+	mu sync.RWMutex // guards series, devices, the seriesIndex of each series, readings, uncompacted and oldest*
 	// series maps a series id (device 0x00 metric) to its state. It is
 	// loaded at Open; after that only the Writer adds to it.
 	series map[string]*seriesState
@@ -128,28 +126,47 @@ type Store struct {
 
 	flushMu sync.Mutex
 	flusher func(context.Context) error // checkpoints the running Writer's journal; nil when none runs
+
+	diskMu sync.Mutex // one measurement of the data directory at a time; guards disk
+	disk   diskUsage  // the last measurement (usage.go)
 }
 
-// seriesState is what the store keeps in memory about one series.
+// seriesState is what the store keeps in memory about one series, in one
+// allocation of two parts with different owners: its entry in the index
+// (seriesIndex), which the Store shares under Store.mu, and the Writer's
+// own work on it (seriesWork), which only the Writer's goroutine touches.
+// Each part's methods are on its own type.
 type seriesState struct {
-	last int64 // newest timestamp stored; guarded by Store.mu
+	seriesIndex
+	seriesWork
+}
+
+// seriesIndex is a series' entry in the store's index. device and metric
+// never change once the series exists; the other fields are written by
+// the Writer's goroutine under Store.mu (for writing), and read by
+// queries and the status under Store.mu (the Writer's goroutine reads
+// them without it: it is their only writer).
+type seriesIndex struct {
+	last int64 // newest timestamp stored
 	// rolled holds, for hours and days, the end of the groups whose
 	// records are rolled up: hours and days before it have records (where
-	// they hold readings), later ones only minute (hour) records. Written
-	// by the Writer under Store.mu, read by queries under Store.mu.
+	// they hold readings), later ones only minute (hour) records.
 	rolled [2]int64
 
 	device, metric string
 	// unit is the series' unit (unit.go); the zero handle when not known.
-	// Written by the Writer under Store.mu, read by others under Store.mu.
 	unit unique.Handle[string]
+}
 
-	// Used by the Writer's goroutine only.
+// seriesWork is the Writer's work on one series: what it has written,
+// holds in the journal and keeps open. Used by the Writer's goroutine
+// only (and by Open, before any Writer runs), never under Store.mu.
+type seriesWork struct {
 	next       int64      // newest timestamp written, maybe not yet committed
 	open       []openDay  // committed points not yet sealed, by UTC day (see open.go)
 	pend       []Sample   // points of the commit part under way
 	unflushed  []Sample   // points in the journal, not yet in runs (journal.go)
-	flushed    bool       // in Writer.flushed
+	flushed    bool       // in the sealer's flushed list (seal.go)
 	touched    bool       // written in the current commit
 	pendDay    int32      // the day of the last of them
 	pendRun    int32      // how many of them the run of that day holds, as reserveRun counts
@@ -163,13 +180,17 @@ type seriesState struct {
 
 func newSeriesState(device, metric string, now time.Time) *seriesState {
 	return &seriesState{
-		last:       math.MinInt64,
-		next:       math.MinInt64,
-		device:     device,
-		metric:     metric,
-		rolled:     [2]int64{math.MinInt64, math.MinInt64},
-		sealedLast: math.MinInt64,
-		lastWrite:  now.UnixNano(),
+		seriesIndex: seriesIndex{
+			last:   math.MinInt64,
+			device: device,
+			metric: metric,
+			rolled: [2]int64{math.MinInt64, math.MinInt64},
+		},
+		seriesWork: seriesWork{
+			next:       math.MinInt64,
+			sealedLast: math.MinInt64,
+			lastWrite:  now.UnixNano(),
+		},
 	}
 }
 
@@ -554,20 +575,6 @@ func (s *Store) Close() error {
 // Dir returns the data directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Stats is a snapshot of the store's size.
-type Stats struct {
-	Readings  uint64 // distinct readings stored
-	Series    int    // series with at least one reading
-	DiskBytes int64  // bytes allocated to cairn's files in the data directory, the reserve file left out
-	// ReserveFileBytes is what the reserve file holds (Headroom).
-	ReserveFileBytes int64
-	// ForeignBytes is what the files in the data directory that are not
-	// cairn's hold; ForeignFiles names a few of them. The disk cap does
-	// not count them, nor delete them.
-	ForeignBytes int64
-	ForeignFiles []string
-}
-
 // SeriesCount returns the number of series with at least one reading.
 func (s *Store) SeriesCount() int {
 	s.mu.RLock()
@@ -575,60 +582,11 @@ func (s *Store) SeriesCount() int {
 	return len(s.series)
 }
 
-// Stats returns the store's counters and its size on disk. It walks the data
-// directory, so it costs a few system calls per file.
-func (s *Store) Stats() (Stats, error) {
-	s.mu.RLock()
-	st := Stats{Readings: s.readings, Series: len(s.series)}
-	s.mu.RUnlock()
-	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) { // removed by compaction meanwhile
-				return nil
-			}
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil // removed meanwhile
-		}
-		rel, _ := filepath.Rel(s.dir, path)
-		switch n := allocated(info); {
-		case rel == ReserveFile:
-			st.ReserveFileBytes += n
-		case ownFile(rel):
-			st.DiskBytes += n
-		default:
-			st.ForeignBytes += n
-			if len(st.ForeignFiles) < maxForeignNames {
-				st.ForeignFiles = append(st.ForeignFiles, rel)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return st, fmt.Errorf("size of %s: %w", s.dir, err)
-	}
-	return st, nil
-}
-
 // ReadingCount returns the number of distinct readings stored.
 func (s *Store) ReadingCount() uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.readings
-}
-
-// allocated returns the bytes a file really occupies: Badger's files are
-// sparse until written.
-func allocated(info fs.FileInfo) int64 {
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		return int64(st.Blocks) * 512
-	}
-	return info.Size()
 }
 
 // Series describes one series in the index.
@@ -839,7 +797,7 @@ func (s *Store) DefaultMaxDiskBytes() (int64, error) {
 	if err := syscall.Statfs(s.dir, &fs); err != nil {
 		return 0, fmt.Errorf("free space of %s: %w", s.dir, err)
 	}
-	st, err := s.Stats()
+	st, err := s.measureDisk()
 	if err != nil {
 		return 0, err
 	}

@@ -488,7 +488,7 @@ func TestTableSize(t *testing.T) {
 // readings.
 func TestStore_OldestReadingSeeksOnlyAfterAPrune(t *testing.T) {
 	floor := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	s, w := testStoreWith(t, "", WriterOptions{RawMaxAge: 24 * time.Hour})
+	s, w := testStoreWith(t, "", WriterOptions{Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour}})
 	oldest := func() (int64, bool) {
 		t.Helper()
 		ts, ok, err := s.OldestReading()

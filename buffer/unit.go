@@ -33,7 +33,7 @@ import (
 
 // unitName returns the unit of a series ("" when not known). The caller
 // holds Store.mu, or is the Writer's goroutine.
-func (st *seriesState) unitName() string {
+func (st *seriesIndex) unitName() string {
 	if st.unit == (unique.Handle[string]{}) {
 		return ""
 	}

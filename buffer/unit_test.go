@@ -177,7 +177,7 @@ func TestWriter_UnitsOfACommitInParts(t *testing.T) {
 // unit that is not valid, goes too.
 func TestStore_UnitsOfSeriesNoLongerStoredAreDeleted(t *testing.T) {
 	dir := t.TempDir()
-	s, tw := openWriterOpts(t, dir, WriterOptions{RawMaxAge: 24 * time.Hour, BucketSamples: 10})
+	s, tw := openWriterOpts(t, dir, WriterOptions{BucketSamples: 10, Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour}})
 	ctx := context.Background()
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	old := now.Add(-5 * 24 * time.Hour).UnixNano()

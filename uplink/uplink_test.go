@@ -681,7 +681,7 @@ func TestUplink_UnsentSurvivesAgePruningAndIsSentLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	w := buffer.NewWriter(st, buffer.WriterOptions{Outbox: true, RawMaxAge: 24 * time.Hour})
+	w := buffer.NewWriter(st, buffer.WriterOptions{Outbox: true, Retention: buffer.RetentionPolicy{RawMaxAge: 24 * time.Hour}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()

@@ -112,27 +112,18 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		return err
 	}
 	writer := buffer.NewWriter(store, buffer.WriterOptions{
-		MaxReadings:   cfg.Store.CommitMaxReadings,
-		Interval:      cfg.Store.CommitInterval,
-		Linger:        cfg.Store.CommitLinger,
-		Wait:          cfg.Store.CommitWait,
-		WaitReadings:  cfg.Store.CommitWaitReadings,
-		BucketSamples: cfg.Store.BucketSamples,
-		SealIdle:      cfg.Store.SealIdle,
-		Outbox:        cfg.uplink != nil,
-		RawMaxAge:     time.Duration(cfg.Retention.RawMaxAge),
-		StatsMaxAge: map[aggregate.Level]time.Duration{
-			aggregate.Minute: time.Duration(cfg.Retention.MinuteStatsMaxAge),
-			aggregate.Hour:   time.Duration(cfg.Retention.HourStatsMaxAge),
-			aggregate.Day:    time.Duration(cfg.Retention.DayStatsMaxAge),
-		},
-		RawMaxReadingsPerSeries: cfg.Retention.RawMaxReadingsPerSeries,
-		RawWindowFromLatest:     time.Duration(cfg.Retention.RawWindowFromLatest),
-		MaxDiskBytes:            maxDisk,
-		KeepRecent:              time.Duration(cfg.Retention.KeepRecent),
-		Clock:                   clock,
-		MaxSeries:               cfg.Store.MaxSeries,
-		MaxSeriesPerDevice:      cfg.Store.MaxSeriesPerDevice,
+		MaxReadings:        cfg.Store.CommitMaxReadings,
+		Interval:           cfg.Store.CommitInterval,
+		Linger:             cfg.Store.CommitLinger,
+		Wait:               cfg.Store.CommitWait,
+		WaitReadings:       cfg.Store.CommitWaitReadings,
+		BucketSamples:      cfg.Store.BucketSamples,
+		SealIdle:           cfg.Store.SealIdle,
+		Outbox:             cfg.uplink != nil,
+		Retention:          retentionPolicy(cfg.Retention, maxDisk),
+		Clock:              clock,
+		MaxSeries:          cfg.Store.MaxSeries,
+		MaxSeriesPerDevice: cfg.Store.MaxSeriesPerDevice,
 	})
 	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{Now: clock.Now, Logger: log.With("component", "retention")})
 	headroom := buffer.NewHeadroom(store, writer, buffer.HeadroomOptions{
@@ -459,4 +450,22 @@ func brokerLogger(c LogConfig, w io.Writer) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return log.With("component", "broker")
+}
+
+// retentionPolicy returns the Writer's retention policy for the
+// retention: section, with maxDisk the disk cap it comes to (auto
+// resolved).
+func retentionPolicy(rt RetentionConfig, maxDisk int64) buffer.RetentionPolicy {
+	return buffer.RetentionPolicy{
+		RawMaxAge: time.Duration(rt.RawMaxAge),
+		StatsMaxAge: map[aggregate.Level]time.Duration{
+			aggregate.Minute: time.Duration(rt.MinuteStatsMaxAge),
+			aggregate.Hour:   time.Duration(rt.HourStatsMaxAge),
+			aggregate.Day:    time.Duration(rt.DayStatsMaxAge),
+		},
+		RawMaxReadingsPerSeries: rt.RawMaxReadingsPerSeries,
+		RawWindowFromLatest:     time.Duration(rt.RawWindowFromLatest),
+		MaxDiskBytes:            maxDisk,
+		KeepRecent:              time.Duration(rt.KeepRecent),
+	}
 }

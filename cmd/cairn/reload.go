@@ -8,9 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
 	"github.com/cairn-gateway/cairn/uplink"
@@ -103,19 +101,13 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 	}
 	if old.Retention != cfg.Retention {
 		rt := cfg.Retention
-		err := r.writer.SetRetention(ctx, time.Duration(rt.RawMaxAge), map[aggregate.Level]time.Duration{
-			aggregate.Minute: time.Duration(rt.MinuteStatsMaxAge),
-			aggregate.Hour:   time.Duration(rt.HourStatsMaxAge),
-			aggregate.Day:    time.Duration(rt.DayStatsMaxAge),
-		})
+		maxDisk := int64(rt.MaxDiskBytes)
+		var err error
+		if rt.MaxDiskBytes == AutoBytes {
+			maxDisk, err = r.store.DefaultMaxDiskBytes()
+		}
 		if err == nil {
-			maxDisk := int64(rt.MaxDiskBytes)
-			if rt.MaxDiskBytes == AutoBytes {
-				maxDisk, err = r.store.DefaultMaxDiskBytes()
-			}
-			if err == nil {
-				err = r.writer.SetRawLimits(ctx, rt.RawMaxReadingsPerSeries, time.Duration(rt.RawWindowFromLatest), maxDisk, time.Duration(rt.KeepRecent))
-			}
+			err = r.writer.SetRetentionPolicy(ctx, retentionPolicy(rt, maxDisk))
 		}
 		if err != nil {
 			r.log.Error("reload: retention not applied", "err", err)

@@ -1,0 +1,172 @@
+package buffer
+
+import (
+	"github.com/cairn-gateway/cairn/buffer/encoding"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/third_party/badger"
+)
+
+// checkpointState is the state of the journal's checkpoint. Used by the
+// Run goroutine only.
+type checkpointState struct {
+	budget    txnBudget                   // what the next checkpoint may still take
+	deltas    map[statKey]aggregate.Stats // aggregates of the readings in the journal
+	dirty     []*seriesState              // series with readings in the journal
+	due       *time.Timer                 // runs while the journal holds readings
+	armed     bool                        // due runs
+	replaying bool                        // the Writer of replayJournal: its series are not left to seal
+}
+
+// checkpoint writes the readings of the journal as runs and their
+// aggregates into records, and deletes its entries, in one synced
+// transaction. If the transaction fails, nothing changes: the journal
+// keeps them. If only the sync fails, the Writer goes on from what was
+// committed, as after a commit whose sync failed.
+func (w *Writer) checkpoint() error {
+	if len(w.journal.keys) == 0 && len(w.ckpt.dirty) == 0 {
+		return nil
+	}
+	s := w.store
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	if err := w.writeRuns(txn); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := w.writeStats(txn); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	for _, k := range w.journal.keys {
+		if err := txn.Delete(k); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if err := txn.Commit(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	w.checkpointed()
+	if err := w.sync(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+// checkpointed brings the Writer up to date with a committed checkpoint.
+func (w *Writer) checkpointed() {
+	w.statsCommitted()
+	clear(w.ckpt.deltas)
+	for _, st := range w.ckpt.dirty {
+		forRuns(st.unflushed, w.runMax, func(day int32, run []Sample) error { // sorted by writeRuns
+			st.addRun(day, run)
+			return nil
+		})
+		st.unflushed = st.unflushed[:0]
+		if !st.flushed && !w.ckpt.replaying {
+			st.flushed = true
+			w.seal.flushed = append(w.seal.flushed, st)
+		}
+	}
+	w.ckpt.dirty = w.ckpt.dirty[:0]
+	w.journal.keys = w.journal.keys[:0]
+	w.ckpt.budget = newTxnBudget(w.store.db, 0)
+	if w.ckpt.armed {
+		w.ckpt.due.Stop()
+		w.ckpt.armed = false
+	}
+	w.checkpoints.Add(1)
+}
+
+// checkpointNow checkpoints, then seals and rolls up the series it wrote,
+// as a commit once did, logging a failure. Sealing waits for a
+// checkpoint: the open points it takes must be runs.
+func (w *Writer) checkpointNow() error {
+	if err := w.checkpoint(); err != nil {
+		w.store.log.Error("checkpoint failed; what it did not write stays in the journal, and it is tried again", "err", err)
+		return err
+	}
+	w.sealFlushed()
+	return nil
+}
+
+// Checkpoint has the running Writer checkpoint its journal, then seal the
+// full buckets and roll up the hours that are over, as it does
+// CheckpointInterval after a commit, and returns the result. It is the
+// one-step form of that, for tests and tools.
+func (w *Writer) Checkpoint(ctx context.Context) error {
+	return w.do(ctx, w.checkpointNow)
+}
+
+// flush has the running Writer checkpoint its journal. A Writer that is
+// stopping commits what is queued and then checkpoints: flush waits for
+// that.
+func (w *Writer) flush(ctx context.Context) error {
+	err := w.doCheckpointed(ctx, func() error { return nil })
+	if errors.Is(err, ErrClosed) {
+		select {
+		case <-w.stopped:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// reserveReading reports whether a reading at ts of st fits the checkpoint
+// budget b (its run and its records), and counts it if so.
+func (w *Writer) reserveReading(b *txnBudget, st *seriesState, ts int64) bool {
+	try, day, run := *b, st.pendDay, st.pendRun
+	if !w.reserveRun(&try, st, ts) || !w.reserveStats(&try, st, ts) {
+		st.pendDay, st.pendRun = day, run
+		return false
+	}
+	*b = try
+	return true
+}
+
+// reserveRun reports whether a reading at ts of st fits the runs of the
+// next checkpoint, and counts it if so. A reading of another day than the
+// series' last one in the journal, or one past runMax, starts a run: its
+// key and header count too.
+func (w *Writer) reserveRun(b *txnBudget, st *seriesState, ts int64) bool {
+	day := encoding.DayOf(ts)
+	if len(st.pend)+len(st.unflushed) > 0 && st.pendDay == day && int(st.pendRun) < w.runMax {
+		if !b.grow(encoding.RunSampleMax) {
+			return false
+		}
+		st.pendRun++
+		return true
+	}
+	keyLen := 3 + len(st.device) + len(st.metric) + encoding.PointKeyFixed
+	if !b.takeSize(int64(keyLen + 2 + encoding.RunHeaderMax + encoding.RunSampleMax)) {
+		return false
+	}
+	st.pendDay, st.pendRun = day, 1
+	return true
+}
+
+// writeRuns writes the readings of the journal as runs, each series'
+// sorted first.
+func (w *Writer) writeRuns(txn *badger.Txn) error {
+	for _, st := range w.ckpt.dirty {
+		slices.SortFunc(st.unflushed, compareSamples)
+		err := forRuns(st.unflushed, w.runMax, func(_ int32, run []Sample) error {
+			e, err := runEntry(st, run)
+			if err != nil {
+				return err
+			}
+			return txn.Set(e.key, e.value)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

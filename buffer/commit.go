@@ -1,0 +1,485 @@
+package buffer
+
+import (
+	"github.com/cairn-gateway/cairn/buffer/encoding"
+	"context"
+	"fmt"
+	"time"
+	"unique"
+
+	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/third_party/badger"
+)
+
+// groupCommit is the state of the group commit, the Writer's main job:
+// the batches it gathers and the part of the commit under way. Used by
+// the Run goroutine only.
+type groupCommit struct {
+	lastStart time.Time // when the last commit began
+	busy      bool      // the last commit gathered WaitReadings in less than Wait/2
+	batch     []request
+	results   []Result
+	snap      *badger.Txn                            // read snapshot of the commit, if one was needed
+	created   map[string]*seriesState                // series new in this commit
+	createdBy map[string]*deviceSeries               // how many of them each device has
+	deltas    map[statKey]aggregate.Stats            // aggregates of the commit part under way
+	written   []writtenStats                         // records written by the commit part under way
+	units     map[*seriesState]unique.Handle[string] // units the commit part under way changes (unit.go)
+	outbox    encoding.OutboxEncoder                          // outbox entry of the commit part under way
+}
+
+// journalWriter is the Writer's side of the journal: the entry of the
+// commit part under way and those committed since the last checkpoint.
+// Used by the Run goroutine only.
+type journalWriter struct {
+	entry encoding.OutboxEncoder // entry of the commit part under way
+	seq   uint64        // the key of the next entry
+	keys  [][]byte      // the entries committed since the last checkpoint
+}
+
+// collect adds queued requests to w.batch until it holds MaxReadings,
+// or the queue is empty and Interval has passed since the last commit
+// began (and, while it holds fewer than WaitReadings readings, Wait since
+// its first request came, unless the last commit was busy) and, with
+// Linger, no request came for Linger
+// (or lingerIntervals × Interval have passed), or ctx ends.
+func (w *Writer) collect(ctx context.Context) {
+	n := len(w.batch[0].readings)
+	last := time.Now() // when the newest request came
+	first := last      // when the first came
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		w.busy = n >= w.opts.WaitReadings && last.Sub(first) < w.opts.Wait/2
+	}()
+	wait := !w.busy // a commit after a busy one does not wait
+	for n < w.opts.MaxReadings {
+		select {
+		case req := <-w.queue:
+			w.batch = append(w.batch, req)
+			n += len(req.readings)
+			if w.opts.Linger > 0 {
+				last = time.Now()
+			}
+			continue
+		default:
+		}
+		now := time.Now()
+		until := w.lastStart.Add(w.opts.Interval)
+		if t := first.Add(w.opts.Wait); wait && n < w.opts.WaitReadings && t.After(until) {
+			until = t
+		}
+		if !now.Before(until) {
+			if w.opts.Linger <= 0 || now.Sub(last) >= w.opts.Linger {
+				return
+			}
+			limit := w.lastStart.Add(lingerIntervals * w.opts.Interval)
+			if !now.Before(limit) {
+				return
+			}
+			until = last.Add(w.opts.Linger)
+			if limit.Before(until) {
+				until = limit
+			}
+		}
+		if timer == nil {
+			timer = time.NewTimer(until.Sub(now))
+		} else {
+			timer.Reset(until.Sub(now))
+		}
+		select {
+		case req := <-w.queue:
+			w.batch = append(w.batch, req)
+			n += len(req.readings)
+			last = time.Now()
+		case <-timer.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// lingerIntervals bounds how long Linger may hold a commit: this many
+// Intervals from the start of the last one.
+const lingerIntervals = 5
+
+// commit writes w.batch in one transaction, syncs, and reports results.
+func (w *Writer) commit() {
+	start := time.Now()
+	w.lastStart = start
+	w.results = w.results[:0]
+	for range w.batch {
+		w.results = append(w.results, Result{})
+	}
+	err := w.write()
+	w.syncNanos.Add(uint64(time.Since(start)))
+	if err != nil {
+		w.failures.Add(1)
+		err = fmt.Errorf("group commit: %w", err)
+		w.store.log.Error("group commit failed: its messages are not acknowledged", "batches", len(w.batch), "err", err)
+	} else {
+		w.commits.Add(1)
+	}
+	for i, req := range w.batch {
+		res := w.results[i]
+		if err != nil {
+			res = Result{Err: err}
+		} else {
+			w.stored.Add(uint64(res.Stored))
+			w.duplicates.Add(uint64(res.Duplicates))
+			w.refused.Add(uint64(res.Refused))
+		}
+		req.done(res)
+		w.batch[i] = request{} // let the readings go
+	}
+	if time.Since(w.seal.last) >= w.opts.sealAfter {
+		w.sealFlushed()
+	}
+	if len(w.journal.keys) > 0 && !w.ckpt.armed && w.ckpt.due != nil {
+		w.ckpt.due.Reset(w.opts.CheckpointInterval)
+		w.ckpt.armed = true
+	}
+}
+
+// write stores the readings of w.batch that are not stored yet, syncs, and
+// then updates the store's index. A reading newer than the newest of its
+// series cannot be stored already; only older ones cost a lookup. The
+// readings go to the journal (journal.go): a part of the commit ends, and
+// the journal is checkpointed, when the next reading would not fit the
+// part's transaction or the checkpoint's.
+func (w *Writer) write() error {
+	now := time.Now()
+	clear(w.created)
+	clear(w.createdBy)
+	w.touched = w.touched[:0]
+	defer func() {
+		clear(w.deltas) // what a failed part had gathered
+		clear(w.units)
+		for _, st := range w.touched {
+			st.touched = false
+			st.pend = st.pend[:0] // committed ones were moved to the journal's
+		}
+		if w.snap != nil {
+			w.snap.Discard()
+			w.snap = nil
+		}
+	}()
+	var added uint64
+	w.outbox.Reset()
+	w.journal.entry.Reset()
+	txn, budget, err := w.newPart()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if txn != nil {
+			txn.Discard()
+		}
+	}()
+	for i, req := range w.batch {
+		for _, r := range req.readings {
+			st, limit, n := w.state(r.Device, r.Metric, now)
+			if st == nil {
+				w.refuse(&w.results[i], &r, limit, n)
+				continue
+			}
+			smp := Sample{TS: r.TS, Value: r.Value}
+			if r.TS <= st.next {
+				dup, err := w.isStored(st, smp)
+				if err != nil {
+					return err
+				}
+				if dup {
+					w.results[i].Duplicates++
+					continue
+				}
+			}
+			unit, newUnit := w.unitChange(st, r.Unit)
+			var unitSize int64
+			if newUnit {
+				unitSize = unitEntrySize(st, unit)
+			}
+			if !w.reserve(&budget, st, &r, unitSize) {
+				// Readings are idempotent: commit this part, with the
+				// count of what it holds, checkpoint, and go on. Sync it
+				// now: db.Sync covers only the memtable being written,
+				// and the next part may start a new one.
+				if err := w.commitAndSync(txn, added); err != nil {
+					return err
+				}
+				if err := w.checkpoint(); err != nil {
+					return err
+				}
+				added = 0
+				txn.Discard()
+				if txn, budget, err = w.newPart(); err != nil {
+					return err
+				}
+				w.reserve(&budget, st, &r, unitSize) // an empty part and checkpoint take a reading
+			}
+			if newUnit {
+				if err := w.setUnit(txn, st, unit); err != nil {
+					return err
+				}
+			}
+			w.hold(st, smp)
+			w.journal.entry.Add(&r)
+			if w.opts.Outbox {
+				w.outbox.Add(&r)
+			}
+			st.lastWrite = now.UnixNano()
+			w.results[i].Stored++
+			added++
+		}
+	}
+	return w.commitAndSync(txn, added)
+}
+
+// hold adds a new sample of st to the part under way: to its aggregates,
+// and to the series' pending points.
+func (w *Writer) hold(st *seriesState, smp Sample) {
+	w.addStats(st, smp.TS, smp.Value)
+	if !st.touched {
+		st.touched = true
+		w.touched = append(w.touched, st)
+	}
+	st.next = max(st.next, smp.TS)
+	st.pend = append(st.pend, smp)
+}
+
+// reserve reports whether r of st fits the part under way (its journal and
+// outbox entries, and the entry of its series' unit, of unitSize bytes,
+// when it changes it) and the next checkpoint (its run and its records),
+// and counts it in both if so.
+func (w *Writer) reserve(part *txnBudget, st *seriesState, r *Reading, unitSize int64) bool {
+	try := *part
+	if unitSize > 0 && !try.takeSize(unitSize) {
+		return false
+	}
+	if !w.reserveJournal(&try, r) || !w.reserveOutbox(&try, r) || !w.reserveReading(&w.ckpt.budget, st, r.TS) {
+		return false
+	}
+	*part = try
+	return true
+}
+
+// reserveJournal reports whether r fits the journal entry of the part
+// under way, in the transaction and under the store's value limit, and
+// counts it if so.
+func (w *Writer) reserveJournal(b *txnBudget, r *Reading) bool {
+	n := encoding.OutboxReadingMax(r)
+	if w.journal.entry.Size()+n > w.store.maxEntry {
+		return false
+	}
+	return b.grow(int64(n))
+}
+
+// reserveOutbox reports whether r fits the outbox entry of the part under
+// way, in the transaction and under the store's value limit, and counts it
+// if so.
+func (w *Writer) reserveOutbox(b *txnBudget, r *Reading) bool {
+	if !w.opts.Outbox {
+		return true
+	}
+	n := encoding.OutboxReadingMax(r)
+	if w.outbox.Size()+n > w.store.maxEntry {
+		return false
+	}
+	return b.grow(int64(n))
+}
+
+// isStored reports whether the sample smp of st is stored already: as an
+// open point, one of the commit under way, or in a sealed bucket. Buckets
+// are read from a snapshot taken once per commit: only sealing writes
+// them.
+func (w *Writer) isStored(st *seriesState, smp Sample) (bool, error) {
+	if st.hasOpen(smp) {
+		return true, nil
+	}
+	if w.snap == nil {
+		w.snap = w.store.db.NewTransaction(false)
+	}
+	return w.store.inBucket(w.snap, Reading{Device: st.device, Metric: st.metric, TS: smp.TS, Value: smp.Value})
+}
+
+// newPart starts a part of a commit: a new transaction, and its budget,
+// which keeps room for the reading count, the journal entry and, with the
+// outbox on, its entry. The next checkpoint must take the entry's delete:
+// if it cannot, the journal is checkpointed first.
+func (w *Writer) newPart() (*badger.Txn, txnBudget, error) {
+	if !w.ckpt.budget.takeSize(encoding.JournalKeyLen + 2) {
+		if err := w.checkpoint(); err != nil {
+			return nil, txnBudget{}, err
+		}
+		w.ckpt.budget.takeSize(encoding.JournalKeyLen + 2)
+	}
+	b := newTxnBudget(w.store.db, metaEntrySize)
+	b.takeSize(encoding.JournalEntryReserve)
+	if w.opts.Outbox {
+		b.takeSize(encoding.OutboxEntryReserve)
+	}
+	return w.store.db.NewTransaction(true), b, nil
+}
+
+// commitAndSync commits a part and syncs it, holding the store's sync
+// lock: no other write may come between the two, or it could start a new
+// memtable that db.Sync would sync instead of the part's. Only then does
+// the uplink see the part's outbox entry.
+func (w *Writer) commitAndSync(txn *badger.Txn, added uint64) error {
+	s := w.store
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if err := w.commitPart(txn, added); err != nil {
+		return err
+	}
+	if err := w.sync(); err != nil {
+		return err
+	}
+	s.outboxSynced()
+	return nil
+}
+
+// commitPart commits txn together with the part's journal entry and the
+// store's reading count grown by added, the readings the entry holds, and
+// then brings the index up to date.
+func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
+	s := w.store
+	var jkey []byte
+	if w.journal.entry.Count() > 0 {
+		jkey = encoding.AppendJournalKey(nil, w.journal.seq)
+		if err := txn.Set(jkey, w.journal.entry.Value()); err != nil {
+			return err
+		}
+	}
+	s.mu.RLock()
+	total := s.readings + added
+	s.mu.RUnlock()
+	if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaReadings), encoding.AppendUint64(nil, total)); err != nil {
+		return err
+	}
+	if w.outbox.Count() > 0 {
+		key := encoding.AppendOutboxKey(nil, s.outboxEnd())
+		if err := txn.Set(key, w.outbox.Value()); err != nil {
+			return err
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return err
+	}
+	if w.outbox.Count() > 0 {
+		s.outboxAdded(uint64(w.outbox.Count()))
+		w.outbox.Reset()
+	}
+	w.journaled(jkey, &total)
+	return nil
+}
+
+// journaled brings the Writer and the store's index up to date with a
+// part whose readings are in the journal entry under jkey (nil: none),
+// and the store's reading count with total (nil: unchanged).
+func (w *Writer) journaled(jkey []byte, total *uint64) {
+	s := w.store
+	if jkey != nil {
+		w.journal.keys = append(w.journal.keys, jkey)
+		w.journal.seq++
+		w.journal.entry.Reset()
+	}
+	for k, d := range w.deltas {
+		c := w.ckpt.deltas[k]
+		c.Merge(d)
+		w.ckpt.deltas[k] = c
+	}
+	clear(w.deltas)
+	s.mu.Lock()
+	if total != nil {
+		s.readings = *total
+	}
+	for id, st := range w.created {
+		// A series whose first reading starts the next part is not
+		// stored yet: it is published with that part.
+		if st.touched {
+			w.published(id, st)
+		}
+	}
+	for _, st := range w.touched {
+		st.last = st.next
+		for _, p := range st.pend {
+			s.oldest = min(s.oldest, p.TS)
+		}
+	}
+	for st, unit := range w.units {
+		st.unit = unit
+	}
+	clear(w.units)
+	s.mu.Unlock()
+	for _, st := range w.touched {
+		if len(st.pend) == 0 {
+			continue
+		}
+		if len(st.unflushed) == 0 {
+			w.ckpt.dirty = append(w.ckpt.dirty, st)
+		}
+		st.unflushed = append(st.unflushed, st.pend...)
+		st.pend = st.pend[:0]
+	}
+}
+
+// sync makes what was committed durable. Badger's Sync covers the
+// memtable being written (and the value log); memtables it has switched
+// away from are synced as they are flushed to tables.
+func (w *Writer) sync() error {
+	if w.store.noSync {
+		return nil
+	}
+	if err := w.store.db.Sync(); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	return nil
+}
+
+// txnBudget tracks what a transaction may still take, by Badger's own
+// accounting (Txn.checkSize), so that a commit can be split before Badger
+// refuses an entry.
+type txnBudget struct {
+	count, size       int64
+	maxCount, maxSize int64
+}
+
+// newTxnBudget returns the budget of a new transaction of db that keeps
+// room for one more entry of reserve bytes (key, value and metadata).
+func newTxnBudget(db *badger.DB, reserve int64) txnBudget {
+	// Badger counts an entry that ends the transaction, of up to 30
+	// bytes, and 10 bytes of version per entry.
+	return txnBudget{count: 2, size: 30 + reserve + 10, maxCount: db.MaxBatchCount(), maxSize: db.MaxBatchSize()}
+}
+
+// take reports whether an entry of key and value fits, and counts it if so.
+func (b *txnBudget) take(key, value []byte) bool {
+	return b.takeSize(int64(len(key)+len(value)) + 2)
+}
+
+// grow reports whether n more bytes fit an entry already taken, and
+// counts them if so.
+func (b *txnBudget) grow(n int64) bool {
+	if b.size+n >= b.maxSize {
+		return false
+	}
+	b.size += n
+	return true
+}
+
+// takeSize is take for an entry of n bytes of key, value and metadata.
+func (b *txnBudget) takeSize(n int64) bool {
+	count, size := b.count+1, b.size+n+10
+	if count >= b.maxCount || size >= b.maxSize {
+		return false
+	}
+	b.count, b.size = count, size
+	return true
+}
+
+// metaEntrySize is the size of the reading count entry: key, value and
+// metadata.
+const metaEntrySize int64 = 1 + int64(len(encoding.MetaReadings)) + 8 + 2
