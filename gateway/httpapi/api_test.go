@@ -1,4 +1,4 @@
-package gateway
+package httpapi
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway"
 )
 
 // testAPI is an API over a real store and its running Writer, for the
@@ -41,10 +42,10 @@ func newTestAPI(t *testing.T) *testAPI {
 		}
 	})
 	log := slog.New(slog.DiscardHandler)
-	api, err := NewAPI(APIOptions{
+	api, err := New(Options{
 		Store:    s,
 		Writer:   w,
-		Ingester: NewIngester(w, IngesterOptions{Logger: log}),
+		Ingest:   gateway.NewIngester(w, gateway.IngesterOptions{Logger: log}),
 		MQTT:     func() MQTTStatus { return MQTTStatus{} },
 		Started:  time.Now(),
 		Registry: prometheus.NewRegistry(),

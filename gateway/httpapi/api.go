@@ -1,4 +1,9 @@
-package gateway
+// Package httpapi is cairn's local HTTP API: health, status, the devices
+// and their readings and aggregates, and the Prometheus metrics, behind a
+// guard (bearer token, request size, query rate). It reads the store and
+// the counters of every part through the small interfaces below, which
+// cmd/cairn fills with the real parts.
+package httpapi
 
 import (
 	"encoding/json"
@@ -16,8 +21,59 @@ import (
 
 	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway"
 	"github.com/cairn-gateway/cairn/uplink"
 )
+
+// Store is what the API asks of the store (a *buffer.Store): its size and
+// series, and its queries.
+type Store interface {
+	Stats() (buffer.Stats, error)
+	HasDevice(device string) bool
+	Devices(after string, limit int) ([]buffer.Device, bool)
+	Readings(q buffer.Query) ([]buffer.Reading, error)
+	StatsCover(device, metric string, from, to int64) (aggregate.Stats, buffer.Reads, error)
+	StatsByLevel(device, metric string, level aggregate.Level, from, to int64) ([]buffer.StatsAt, buffer.Reads, error)
+	Unit(device, metric string) string
+}
+
+// Writer is what the API reads of the group commit (a *buffer.Writer):
+// its counters, its limits on series, and why ingest is paused.
+type Writer interface {
+	Stats() buffer.WriterStats
+	SeriesLimits() (total, perDevice int)
+	PausedReason() string
+}
+
+// Ingest is what the API reads of ingest (a *gateway.Ingester): its
+// counters.
+type Ingest interface {
+	Stats() gateway.IngestStats
+}
+
+// Retention says what retention removed and why it may be paused (a
+// *buffer.Retention).
+type Retention interface {
+	Status() (buffer.RetentionStatus, error)
+}
+
+// Uplink says how sending upstream goes (an *uplink.Uplink).
+type Uplink interface {
+	Status() uplink.Status
+}
+
+// Headroom says how much space the data directory's file system has free
+// (a *buffer.Headroom).
+type Headroom interface {
+	Status() buffer.HeadroomStatus
+}
+
+// Clock is the gateway's clock (a *buffer.Clock): the time of queries'
+// default bounds, and whether it is trusted.
+type Clock interface {
+	Now() time.Time
+	Status() buffer.ClockStatus
+}
 
 // MQTTStatus says how the MQTT side is doing.
 type MQTTStatus struct {
@@ -26,25 +82,27 @@ type MQTTStatus struct {
 	Connected bool   `json:"connected"` // embedded: listening; external: connected and subscribed
 	Clients   int64  `json:"clients,omitempty"`
 	// Refused counts what the embedded broker refused (connections,
-	// publishes, subscriptions, limits), by reason; see Refusals.
+	// publishes, subscriptions, limits), by reason; see gateway.Refusals.
 	Refused         uint64            `json:"refused"`
 	RefusedByReason map[string]uint64 `json:"refused_by_reason,omitempty"`
 }
 
-// APIOptions configure the HTTP API.
-type APIOptions struct {
-	Store    *buffer.Store
-	Writer   *buffer.Writer
-	Ingester *Ingester
-	MQTT     func() MQTTStatus
-	Uplink   *uplink.Uplink // nil when the gateway works offline
+// Options configure the HTTP API. Store, Writer, Ingest, MQTT, Registry
+// and Logger are required; the others are left nil where the gateway has
+// no such part (no uplink: it works offline).
+type Options struct {
+	Store  Store
+	Writer Writer
+	Ingest Ingest
+	MQTT   func() MQTTStatus
+	Uplink Uplink // nil when the gateway works offline
 	// Retention, when set, is reported under "retention".
-	Retention *buffer.Retention
+	Retention Retention
 	// Headroom, when set, reports the free space under "store".
-	Headroom *buffer.Headroom
+	Headroom Headroom
 	// Clock, when set, is reported under "clock", and is the clock of
 	// queries' default times.
-	Clock    *buffer.Clock
+	Clock    Clock
 	Version  string
 	Started  time.Time
 	Registry *prometheus.Registry
@@ -61,12 +119,12 @@ func (a *API) now() time.Time {
 
 // API serves the local HTTP status and query endpoints.
 type API struct {
-	opts APIOptions
+	opts Options
 	mux  *http.ServeMux
 }
 
-// NewAPI creates the API and registers its metrics with opts.Registry.
-func NewAPI(opts APIOptions) (*API, error) {
+// New creates the API and registers its metrics with opts.Registry.
+func New(opts Options) (*API, error) {
 	a := &API{opts: opts, mux: http.NewServeMux()}
 	if err := opts.Registry.Register(newCollector(opts)); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
@@ -141,12 +199,12 @@ func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 
 // Status is the document served at /v1/status.
 type Status struct {
-	Version       string      `json:"version"`
-	Started       time.Time   `json:"started"`
-	UptimeSeconds int64       `json:"uptime_seconds"`
-	MQTT          MQTTStatus  `json:"mqtt"`
-	Ingest        IngestStats `json:"ingest"`
-	Store         StoreStatus `json:"store"`
+	Version       string              `json:"version"`
+	Started       time.Time           `json:"started"`
+	UptimeSeconds int64               `json:"uptime_seconds"`
+	MQTT          MQTTStatus          `json:"mqtt"`
+	Ingest        gateway.IngestStats `json:"ingest"`
+	Store         StoreStatus         `json:"store"`
 	// Uplink is absent when no uplink is configured.
 	Uplink *uplink.Status `json:"uplink,omitempty"`
 	// Retention says what retention removed, and why it may be paused.
@@ -196,7 +254,7 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 		Started:       a.opts.Started.UTC(),
 		UptimeSeconds: int64(time.Since(a.opts.Started).Seconds()),
 		MQTT:          a.opts.MQTT(),
-		Ingest:        a.opts.Ingester.Stats(),
+		Ingest:        a.opts.Ingest.Stats(),
 		Store: StoreStatus{
 			Readings:         st.Readings,
 			Series:           st.Series,
@@ -272,8 +330,8 @@ func (a *API) devices(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	after := v.Get("after")
-	if after != "" && !queryName(after, MaxDeviceLen) {
-		a.fail(w, http.StatusBadRequest, fmt.Errorf("after: must be a device id (%s) (got %q)", queryNameRule(MaxDeviceLen), after))
+	if after != "" && !queryName(after, buffer.MaxDeviceLen) {
+		a.fail(w, http.StatusBadRequest, fmt.Errorf("after: must be a device id (%s) (got %q)", queryNameRule(buffer.MaxDeviceLen), after))
 		return
 	}
 	page, more := a.opts.Store.Devices(after, limit)
@@ -317,8 +375,8 @@ const (
 // is known.
 func (a *API) readings(w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
-	if !queryName(device, MaxDeviceLen) {
-		a.fail(w, http.StatusBadRequest, fmt.Errorf("device %q: not a valid device id (%s)", device, queryNameRule(MaxDeviceLen)))
+	if !queryName(device, buffer.MaxDeviceLen) {
+		a.fail(w, http.StatusBadRequest, fmt.Errorf("device %q: not a valid device id (%s)", device, queryNameRule(buffer.MaxDeviceLen)))
 		return
 	}
 	q, err := parseReadingsQuery(device, r)
@@ -385,10 +443,10 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	metric, group := v.Get("metric"), v.Get("group")
 	var errs []string
-	if !queryName(device, MaxDeviceLen) {
+	if !queryName(device, buffer.MaxDeviceLen) {
 		errs = append(errs, fmt.Sprintf("device %q: not a valid device id", device))
 	}
-	if !queryName(metric, MaxMetricLen) {
+	if !queryName(metric, buffer.MaxMetricLen) {
 		errs = append(errs, fmt.Sprintf("metric: required, a valid metric name (got %q)", metric))
 	}
 	from, to := int64(math.MinInt64), a.now().UnixNano()
@@ -480,7 +538,7 @@ func queryNameRule(max int) string {
 // parseReadingsQuery reads metric, from, to, limit and order.
 func parseReadingsQuery(device string, r *http.Request) (buffer.Query, error) {
 	v := r.URL.Query()
-	if m := v.Get("metric"); m != "" && !queryName(m, MaxMetricLen) {
+	if m := v.Get("metric"); m != "" && !queryName(m, buffer.MaxMetricLen) {
 		return buffer.Query{}, fmt.Errorf("metric %q: not a valid metric name", m)
 	}
 	q := buffer.Query{
@@ -536,7 +594,7 @@ var errTimeRange = fmt.Errorf("outside the times the store can hold (%s to %s)",
 // parseTime reads a time parameter, in nanoseconds since the epoch: RFC
 // 3339, or a non-negative integer of Unix seconds, milliseconds,
 // microseconds or nanoseconds told apart by its magnitude as payload
-// timestamps are (EpochMillisFrom). A time after what the store can hold
+// timestamps are (gateway.EpochMillisFrom). A time after what the store can hold
 // is math.MaxInt64 when upper (for "to": no upper bound), else an error,
 // as is one before it.
 func parseTime(s string, upper bool) (int64, error) {
@@ -546,18 +604,18 @@ func parseTime(s string, upper bool) (int64, error) {
 		}
 		return 0, fmt.Errorf("%q: %w", s, errTimeRange)
 	}
-	if s != "" && isDigit(s[0]) && strings.Trim(s, "0123456789") == "" {
+	if s != "" && '0' <= s[0] && s[0] <= '9' && strings.Trim(s, "0123456789") == "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return beyond() // more digits than any time the store holds
 		}
 		unit := uint64(time.Second)
 		switch {
-		case v >= EpochNanosFrom:
+		case v >= gateway.EpochNanosFrom:
 			unit = 1
-		case v >= EpochMicrosFrom:
+		case v >= gateway.EpochMicrosFrom:
 			unit = uint64(time.Microsecond)
-		case v >= EpochMillisFrom:
+		case v >= gateway.EpochMillisFrom:
 			unit = uint64(time.Millisecond)
 		}
 		if v > math.MaxInt64/unit {

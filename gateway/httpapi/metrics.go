@@ -1,4 +1,4 @@
-package gateway
+package httpapi
 
 import (
 	"time"
@@ -9,7 +9,7 @@ import (
 // collector exposes the counters that /v1/status shows, read at scrape
 // time, so the two never disagree.
 type collector struct {
-	opts APIOptions
+	opts Options
 
 	messages, readings, stored, duplicates, ignored, failed, rejected *prometheus.Desc
 	commits, commitErrors, commitSeconds                              *prometheus.Desc
@@ -25,7 +25,7 @@ type collector struct {
 	refused, maxSeries, maxPerDevice                                  *prometheus.Desc
 }
 
-func newCollector(opts APIOptions) *collector {
+func newCollector(opts Options) *collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("cairn_"+name, help, labels, nil)
 	}
@@ -88,7 +88,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
-	in := c.opts.Ingester.Stats()
+	in := c.opts.Ingest.Stats()
 	counter(c.messages, float64(in.Messages))
 	counter(c.readings, float64(in.Readings))
 	counter(c.stored, float64(in.Stored))
