@@ -308,17 +308,18 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	apiOpts := httpapi.Options{
-		Store:     store,
-		Writer:    writer,
-		Ingest:    ingester,
-		MQTT:      mqttStatus,
-		Retention: retention,
-		Headroom:  headroom,
-		Clock:     clock,
-		Version:   version,
-		Started:   started,
-		Registry:  reg,
-		Logger:    log.With("component", "http"),
+		Store:           store,
+		Writer:          writer,
+		Ingest:          ingester,
+		MQTT:            mqttStatus,
+		Retention:       retention,
+		Headroom:        headroom,
+		Clock:           clock,
+		MetricsReadings: cfg.HTTP.MetricsReadings,
+		Version:         version,
+		Started:         started,
+		Registry:        reg,
+		Logger:          log.With("component", "http"),
 	}
 	if up != nil { // a nil *Uplink in the interface would not be nil
 		apiOpts.Uplink = up

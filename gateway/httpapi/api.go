@@ -22,7 +22,7 @@ import (
 )
 
 // Store is what the API asks of the store (a *buffer.Store): its size and
-// series, and its queries.
+// series, and its queries, the newest reading of each series among them.
 type Store interface {
 	Stats() (buffer.Stats, error)
 	HasDevice(device string) bool
@@ -31,6 +31,8 @@ type Store interface {
 	StatsCover(device, metric string, from, to int64) (aggregate.Stats, buffer.Reads, error)
 	StatsByLevel(device, metric string, level aggregate.Level, from, to int64) ([]buffer.StatsAt, buffer.Reads, error)
 	Unit(device, metric string) string
+	Latest(devices ...string) ([]buffer.Reading, error)
+	LatestAll() ([]buffer.Reading, error)
 }
 
 // Writer is what the API reads of the group commit (a *buffer.Writer):
@@ -98,11 +100,15 @@ type Options struct {
 	Headroom Headroom
 	// Clock, when set, is reported under "clock", and is the clock of
 	// queries' default times.
-	Clock    Clock
-	Version  string
-	Started  time.Time
-	Registry *prometheus.Registry
-	Logger   *slog.Logger
+	Clock Clock
+	// MetricsReadings puts the newest reading of each series on /metrics
+	// as the gauge cairn_reading{device,metric,unit}, as many as the
+	// Writer's limit on series (Writer.SeriesLimits) at most.
+	MetricsReadings bool
+	Version         string
+	Started         time.Time
+	Registry        *prometheus.Registry
+	Logger          *slog.Logger
 }
 
 // now reads the gateway's clock.
@@ -131,6 +137,7 @@ func New(opts Options) (*API, error) {
 	a.mux.HandleFunc("GET /v1/devices", a.devices)
 	a.mux.HandleFunc("GET /v1/devices/{device}/readings", a.readings)
 	a.mux.HandleFunc("GET /v1/devices/{device}/stats", a.stats)
+	a.mux.HandleFunc("GET /v1/devices/{device}/latest", a.latest)
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
 	return a, nil
 }

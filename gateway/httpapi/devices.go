@@ -16,6 +16,26 @@ type deviceJSON struct {
 	// metric has one.
 	Units    map[string]string `json:"units,omitempty"`
 	LastSeen string            `json:"last_seen"`
+	// Latest maps each metric that has a raw reading stored to its
+	// newest one.
+	Latest map[string]latestJSON `json:"latest"`
+}
+
+// latestJSON is the newest reading of a metric.
+type latestJSON struct {
+	TS    string  `json:"ts"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit,omitempty"`
+}
+
+// latestByMetric maps the metric of each of rs, readings of one device, to
+// the reading.
+func latestByMetric(rs []buffer.Reading) map[string]latestJSON {
+	out := make(map[string]latestJSON, len(rs))
+	for _, r := range rs {
+		out[r.Metric] = latestJSON{TS: r.Time().Format(time.RFC3339Nano), Value: r.Value, Unit: r.Unit}
+	}
+	return out
 }
 
 // Page sizes of the devices endpoint: a page holds at most
@@ -26,8 +46,9 @@ const (
 )
 
 // devices answers /v1/devices?limit=&after=: the devices sorted by name,
-// limit of them from the first after the device named after. next is the
-// after of the next page, absent on the last.
+// limit of them from the first after the device named after, each with
+// the newest reading of each metric. next is the after of the next page,
+// absent on the last.
 func (a *API) devices(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	limit := defaultDevicesLimit
@@ -45,12 +66,26 @@ func (a *API) devices(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, more := a.opts.Store.Devices(after, limit)
+	names := make([]string, len(page))
+	for i, d := range page {
+		names[i] = d.Name
+	}
+	latest, err := a.opts.Store.Latest(names...)
+	if err != nil {
+		a.fail(w, http.StatusInternalServerError, err)
+		return
+	}
 	out := struct {
 		Devices []deviceJSON `json:"devices"`
 		Next    string       `json:"next,omitempty"`
 	}{Devices: make([]deviceJSON, len(page))}
 	for i, d := range page {
 		out.Devices[i] = deviceJSON{Device: d.Name, Metrics: d.Metrics, LastSeen: time.Unix(0, d.Last).UTC().Format(time.RFC3339Nano)}
+		n := 0 // latest is sorted by device, as page is
+		for n < len(latest) && latest[n].Device == d.Name {
+			n++
+		}
+		out.Devices[i].Latest, latest = latestByMetric(latest[:n]), latest[n:]
 		for j, u := range d.Units {
 			if u == "" {
 				continue
@@ -65,4 +100,28 @@ func (a *API) devices(w http.ResponseWriter, r *http.Request) {
 		out.Next = page[len(page)-1].Name
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// latest answers /v1/devices/{device}/latest: the newest reading of each
+// metric of the device, with its time and unit, by metric. A metric whose
+// raw readings retention removed is left out.
+func (a *API) latest(w http.ResponseWriter, r *http.Request) {
+	device := r.PathValue("device")
+	if !queryName(device, buffer.MaxDeviceLen) {
+		a.fail(w, http.StatusBadRequest, fmt.Errorf("device %q: not a valid device id (%s)", device, queryNameRule(buffer.MaxDeviceLen)))
+		return
+	}
+	if !a.knownDevice(device) {
+		a.fail(w, http.StatusNotFound, fmt.Errorf("device %q has no readings", device))
+		return
+	}
+	rs, err := a.opts.Store.Latest(device)
+	if err != nil {
+		a.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Device string                `json:"device"`
+		Latest map[string]latestJSON `json:"latest"`
+	}{Device: device, Latest: latestByMetric(rs)})
 }

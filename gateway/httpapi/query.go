@@ -25,17 +25,23 @@ const (
 	maxLimit     = 10000
 )
 
-// readings answers /v1/devices/{device}/readings?metric=&from=&to=&limit=&order=.
+// readings answers /v1/devices/{device}/readings?metric=&from=&to=&limit=&order=&format=.
 // With a metric, "unit" is its unit; without, "units" maps each metric of
 // the readings whose unit is known to it. Either is absent when no unit
-// is known.
+// is known. It answers in CSV when asked (wantCSV): a row a reading, with
+// its metric's unit.
 func (a *API) readings(w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
 	if !queryName(device, buffer.MaxDeviceLen) {
 		a.fail(w, http.StatusBadRequest, fmt.Errorf("device %q: not a valid device id (%s)", device, queryNameRule(buffer.MaxDeviceLen)))
 		return
 	}
-	q, err := parseReadingsQuery(device, r)
+	q, err := parseReadingsQuery(device, r, a.now().UnixNano())
+	if err != nil {
+		a.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	asCSV, err := wantCSV(r)
 	if err != nil {
 		a.fail(w, http.StatusBadRequest, err)
 		return
@@ -75,6 +81,22 @@ func (a *API) readings(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if asCSV {
+		name := []string{device}
+		if q.Metric != "" {
+			name = append(name, q.Metric)
+		}
+		cw := startCSV(w, name, "time", "metric", "value", "unit")
+		for i, rd := range rs {
+			unit := out.Unit
+			if q.Metric == "" {
+				unit = out.Units[rd.Metric]
+			}
+			cw.Write([]string{out.Readings[i].TS, rd.Metric, formatValue(rd.Value), unit}) //nolint:errcheck // kept in cw
+		}
+		cw.Flush()
+		return
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -92,8 +114,14 @@ type statsJSON struct {
 // maxStatsGroups bounds the groups one stats request may return.
 const maxStatsGroups = 10000
 
-// stats answers /v1/devices/{device}/stats?metric=&from=&to=&group=,
-// with the metric's unit in "unit" (absent when not known).
+// defaultStatsRange is how long before to a stats request without from
+// starts.
+const defaultStatsRange = int64(24 * time.Hour)
+
+// stats answers /v1/devices/{device}/stats?metric=&from=&to=&group=&format=,
+// with the metric's unit in "unit" (absent when not known). to is now
+// unless told, from 24 hours before to. It answers in CSV when asked
+// (wantCSV).
 func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	device := r.PathValue("device")
 	v := r.URL.Query()
@@ -105,20 +133,25 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	if !queryName(metric, buffer.MaxMetricLen) {
 		errs = append(errs, fmt.Sprintf("metric: required, a valid metric name (got %q)", metric))
 	}
-	from, to := int64(math.MinInt64), a.now().UnixNano()
+	now := a.now().UnixNano()
+	from, to := int64(math.MinInt64), now
+	fromText, toText := v.Get("from"), v.Get("to")
 	var err error
-	if s := v.Get("from"); s == "" {
-		errs = append(errs, "from: required (RFC 3339 or Unix seconds or milliseconds)")
-	} else if from, err = parseTime(s, false); err != nil {
+	if toText == "" {
+		toText = "now"
+	} else if to, err = parseTime(toText, true, now); err != nil {
+		errs = append(errs, "to: "+err.Error())
+	}
+	if fromText == "" {
+		fromText = "24h before to"
+		if to >= math.MinInt64+defaultStatsRange {
+			from = to - defaultStatsRange
+		}
+	} else if from, err = parseTime(fromText, false, now); err != nil {
 		errs = append(errs, "from: "+err.Error())
 	}
-	if s := v.Get("to"); s != "" {
-		if to, err = parseTime(s, true); err != nil {
-			errs = append(errs, "to: "+err.Error())
-		}
-	}
 	if len(errs) == 0 && from >= to {
-		errs = append(errs, fmt.Sprintf("from (%s) must be before to (%s)", v.Get("from"), v.Get("to")))
+		errs = append(errs, fmt.Sprintf("from (%s) must be before to (%s)", fromText, toText))
 	}
 	var level aggregate.Level
 	switch group {
@@ -129,8 +162,12 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 		if level, err = aggregate.ParseLevel(group); err != nil {
 			errs = append(errs, fmt.Sprintf("group: must be minute, hour, day or all (got %q)", group))
 		} else if len(errs) == 0 && (uint64(to)-uint64(from))/uint64(level.Duration()) > maxStatsGroups {
-			errs = append(errs, fmt.Sprintf("group: more than %d %ss from %s to %s; use a longer group or a shorter range", maxStatsGroups, group, v.Get("from"), v.Get("to")))
+			errs = append(errs, fmt.Sprintf("group: more than %d %ss from %s to %s; use a longer group or a shorter range", maxStatsGroups, group, fromText, toText))
 		}
+	}
+	asCSV, err := wantCSV(r)
+	if err != nil {
+		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {
 		a.fail(w, http.StatusBadRequest, errors.New(strings.Join(errs, "; ")))
@@ -172,6 +209,16 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 			Mean: st.Mean(), StdDev: st.StdDev(),
 		}
 	}
+	if asCSV {
+		cw := startCSV(w, []string{device, metric}, "start", "count", "sum", "min", "max", "sumsqr", "mean", "stddev", "unit")
+		for i, g := range groups {
+			st := g.Stats
+			cw.Write([]string{out.Stats[i].Start, strconv.FormatUint(st.Count, 10), formatValue(st.Sum), formatValue(st.Min), //nolint:errcheck // kept in cw
+				formatValue(st.Max), formatValue(st.SumSqr), formatValue(st.Mean()), formatValue(st.StdDev()), out.Unit})
+		}
+		cw.Flush()
+		return
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -191,8 +238,9 @@ func queryNameRule(max int) string {
 	return fmt.Sprintf("1-%d bytes of printable UTF-8", max)
 }
 
-// parseReadingsQuery reads metric, from, to, limit and order.
-func parseReadingsQuery(device string, r *http.Request) (buffer.Query, error) {
+// parseReadingsQuery reads metric, from, to, limit and order; now is the
+// time that times from now count from.
+func parseReadingsQuery(device string, r *http.Request, now int64) (buffer.Query, error) {
 	v := r.URL.Query()
 	if m := v.Get("metric"); m != "" && !queryName(m, buffer.MaxMetricLen) {
 		return buffer.Query{}, fmt.Errorf("metric %q: not a valid metric name", m)
@@ -207,12 +255,12 @@ func parseReadingsQuery(device string, r *http.Request) (buffer.Query, error) {
 	}
 	var err error
 	if s := v.Get("from"); s != "" {
-		if q.From, err = parseTime(s, false); err != nil {
+		if q.From, err = parseTime(s, false, now); err != nil {
 			return q, fmt.Errorf("from: %w", err)
 		}
 	}
 	if s := v.Get("to"); s != "" {
-		if q.To, err = parseTime(s, true); err != nil {
+		if q.To, err = parseTime(s, true, now); err != nil {
 			return q, fmt.Errorf("to: %w", err)
 		}
 	}
