@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/cairn-gateway/cairn/buffer"
 )
 
 // wantCSV reports whether a request of readings or stats asks for CSV:
@@ -52,6 +55,35 @@ func wantCSV(r *http.Request) (bool, error) {
 		return false, nil
 	}
 	return jsonAt < 0 || csvQ > jsonQ || csvQ == jsonQ && csvAt < jsonAt, nil
+}
+
+// writeReadingsCSV answers readings of device (of metric, or of every
+// metric when "") as CSV: a row a reading, with the unit of its metric.
+func writeReadingsCSV(w http.ResponseWriter, device, metric string, rs []buffer.Reading, units map[string]string) {
+	name := []string{device}
+	if metric != "" {
+		name = append(name, metric)
+	}
+	cw := startCSV(w, name, "time", "metric", "value", "unit")
+	for _, r := range rs {
+		cw.Write([]string{r.Time().Format(time.RFC3339Nano), r.Metric, formatValue(r.Value), units[r.Metric]}) //nolint:errcheck // kept in cw
+	}
+	cw.Flush()
+}
+
+// writeStatsCSV answers the stats of a metric of device as CSV: a row a
+// group, with the metric's unit.
+func writeStatsCSV(w http.ResponseWriter, device, metric string, groups []buffer.StatsAt, unit string) {
+	cw := startCSV(w, []string{device, metric}, "start", "count", "sum", "min", "max", "sumsqr", "mean", "stddev", "unit")
+	for _, g := range groups {
+		st := g.Stats
+		cw.Write([]string{ //nolint:errcheck // kept in cw
+			time.Unix(0, g.Start).UTC().Format(time.RFC3339Nano), strconv.FormatUint(st.Count, 10),
+			formatValue(st.Sum), formatValue(st.Min), formatValue(st.Max), formatValue(st.SumSqr),
+			formatValue(st.Mean()), formatValue(st.StdDev()), unit,
+		})
+	}
+	cw.Flush()
 }
 
 // startCSV begins a CSV answer, to be saved as the file named by parts

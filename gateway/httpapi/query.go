@@ -82,19 +82,11 @@ func (a *API) readings(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if asCSV {
-		name := []string{device}
+		units := out.Units
 		if q.Metric != "" {
-			name = append(name, q.Metric)
+			units = map[string]string{q.Metric: out.Unit}
 		}
-		cw := startCSV(w, name, "time", "metric", "value", "unit")
-		for i, rd := range rs {
-			unit := out.Unit
-			if q.Metric == "" {
-				unit = out.Units[rd.Metric]
-			}
-			cw.Write([]string{out.Readings[i].TS, rd.Metric, formatValue(rd.Value), unit}) //nolint:errcheck // kept in cw
-		}
-		cw.Flush()
+		writeReadingsCSV(w, device, q.Metric, rs, units)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -210,13 +202,7 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if asCSV {
-		cw := startCSV(w, []string{device, metric}, "start", "count", "sum", "min", "max", "sumsqr", "mean", "stddev", "unit")
-		for i, g := range groups {
-			st := g.Stats
-			cw.Write([]string{out.Stats[i].Start, strconv.FormatUint(st.Count, 10), formatValue(st.Sum), formatValue(st.Min), //nolint:errcheck // kept in cw
-				formatValue(st.Max), formatValue(st.SumSqr), formatValue(st.Mean()), formatValue(st.StdDev()), out.Unit})
-		}
-		cw.Flush()
+		writeStatsCSV(w, device, metric, groups, out.Unit)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
