@@ -73,6 +73,8 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"commit_wait_readings_big.bad.yaml": "store.commit_wait_readings: must be from 0 to store.commit_max_readings (100) (got 500)",
 		"disk_reserve_small.bad.yaml":       "store.disk_reserve: must be auto or from 4MiB to 64GiB (got 1MiB)",
 		"max_series_zero.bad.yaml":          "store.max_series: must be from 1 to 10000000 (got 0)",
+		"metrics_readings_word.bad.yaml":    "http.metrics_readings: cannot use !!str `sometimes` into bool (line 2)",
+		"metrics_readings_series.bad.yaml":  "http.metrics_readings: takes store.max_series of at most 100000, the gauges of a scrape (got 200000)",
 		"series_per_device_big.bad.yaml":    "store.max_series_per_device: must be from 1 to store.max_series (500) (got 1000)",
 		"keep_recent_negative.bad.yaml":     "retention.keep_recent: must be 0 or more (got -1h0m0s)",
 		"clock_trust.bad.yaml":              `clock.trust: must be auto or always (got "sometimes")`,

@@ -22,6 +22,7 @@ import (
 	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/httpapi"
 	"github.com/cairn-gateway/cairn/uplink"
 )
 
@@ -163,7 +164,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 
 	// MQTT: the embedded broker or the subscriber to an external one.
 	// mqttStopped is closed once it has stopped taking messages in.
-	var mqttStatus func() gateway.MQTTStatus
+	var mqttStatus func() httpapi.MQTTStatus
 	var mqttAddr string
 	var sub *gateway.Subscriber // nil with the embedded broker
 	mqttStopped := make(chan struct{})
@@ -190,13 +191,13 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		if a := broker.TLSAddr(); a != "" {
 			log.Info("mqtt tls listener", "mqtt_tls", a, "client_certificates", tlsConfig.ClientCAs != nil)
 		}
-		mqttStatus = func() gateway.MQTTStatus {
+		mqttStatus = func() httpapi.MQTTStatus {
 			refused := broker.Refusals().Counts()
 			var total uint64
 			for _, n := range refused {
 				total += n
 			}
-			return gateway.MQTTStatus{Mode: "embedded", Address: mqttAddr, Connected: true, Clients: broker.Clients(),
+			return httpapi.MQTTStatus{Mode: "embedded", Address: mqttAddr, Connected: true, Clients: broker.Clients(),
 				Refused: total, RefusedByReason: refused}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -227,8 +228,8 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			ReadCoalesce: time.Duration(cfg.MQTT.ReadCoalesce),
 		})
 		mqttAddr = cfg.MQTT.URL
-		mqttStatus = func() gateway.MQTTStatus {
-			return gateway.MQTTStatus{Mode: "external", Address: cfg.MQTT.URL, Connected: sub.Connected()}
+		mqttStatus = func() httpapi.MQTTStatus {
+			return httpapi.MQTTStatus{Mode: "external", Address: cfg.MQTT.URL, Connected: sub.Connected()}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {
@@ -297,24 +298,28 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	// HTTP: status, queries and metrics.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api, err := gateway.NewAPI(gateway.APIOptions{
-		Store:     store,
-		Writer:    writer,
-		Ingester:  ingester,
-		MQTT:      mqttStatus,
-		Uplink:    up,
-		Retention: retention,
-		Headroom:  headroom,
-		Clock:     clock,
-		Version:   version,
-		Started:   started,
-		Registry:  reg,
-		Logger:    log.With("component", "http"),
-	})
+	apiOpts := httpapi.Options{
+		Store:           store,
+		Writer:          writer,
+		Ingest:          ingester,
+		MQTT:            mqttStatus,
+		Retention:       retention,
+		Headroom:        headroom,
+		Clock:           clock,
+		MetricsReadings: cfg.HTTP.MetricsReadings,
+		Version:         version,
+		Started:         started,
+		Registry:        reg,
+		Logger:          log.With("component", "http"),
+	}
+	if up != nil { // a nil *Uplink in the interface would not be nil
+		apiOpts.Uplink = up
+	}
+	api, err := httpapi.New(apiOpts)
 	if err != nil {
 		return err
 	}
-	handler, err := gateway.GuardHTTP(api, gateway.HTTPGuardOptions{Token: cfg.secrets.httpToken, QueryRate: cfg.HTTP.QueryRate, Registry: reg})
+	handler, err := httpapi.NewGuard(api, httpapi.GuardOptions{Token: cfg.secrets.httpToken, QueryRate: cfg.HTTP.QueryRate, Registry: reg})
 	if err != nil {
 		return err
 	}

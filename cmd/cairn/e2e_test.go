@@ -740,7 +740,7 @@ func TestRun_StatsEndpoint(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"/v1/devices/stats-1/stats?from=0&group=all",              // no metric
-		"/v1/devices/stats-1/stats?metric=t&group=all",            // no from
+		"/v1/devices/stats-1/stats?metric=t&from=-1x&group=all",   // bad time from now
 		"/v1/devices/stats-1/stats?metric=t&from=0&group=week",    // bad group
 		"/v1/devices/stats-1/stats?metric=t&from=10&to=5",         // reversed
 		"/v1/devices/stats-1/stats?metric=t&from=yesterday",       // bad time

@@ -50,7 +50,15 @@ type HTTPConfig struct {
 	TokenFile string `yaml:"token_file"`
 	// QueryRate caps the query requests per second; 0 for no limit.
 	QueryRate float64 `yaml:"query_rate"`
+	// MetricsReadings puts the newest reading of each series on /metrics
+	// (cairn_reading), no more of them than store.max_series.
+	MetricsReadings bool `yaml:"metrics_readings"`
 }
+
+// maxMetricsReadings bounds store.max_series with http.metrics_readings:
+// a scrape reads the newest reading of every series from the store, and
+// a page of more gauges than this is no longer a scrape.
+const maxMetricsReadings = 100_000
 
 func defaultEmbedded() *EmbeddedConfig {
 	return &EmbeddedConfig{
@@ -138,6 +146,9 @@ func (c *Config) validateSecurity(bad func(key, format string, a ...any)) {
 	}
 	if c.HTTP.QueryRate < 0 {
 		bad("http.query_rate", "must be 0 (no limit) or more (got %g)", c.HTTP.QueryRate)
+	}
+	if c.HTTP.MetricsReadings && c.Store.MaxSeries > maxMetricsReadings {
+		bad("http.metrics_readings", "takes store.max_series of at most %d, the gauges of a scrape (got %d)", maxMetricsReadings, c.Store.MaxSeries)
 	}
 }
 

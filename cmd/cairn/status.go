@@ -15,6 +15,7 @@ import (
 
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/httpapi"
 	"github.com/cairn-gateway/cairn/uplink"
 )
 
@@ -43,8 +44,8 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		base = "http://" + net.JoinHostPort(host, port)
 	}
 	client := &http.Client{Timeout: 5 * time.Second}
-	fetch := func() (gateway.Status, error) {
-		var st gateway.Status
+	fetch := func() (httpapi.Status, error) {
+		var st httpapi.Status
 		req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/status", nil)
 		if err != nil {
 			return st, fmt.Errorf("status: %w", err)
@@ -89,7 +90,7 @@ type rates struct {
 	messages, stored, sent float64
 }
 
-func ratesBetween(a, b gateway.Status, d time.Duration) *rates {
+func ratesBetween(a, b httpapi.Status, d time.Duration) *rates {
 	per := func(x, y uint64) float64 {
 		if y < x { // restarted in between
 			return 0
@@ -103,7 +104,7 @@ func ratesBetween(a, b gateway.Status, d time.Duration) *rates {
 	return r
 }
 
-func printStatus(w io.Writer, st gateway.Status, r *rates) {
+func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 	up := time.Duration(st.UptimeSeconds) * time.Second
 	fmt.Fprintf(w, "cairn %s, up %s (since %s)\n", st.Version, up, st.Started.Format(time.RFC3339))
 	conn := "not connected"

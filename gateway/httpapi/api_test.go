@@ -1,4 +1,4 @@
-package gateway
+package httpapi
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway"
 )
 
 // testAPI is an API over a real store and its running Writer, for the
@@ -26,11 +27,27 @@ type testAPI struct {
 
 func newTestAPI(t *testing.T) *testAPI {
 	t.Helper()
-	s, err := buffer.Open(buffer.Options{Dir: t.TempDir()})
+	return newTestAPIWith(t, testAPIOptions{})
+}
+
+// testAPIOptions are what a test may change of a testAPI.
+type testAPIOptions struct {
+	dir             string // the store's directory; a new one when ""
+	writer          buffer.WriterOptions
+	metricsReadings bool
+}
+
+// newTestAPIWith is newTestAPI with options.
+func newTestAPIWith(t *testing.T, o testAPIOptions) *testAPI {
+	t.Helper()
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
+	s, err := buffer.Open(buffer.Options{Dir: o.dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := buffer.NewWriter(s, buffer.WriterOptions{})
+	w := buffer.NewWriter(s, o.writer)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -41,14 +58,15 @@ func newTestAPI(t *testing.T) *testAPI {
 		}
 	})
 	log := slog.New(slog.DiscardHandler)
-	api, err := NewAPI(APIOptions{
-		Store:    s,
-		Writer:   w,
-		Ingester: NewIngester(w, IngesterOptions{Logger: log}),
-		MQTT:     func() MQTTStatus { return MQTTStatus{} },
-		Started:  time.Now(),
-		Registry: prometheus.NewRegistry(),
-		Logger:   log,
+	api, err := New(Options{
+		Store:           s,
+		Writer:          w,
+		Ingest:          gateway.NewIngester(w, gateway.IngesterOptions{Logger: log}),
+		MQTT:            func() MQTTStatus { return MQTTStatus{} },
+		MetricsReadings: o.metricsReadings,
+		Started:         time.Now(),
+		Registry:        prometheus.NewRegistry(),
+		Logger:          log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +98,18 @@ func (a *testAPI) get(t *testing.T, target string, doc any) int {
 		}
 	}
 	return rec.Code
+}
+
+// request sends a GET of target with the header lines given as name,
+// value pairs, and returns the answer.
+func (a *testAPI) request(target string, header ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, target, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	rec := httptest.NewRecorder()
+	a.api.ServeHTTP(rec, req)
+	return rec
 }
 
 // unitTime is the time of the readings of the units tests.

@@ -1,4 +1,4 @@
-package gateway
+package httpapi
 
 import (
 	"crypto/sha256"
@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// HTTPGuardOptions configure GuardHTTP.
-type HTTPGuardOptions struct {
+// GuardOptions configure NewGuard.
+type GuardOptions struct {
 	// Token, when set, must come with every request but GET /healthz as
 	// "Authorization: Bearer TOKEN".
 	Token []byte
@@ -30,9 +30,9 @@ const (
 	maxRequestQuery = 2 << 10
 )
 
-// HTTPGuard wraps the API: bearer token, request size and query rate
+// Guard wraps the API: bearer token, request size and query rate
 // limits, and a few response headers. It counts what it refuses.
-type HTTPGuard struct {
+type Guard struct {
 	next  http.Handler
 	token [sha256.Size]byte // SHA-256 of the token: compared in constant time
 	check bool
@@ -43,10 +43,10 @@ type HTTPGuard struct {
 	refused *prometheus.CounterVec
 }
 
-// GuardHTTP returns next wrapped in an HTTPGuard, whose counters are
+// NewGuard returns next wrapped in a Guard, whose counters are
 // registered with opts.Registry.
-func GuardHTTP(next http.Handler, opts HTTPGuardOptions) (*HTTPGuard, error) {
-	g := &HTTPGuard{
+func NewGuard(next http.Handler, opts GuardOptions) (*Guard, error) {
+	g := &Guard{
 		next:   next,
 		check:  len(opts.Token) > 0,
 		token:  sha256.Sum256(opts.Token),
@@ -63,7 +63,7 @@ func GuardHTTP(next http.Handler, opts HTTPGuardOptions) (*HTTPGuard, error) {
 }
 
 // ServeHTTP implements http.Handler.
-func (g *HTTPGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
@@ -101,11 +101,40 @@ func (g *HTTPGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authorized reports whether the request carries the bearer token.
-func (g *HTTPGuard) authorized(r *http.Request) bool {
+func (g *Guard) authorized(r *http.Request) bool {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
 		return false
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 	return subtle.ConstantTimeCompare(sum[:], g.token[:]) == 1
+}
+
+// tokenBucket is the query rate limit of all clients together, with a
+// burst of one second's worth. Guard.mu guards it.
+type tokenBucket struct {
+	rate, tokens, burst float64
+	last                time.Time
+}
+
+func newTokenBucket(rate float64) tokenBucket {
+	burst := max(rate, 1)
+	return tokenBucket{rate: rate, tokens: burst, burst: burst}
+}
+
+// take takes a token and returns how long to wait before the request it
+// stands for may be served: 0 while the clients keep to the rate.
+func (b *tokenBucket) take(now time.Time) time.Duration {
+	if b.rate <= 0 {
+		return 0
+	}
+	if !b.last.IsZero() {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	b.tokens--
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / b.rate * float64(time.Second))
 }

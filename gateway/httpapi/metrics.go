@@ -1,4 +1,4 @@
-package gateway
+package httpapi
 
 import (
 	"time"
@@ -9,7 +9,7 @@ import (
 // collector exposes the counters that /v1/status shows, read at scrape
 // time, so the two never disagree.
 type collector struct {
-	opts APIOptions
+	opts Options
 
 	messages, readings, stored, duplicates, ignored, failed, rejected *prometheus.Desc
 	commits, commitErrors, commitSeconds                              *prometheus.Desc
@@ -23,9 +23,10 @@ type collector struct {
 	clockSynced, clockTrusted                                         *prometheus.Desc
 	restamped, unmatched, skipped                                     *prometheus.Desc
 	refused, maxSeries, maxPerDevice                                  *prometheus.Desc
+	reading                                                           *prometheus.Desc
 }
 
-func newCollector(opts APIOptions) *collector {
+func newCollector(opts Options) *collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("cairn_"+name, help, labels, nil)
 	}
@@ -74,6 +75,7 @@ func newCollector(opts APIOptions) *collector {
 		retOldest:     d("retention_oldest_reading_timestamp_seconds", "Timestamp of the oldest reading stored (0: none)."),
 		retNewest:     d("retention_newest_reading_timestamp_seconds", "Timestamp of the newest reading stored (0: none)."),
 		retMaxDisk:    d("retention_max_disk_bytes", "The data directory's cap (0: none)."),
+		reading:       d("reading", "The newest reading of a series (http.metrics_readings), by device, metric and unit.", "device", "metric", "unit"),
 	}
 }
 
@@ -88,7 +90,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
 	}
-	in := c.opts.Ingester.Stats()
+	in := c.opts.Ingest.Stats()
 	counter(c.messages, float64(in.Messages))
 	counter(c.readings, float64(in.Readings))
 	counter(c.stored, float64(in.Stored))
@@ -182,5 +184,31 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for reason, n := range m.RefusedByReason {
 		counter(c.mqttRefused, float64(n), reason)
+	}
+	if c.opts.MetricsReadings {
+		c.collectReadings(ch, maxSeries)
+	}
+}
+
+// collectReadings sends the newest reading of each series, at most max of
+// them (0: no limit), sorted by device and metric. Were the store to
+// hold more series than the limit (one lowered since they were stored),
+// the first max are sent. A store that cannot be read is logged, and the
+// gateway's own metrics are sent without the readings.
+func (c *collector) collectReadings(ch chan<- prometheus.Metric, max int) {
+	rs, err := c.opts.Store.LatestAll()
+	if err != nil {
+		c.opts.Logger.Error("metrics: newest readings", "err", err)
+		return
+	}
+	if max > 0 && len(rs) > max {
+		rs = rs[:max]
+	}
+	for _, r := range rs {
+		// Names and units are printable UTF-8 (encoding.CheckName), as
+		// labels must be: an error here is no reason to panic.
+		if m, err := prometheus.NewConstMetric(c.reading, prometheus.GaugeValue, r.Value, r.Device, r.Metric, r.Unit); err == nil {
+			ch <- m
+		}
 	}
 }

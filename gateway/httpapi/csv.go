@@ -1,0 +1,131 @@
+package httpapi
+
+import (
+	"encoding/csv"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// wantCSV reports whether a request of readings or stats asks for CSV:
+// format=csv, or, without format, an Accept header that ranks text/csv
+// above JSON (application/json, application/*, */*), or lists it first
+// at the same rank. JSON is the default; a format other than csv or json
+// is an error.
+func wantCSV(r *http.Request) (bool, error) {
+	switch f := r.URL.Query().Get("format"); f {
+	case "csv":
+		return true, nil
+	case "json":
+		return false, nil
+	case "":
+	default:
+		return false, fmt.Errorf("format: must be json or csv (got %q)", f)
+	}
+	var csvQ, jsonQ float64
+	csvAt, jsonAt := -1, -1
+	for i, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		typ, params, _ := strings.Cut(part, ";")
+		q := 1.0
+		for _, p := range strings.Split(params, ";") {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if strings.EqualFold(k, "q") {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					q = f
+				}
+			}
+		}
+		switch strings.ToLower(strings.TrimSpace(typ)) {
+		case "text/csv":
+			if csvAt < 0 || q > csvQ {
+				csvQ, csvAt = q, i
+			}
+		case "application/json", "application/*", "*/*":
+			if jsonAt < 0 || q > jsonQ {
+				jsonQ, jsonAt = q, i
+			}
+		}
+	}
+	if csvAt < 0 || csvQ <= 0 {
+		return false, nil
+	}
+	return jsonAt < 0 || csvQ > jsonQ || csvQ == jsonQ && csvAt < jsonAt, nil
+}
+
+// writeReadingsCSV answers readings of device (of metric, or of every
+// metric when "") as CSV: a row a reading, with the unit of its metric.
+func writeReadingsCSV(w http.ResponseWriter, device, metric string, rs []buffer.Reading, units map[string]string) {
+	name := []string{device}
+	if metric != "" {
+		name = append(name, metric)
+	}
+	cw := startCSV(w, name, "time", "metric", "value", "unit")
+	for _, r := range rs {
+		cw.Write([]string{r.Time().Format(time.RFC3339Nano), r.Metric, formatValue(r.Value), units[r.Metric]}) //nolint:errcheck // kept in cw
+	}
+	cw.Flush()
+}
+
+// writeStatsCSV answers the stats of a metric of device as CSV: a row a
+// group, with the metric's unit.
+func writeStatsCSV(w http.ResponseWriter, device, metric string, groups []buffer.StatsAt, unit string) {
+	cw := startCSV(w, []string{device, metric}, "start", "count", "sum", "min", "max", "sumsqr", "mean", "stddev", "unit")
+	for _, g := range groups {
+		st := g.Stats
+		cw.Write([]string{ //nolint:errcheck // kept in cw
+			time.Unix(0, g.Start).UTC().Format(time.RFC3339Nano), strconv.FormatUint(st.Count, 10),
+			formatValue(st.Sum), formatValue(st.Min), formatValue(st.Max), formatValue(st.SumSqr),
+			formatValue(st.Mean()), formatValue(st.StdDev()), unit,
+		})
+	}
+	cw.Flush()
+}
+
+// startCSV begins a CSV answer, to be saved as the file named by parts
+// joined with "-" (csvFilename), with its header row.
+func startCSV(w http.ResponseWriter, parts []string, header ...string) *csv.Writer {
+	h := w.Header()
+	h.Set("Content-Type", "text/csv; charset=utf-8")
+	h.Set("Content-Disposition", `attachment; filename="`+csvFilename(parts)+`"`)
+	w.WriteHeader(http.StatusOK)
+	cw := csv.NewWriter(w)
+	cw.Write(header) //nolint:errcheck // a write error stays in cw: the client went away
+	return cw
+}
+
+// csvFilename is the name of a CSV file of parts (a device, a metric):
+// the parts joined with "-" and ".csv" added, each byte but ASCII
+// letters, digits, '.', '_' and '-' made '_', so that it needs no quoting
+// and names no directory.
+func csvFilename(parts []string) string {
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte('-')
+		}
+		for j := 0; j < len(p); j++ {
+			c := p[j]
+			if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' {
+				b.WriteByte(c)
+			} else {
+				b.WriteByte('_')
+			}
+		}
+	}
+	b.WriteString(".csv")
+	return b.String()
+}
+
+// formatValue writes a value as encoding/json does: without an exponent
+// from 1e-6 to 1e21, with one beyond.
+func formatValue(v float64) string {
+	if a := math.Abs(v); a != 0 && (a < 1e-6 || a >= 1e21) {
+		return strconv.FormatFloat(v, 'e', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
