@@ -131,17 +131,18 @@ func FormatValue(v float64) string {
 
 const day = 24 * time.Hour
 
-// maxTimeTicks is the most time ticks an axis has: with a label about
-// 50 units wide (a locale's "12:40 PM", or "Nov 27"), they do not touch.
+// maxTimeTicks is the most intervals between time ticks: with 7, labels
+// of a date ("Nov 27") 57 units apart do not touch. Times of day ("11:45
+// PM") are wider: there is no 10-minute step, so that an hour has four
+// intervals of 15 minutes rather than six of 10.
 const maxTimeTicks = 7
 
 // timeStep returns the spacing of the time ticks of a span: the shortest
-// of 1, 2, 5, 10, 15, 30 minutes, 1, 2, 3, 6, 12 hours, 1, 2, 7, 14, 28,
+// of 1, 2, 5, 15, 30 minutes, 1, 2, 3, 6, 12 hours, 1, 2, 7, 14, 28,
 // 91, 182, 364 days that gives at most maxTimeTicks intervals.
 func timeStep(span time.Duration) time.Duration {
 	steps := [...]time.Duration{
-		time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute,
-		15 * time.Minute, 30 * time.Minute,
+		time.Minute, 2 * time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute,
 		time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour,
 		day, 2 * day, 7 * day, 14 * day, 28 * day, 91 * day, 182 * day, 364 * day,
 	}

@@ -60,19 +60,20 @@ type Chart struct {
 // edges and the baseline of the time labels.
 const (
 	chartW, chartH = 480, 200
-	plotL, plotR   = 52, 452
+	plotL, plotR   = 52, 440
 	plotT, plotB   = 20, 176
 	timeLabelY     = 192
 
 	// frame is the path of the plot area's edges.
-	frame = "M52 20H452V176H52Z"
+	frame = "M52 20H440V176H52Z"
 	// noData is the text written in the plot area of a chart without data.
-	noData = `<text class="none" x="252" y="102" text-anchor="middle">no data</text>`
+	noData = `<text class="none" x="246" y="102" text-anchor="middle">no data</text>`
 )
 
 // MaxColumns is the most columns a chart draws: one per two units of its
-// 400-unit-wide plot, about one per pixel when the chart is as wide as a
-// phone's screen. Buckets finer than (To−From)/MaxColumns are merged
+// 388-unit-wide plot, about one per pixel when the chart is as wide as a
+// phone's screen. (The 40 units right of the plot leave room for the
+// last time label, up to 80 units wide.) Buckets finer than (To−From)/MaxColumns are merged
 // into columns of a whole number of records, the shortest of 1, 2, 5,
 // 10, 15, 30 minutes, 1, 2, 3, 4, 6, 8, 12 hours, 1, 2, 7, 14, 28 days
 // that is long enough: 24 hours of minutes make 144 columns of 10
@@ -133,11 +134,17 @@ func (c *Chart) columns() ([]column, time.Duration) {
 		mid := origin.Add(time.Duration(i)*width + width/2)
 		cols[i].x = min(max(c.xOf(mid), plotL), plotR)
 	}
-	for _, b := range c.Buckets {
-		if b.Start.Before(c.From.Truncate(lvl)) || !b.Start.Before(c.To) || b.Stats.Count == 0 {
+	// In nanoseconds, which are cheaper to compare than Times.
+	first, to := c.From.Truncate(lvl).UnixNano(), c.To.UnixNano()
+	o, wd := origin.UnixNano(), int64(width)
+	for i := range c.Buckets {
+		b := &c.Buckets[i]
+		if b.Stats.Count == 0 {
 			continue
 		}
-		cols[b.Start.Sub(origin)/width].s.Merge(b.Stats)
+		if t := b.Start.UnixNano(); t >= first && t < to {
+			cols[(t-o)/wd].s.Merge(b.Stats)
+		}
 	}
 	return cols, width
 }
@@ -488,9 +495,18 @@ type svgBuf struct{ b []byte }
 
 func (b *svgBuf) str(s string) { b.b = append(b.b, s...) }
 
-// num writes v rounded to a tenth of a unit.
+// num writes v rounded to a tenth of a unit, as AppendFloat would the
+// rounded value but faster. v is within a few times the viewBox.
 func (b *svgBuf) num(v float64) {
-	b.b = strconv.AppendFloat(b.b, math.Round(v*10)/10, 'f', -1, 64)
+	n := int64(math.Round(min(max(v, -1e9), 1e9) * 10))
+	if n < 0 {
+		b.b = append(b.b, '-')
+		n = -n
+	}
+	b.b = strconv.AppendInt(b.b, n/10, 10)
+	if d := n % 10; d != 0 {
+		b.b = append(b.b, '.', byte('0'+d))
+	}
 }
 
 // pair writes "x y " for a path.

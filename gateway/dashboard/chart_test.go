@@ -200,11 +200,11 @@ func TestWriteChart_Axes(t *testing.T) {
 		runs, singl int // subpaths of the mean line, single columns
 	}{
 		{"axis_24h", []string{"16", "18", "20", "22", "24", "26"}, []string{"12:00", "18:00", "Nov 27", "06:00", "12:00"}, 1, 0},
-		{"gaps_1h", []string{"30", "40", "50", "60", "70"}, []string{"11:00", "11:10", "11:20", "11:30", "11:40", "11:50", "12:00"}, 3, 0},
+		{"gaps_1h", []string{"30", "40", "50", "60", "70"}, []string{"11:00", "11:15", "11:30", "11:45", "12:00"}, 3, 0},
 		{"one_point", []string{"3.28", "3.29", "3.30", "3.31"}, nil, 0, 1},
 		{"negative", []string{"-30", "-20", "-10", "0", "10"}, []string{"Nov 21", "Nov 22", "Nov 23", "Nov 24", "Nov 25", "Nov 26", "Nov 27"}, 1, 0},
 		{"flat", []string{"18", "20", "22", "24"}, []string{"Aug 31", "Sep 14", "Sep 28", "Oct 12", "Oct 26", "Nov 9", "Nov 23"}, 2, 0},
-		{"empty", nil, []string{"11:00", "11:10", "11:20", "11:30", "11:40", "11:50", "12:00"}, 0, 0},
+		{"empty", nil, []string{"11:00", "11:15", "11:30", "11:45", "12:00"}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := draw(t, cs[tc.name])
@@ -349,7 +349,7 @@ func TestTimeTicks(t *testing.T) {
 		// stay on the local 6-hour marks through the change.
 		{"24h New York DST", time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC), time.Date(2026, 11, 2, 3, 0, 0, 0, time.UTC), ny, "Jan 2 15:04 MST",
 			[]string{"Nov 1 00:00 EDT", "Nov 1 06:00 EST", "Nov 1 12:00 EST", "Nov 1 18:00 EST"}},
-		{"1h", end.Add(-time.Hour), end, time.UTC, "15:04", []string{"11:00", "11:10", "11:20", "11:30", "11:40", "11:50", "12:00"}},
+		{"1h", end.Add(-time.Hour), end, time.UTC, "15:04", []string{"11:00", "11:15", "11:30", "11:45", "12:00"}},
 		{"7d New York", end.Add(-7 * day), end, ny, "Mon Jan 2 15:04", []string{"Sat Nov 21 00:00", "Sun Nov 22 00:00", "Mon Nov 23 00:00", "Tue Nov 24 00:00", "Wed Nov 25 00:00", "Thu Nov 26 00:00", "Fri Nov 27 00:00"}},
 		{"90d", end.Add(-90 * day), end, time.UTC, "Mon Jan 2", []string{"Mon Aug 31", "Mon Sep 14", "Mon Sep 28", "Mon Oct 12", "Mon Oct 26", "Mon Nov 9", "Mon Nov 23"}},
 	} {

@@ -113,7 +113,6 @@ type Store struct {
 // Uplink is how sending upstream is doing. Zero times are unknown or
 // never.
 type Uplink struct {
-	URL string
 	// Pending counts the readings not sent yet, OldestPending is the
 	// time of the first of them.
 	Pending       uint64

@@ -30,7 +30,7 @@ func testPage(n, m int, r Range, charts bool) Page {
 			RecentRejections: []Rejection{{now.Add(-time.Minute), "sensors/x/state", "bad_json", "unexpected end of input"}},
 			Unmatched:        7, RecentUnmatched: []Unmatched{{"zigbee2mqtt/bridge/state", now.Add(-3 * time.Minute), 7}},
 			Store:     Store{Readings: 123456789, Series: n * m, DiskBytes: 3 << 30, MaxDiskBytes: 8 << 30, FreeBytes: 20 << 30, ReserveBytes: 256 << 20},
-			Uplink:    &Uplink{URL: "https://upstream.example/write", Pending: 1200, OldestPending: now.Add(-2 * time.Minute), LastSuccess: now.Add(-70 * time.Second)},
+			Uplink:    &Uplink{Pending: 1200, OldestPending: now.Add(-2 * time.Minute), LastSuccess: now.Add(-70 * time.Second)},
 			Retention: &Retention{Paused: "the clock is not synchronised", LastRun: now.Add(-time.Hour), Removed: 1000},
 		},
 	}
