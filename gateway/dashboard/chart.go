@@ -56,13 +56,12 @@ type Chart struct {
 	Location *time.Location
 }
 
-// The chart's geometry, in the units of its viewBox: the plot area's
-// edges and the baseline of the time labels.
+// The chart's geometry, in the units of its viewBox (480 × 200): the
+// plot area's edges and the baseline of the time labels.
 const (
-	chartW, chartH = 480, 200
-	plotL, plotR   = 52, 440
-	plotT, plotB   = 20, 176
-	timeLabelY     = 192
+	plotL, plotR = 52, 440
+	plotT, plotB = 20, 176
+	timeLabelY   = 192
 
 	// frame is the path of the plot area's edges.
 	frame = "M52 20H440V176H52Z"
