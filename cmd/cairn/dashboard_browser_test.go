@@ -155,7 +155,7 @@ func checkDeviceList(t *testing.T, b *browser, devices []string) {
 }
 
 // checkCharts checks that the charts part has one figure per metric,
-// captioned with its name, each with an SVG chart.
+// captioned "device: metric", each with an SVG chart.
 func checkCharts(t *testing.T, b *browser, metrics []string) {
 	t.Helper()
 	type figure struct {
@@ -167,7 +167,9 @@ func checkCharts(t *testing.T, b *browser, metrics []string) {
 		svgs: f.querySelectorAll("svg").length}))`)
 	var names []string
 	for _, f := range figs {
-		names = append(names, strings.Fields(f.Caption + " ?")[0])
+		// "sim-0003: temperature (°C)"
+		_, rest, _ := strings.Cut(f.Caption, ": ")
+		names = append(names, strings.Fields(rest + " ?")[0])
 		if f.SVGs != 1 {
 			t.Errorf("chart %q: %d svg elements, want 1", f.Caption, f.SVGs)
 		}
@@ -307,6 +309,9 @@ func screenshot(t *testing.T, b *browser, path string) {
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
