@@ -351,9 +351,15 @@ func TestDashboard_Login(t *testing.T) {
 	if n := eval[int](t, b, `document.querySelectorAll('form[method="post"] input[name="token"]').length`); n != 1 {
 		t.Fatalf("the page without a session: %d token fields, want a login form", n)
 	}
+	if n := eval[int](t, b, `document.querySelectorAll("[data-part]").length`); n != 0 {
+		t.Errorf("the page without a session shows %d parts of the dashboard, want none", n)
+	}
 	login("wrong-token")
 	if n := eval[int](t, b, `document.querySelectorAll('input[name="token"]').length`); n != 1 {
 		t.Fatalf("after a wrong token: %d token fields, want the login form again; page: %s", n, eval[string](t, b, `document.body.innerText`))
+	}
+	if msg := eval[string](t, b, `(e => e ? e.textContent.trim() : "")(document.querySelector('[role="alert"]'))`); msg == "" {
+		t.Error("after a wrong token: no message says so (role=alert)")
 	}
 	if cookies := sessionCookies(t, b); len(cookies) != 0 {
 		t.Errorf("after a wrong token: cookies %v, want none", cookies)
