@@ -3,7 +3,8 @@
 # installs what the tests need (Mosquitto, FUSE, InfluxDB 1.x and
 # VictoriaMetrics as upstreams for the uplink, qemu-user for the arm and
 # arm64 builds, systemd for systemd-analyze and systemd-sysusers, e2fsprogs
-# for the full-disk tests' ext4 images, patch for scripts/badger.sh), then
+# for the full-disk tests' ext4 images, patch for scripts/badger.sh,
+# chromium for the dashboard's tests in a headless browser), then
 # gofmt, go vet, the check that third_party/badger is its release plus its
 # patches (with the release's own tests of what they change), the check
 # that `go install github.com/cairn-gateway/cairn/cmd/cairn@VERSION` works
@@ -25,6 +26,7 @@ command -v qemu-arm >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 |
 command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || need_pkgs+=(systemd)
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || need_pkgs+=(e2fsprogs)
 command -v patch >/dev/null 2>&1 || need_pkgs+=(patch)
+command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "test.sh: missing ${need_pkgs[*]}; run as root or: sudo apt-get install ${need_pkgs[*]}" >&2
