@@ -148,6 +148,10 @@ func TestWritePage_Sections(t *testing.T) {
 	if got := strings.Count(doc, `aria-pressed="true"`); got != 1 {
 		t.Errorf("%d pressed range buttons, want 1", got)
 	}
+	p.Health.MQTT.Clients = 1
+	if doc := render(t, p); !strings.Contains(doc, "· 1 client</p>") {
+		t.Errorf("one client is not said in the singular")
+	}
 	if got := strings.Count(doc, `<button type="submit" name="range"`); got != 4 {
 		t.Errorf("%d range buttons, want 4", got)
 	}
