@@ -42,4 +42,5 @@ require (
 	go.opentelemetry.io/otel/metric v1.41.0 // indirect
 	go.opentelemetry.io/otel/trace v1.41.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 )

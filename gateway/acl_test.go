@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestFilterCovers(t *testing.T) {
@@ -165,30 +164,6 @@ func TestParsePasswords(t *testing.T) {
 	}
 	if _, err := HashPassword(make([]byte, 73)); err == nil {
 		t.Error("HashPassword of 73 bytes: no error (bcrypt ignores what is beyond 72)")
-	}
-}
-
-func TestTokenBucket(t *testing.T) {
-	b := newTokenBucket(10) // 10/s, burst 10
-	now := time.Unix(1700000000, 0)
-	for i := range 10 {
-		if w := b.take(now); w != 0 {
-			t.Fatalf("take %d within the burst: wait %v", i, w)
-		}
-	}
-	if w := b.take(now); w != 100*time.Millisecond {
-		t.Errorf("take beyond the burst: wait %v, want 100ms", w)
-	}
-	now = now.Add(100 * time.Millisecond) // the caller waited
-	if w := b.take(now); w != 100*time.Millisecond {
-		t.Errorf("next take at the limit: wait %v, want 100ms", w)
-	}
-	now = now.Add(10 * time.Second)
-	if w := b.take(now); w != 0 {
-		t.Errorf("after a pause: wait %v, want 0", w)
-	}
-	if w := (&tokenBucket{}).take(now); w != 0 {
-		t.Errorf("no limit: wait %v", w)
 	}
 }
 

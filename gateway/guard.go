@@ -3,11 +3,14 @@ package gateway
 import (
 	"crypto/tls"
 	"log/slog"
+	"math"
 	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -129,8 +132,9 @@ type clientGuard struct {
 	// lastWrite caches the verdict on the topic last published to: a
 	// sensor publishes to the same topic again and again.
 	lastWrite atomic.Pointer[verdict]
-	// bucket is used by the client's reading goroutine only.
-	bucket tokenBucket
+	// limit is the client's message rate limit (mqtt.embedded.limits.
+	// message_rate), with a burst of one second's worth; nil when none.
+	limit *rate.Limiter
 }
 
 type verdict struct {
@@ -197,7 +201,9 @@ func (h *guardHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bo
 	}
 	if !g.trusted {
 		g.rules = rulesFor(g.user, h.defaults, h.acl)
-		g.bucket = newTokenBucket(h.rate)
+		if h.rate > 0 {
+			g.limit = rate.NewLimiter(rate.Limit(h.rate), int(math.Ceil(h.rate)))
+		}
 	}
 	// A will is published without the broker's ACL check: check it now.
 	if pk.Connect.WillFlag {
@@ -304,10 +310,13 @@ func (h *guardHook) OnPacketRead(cl *mqtt.Client, pk packets.Packet) (packets.Pa
 	if g.trusted {
 		return pk, nil
 	}
-	if wait := g.bucket.take(time.Now()); wait > 0 {
-		h.refusals.add(RefuseRateLimited, clientName(cl))
-		time.Sleep(wait)
+	if g.limit == nil || g.limit.Allow() { // Allow takes no token when it refuses
+		return pk, nil
 	}
+	// Over the rate: the message is held until its token comes (a
+	// reservation, which allocates, only here).
+	h.refusals.add(RefuseRateLimited, clientName(cl))
+	time.Sleep(g.limit.Reserve().Delay())
 	return pk, nil
 }
 
@@ -350,33 +359,4 @@ func peerCommonName(c net.Conn) string {
 		return ""
 	}
 	return st.VerifiedChains[0][0].Subject.CommonName
-}
-
-// tokenBucket is a per-client message rate limit with a burst of one
-// second's worth. It is used by one goroutine at a time.
-type tokenBucket struct {
-	rate, tokens, burst float64
-	last                time.Time
-}
-
-func newTokenBucket(rate float64) tokenBucket {
-	burst := max(rate, 1)
-	return tokenBucket{rate: rate, tokens: burst, burst: burst}
-}
-
-// take takes a token and returns how long to wait before the message it
-// stands for may be read: 0 while the client keeps to the rate.
-func (b *tokenBucket) take(now time.Time) time.Duration {
-	if b.rate <= 0 {
-		return 0
-	}
-	if !b.last.IsZero() {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	b.last = now
-	b.tokens--
-	if b.tokens >= 0 {
-		return 0
-	}
-	return time.Duration(-b.tokens / b.rate * float64(time.Second))
 }

@@ -3,10 +3,11 @@ package httpapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"math"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -43,8 +44,7 @@ type Guard struct {
 	token [sha256.Size]byte // SHA-256 of the token: compared in constant time
 	check bool
 
-	mu     sync.Mutex // guards bucket
-	bucket tokenBucket
+	limit *rate.Limiter // http.query_rate, with a burst of one second's worth; nil when none
 
 	sessions sessions // the dashboard's logins
 	csp      string   // the login page's Content-Security-Policy
@@ -55,11 +55,15 @@ type Guard struct {
 // NewGuard returns next wrapped in a Guard, whose counters are
 // registered with opts.Registry.
 func NewGuard(next http.Handler, opts GuardOptions) (*Guard, error) {
+	var limit *rate.Limiter
+	if opts.QueryRate > 0 {
+		limit = rate.NewLimiter(rate.Limit(opts.QueryRate), int(math.Ceil(opts.QueryRate)))
+	}
 	g := &Guard{
-		next:   next,
-		check:  len(opts.Token) > 0,
-		token:  sha256.Sum256(opts.Token),
-		bucket: newTokenBucket(opts.QueryRate),
+		limit: limit,
+		next:  next,
+		check: len(opts.Token) > 0,
+		token: sha256.Sum256(opts.Token),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cairn_http_refused_total",
 			Help: "HTTP requests refused, by reason (unauthorized, too_large, rate_limited).",
@@ -122,13 +126,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // limited takes a token of the query rate limit and reports whether the
 // request is over it, in which case it has answered 429.
 func (g *Guard) limited(w http.ResponseWriter) bool {
-	g.mu.Lock()
-	wait := g.bucket.take(time.Now())
-	if wait > 0 {
-		g.bucket.tokens++ // refused: give the token back
-	}
-	g.mu.Unlock()
-	if wait <= 0 {
+	if g.limit == nil || g.limit.Allow() { // a refused request takes no token
 		return false
 	}
 	g.refused.WithLabelValues("rate_limited").Inc()
@@ -145,33 +143,4 @@ func (g *Guard) authorized(r *http.Request) bool {
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 	return subtle.ConstantTimeCompare(sum[:], g.token[:]) == 1
-}
-
-// tokenBucket is the query rate limit of all clients together, with a
-// burst of one second's worth. Guard.mu guards it.
-type tokenBucket struct {
-	rate, tokens, burst float64
-	last                time.Time
-}
-
-func newTokenBucket(rate float64) tokenBucket {
-	burst := max(rate, 1)
-	return tokenBucket{rate: rate, tokens: burst, burst: burst}
-}
-
-// take takes a token and returns how long to wait before the request it
-// stands for may be served: 0 while the clients keep to the rate.
-func (b *tokenBucket) take(now time.Time) time.Duration {
-	if b.rate <= 0 {
-		return 0
-	}
-	if !b.last.IsZero() {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	b.last = now
-	b.tokens--
-	if b.tokens >= 0 {
-		return 0
-	}
-	return time.Duration(-b.tokens / b.rate * float64(time.Second))
 }
