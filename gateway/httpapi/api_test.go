@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // testAPI is an API over a real store and its running Writer, for the
@@ -32,7 +32,7 @@ func newTestAPI(t *testing.T) *testAPI {
 
 // testAPIOptions are what a test may change of a testAPI.
 type testAPIOptions struct {
-	dir             string // the store's directory; a new one when ""
+	dir             string // the store's directory; a new one when "" (testkit.StartWriter)
 	writer          buffer.WriterOptions
 	metricsReadings bool
 }
@@ -40,23 +40,7 @@ type testAPIOptions struct {
 // newTestAPIWith is newTestAPI with options.
 func newTestAPIWith(t *testing.T, o testAPIOptions) *testAPI {
 	t.Helper()
-	if o.dir == "" {
-		o.dir = t.TempDir()
-	}
-	s, err := buffer.Open(buffer.Options{Dir: o.dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := buffer.NewWriter(s, o.writer)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := errors.Join(<-done, s.Close()); err != nil {
-			t.Error(err)
-		}
-	})
+	s, w := testkit.StartWriter(t, buffer.Options{Dir: o.dir}, o.writer)
 	log := slog.New(slog.DiscardHandler)
 	api, err := New(Options{
 		Store:           s,
