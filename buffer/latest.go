@@ -48,9 +48,10 @@ func (s *Store) LatestAll() ([]Reading, error) {
 // its device, metric, unit and newest timestamp, and its value once
 // found.
 type latestItem struct {
-	st    *seriesState
-	r     Reading
-	found bool
+	st     *seriesState
+	r      Reading
+	found  bool
+	sealed bool // not found in memory; the newest timestamp is in a sealed bucket
 }
 
 // latest returns the newest reading of each series whose device is
@@ -92,6 +93,17 @@ func (s *Store) latest(wanted func(device string) bool) ([]Reading, error) {
 				out = append(out, it.r)
 				continue
 			}
+			if it.sealed {
+				smp, ok, err := s.sealedAt(txn, it.r)
+				if err != nil {
+					return err
+				}
+				if ok {
+					it.r.Value = smp.Value
+					out = append(out, it.r)
+					continue
+				}
+			}
 			got, ok, err := s.latestOf(txn, it.r)
 			if err != nil {
 				return err
@@ -113,7 +125,7 @@ func (s *Store) latest(wanted func(device string) bool) ([]Reading, error) {
 // and the open ones of its newest day. It updates each item's timestamp
 // to the series' newest, which may have moved since the item was made.
 // An item it does not find has its newest reading on disk only (in a
-// sealed bucket or an open run), or none left.
+// sealed bucket, which it marks, or an open run), or none left.
 func (w *Writer) latest(ctx context.Context, items []latestItem) error {
 	return w.do(ctx, func() error {
 		for i := range items {
@@ -121,6 +133,8 @@ func (w *Writer) latest(ctx context.Context, items []latestItem) error {
 			it.r.TS = it.st.last // the Writer's goroutine alone writes it
 			if smp, ok := it.st.pointAt(it.r.TS); ok {
 				it.r.Value, it.found = smp.Value, true
+			} else {
+				it.sealed = it.st.sealedLast == it.r.TS
 			}
 		}
 		return nil
@@ -143,6 +157,25 @@ func (st *seriesWork) pointAt(ts int64) (Sample, bool) {
 		}
 	}
 	return Sample{}, false
+}
+
+// sealedAt returns the sample at r.TS of the sealed bucket of r's series
+// that holds r.TS, the last of them if several: one bucket read, where a
+// query would also step over the open points that sealing deleted.
+func (s *Store) sealedAt(txn *badger.Txn, r Reading) (Sample, bool, error) {
+	// The bucket whose first sample is the last at or before any sample at
+	// r.TS: its key's value is the highest there is.
+	at := Sample{TS: r.TS, Value: math.Float64frombits(math.MaxUint64)}
+	samples, err := s.bucketHolding(txn, r.Device, r.Metric, at)
+	if err != nil {
+		return Sample{}, false, err
+	}
+	for i := len(samples) - 1; i >= 0; i-- {
+		if samples[i].TS == r.TS {
+			return samples[i], true, nil
+		}
+	}
+	return Sample{}, false, nil
 }
 
 // latestOf reads the newest reading of r's series within txn, where it

@@ -374,41 +374,49 @@ func (w *Writer) overlapping(txn *badger.Txn, st *seriesState, day int32, lo, hi
 }
 
 // inBucket reports whether the reading r is in a sealed bucket of its
-// series, as txn sees it. Buckets do not overlap, so only the one starting
-// at or before r can hold it.
+// series, as txn sees it.
 func (s *Store) inBucket(txn *badger.Txn, r Reading) (bool, error) {
-	prefix := encoding.AppendBucketPrefix(nil, r.Device, r.Metric)
 	smp := Sample{TS: r.TS, Value: r.Value}
+	samples, err := s.bucketHolding(txn, r.Device, r.Metric, smp)
+	if err != nil {
+		return false, err
+	}
+	i, ok := slices.BinarySearchFunc(samples, smp, compareSamples)
+	return ok && samples[i].Same(smp), nil
+}
+
+// bucketHolding returns the samples of the sealed bucket of the series
+// that can hold at, as txn sees it: buckets do not overlap, so only the
+// one whose first sample is the last at or before at (by the order of
+// their keys), on at's day, whose last timestamp is not before at's. It
+// returns none if no bucket can.
+func (s *Store) bucketHolding(txn *badger.Txn, device, metric string, at Sample) ([]Sample, error) {
+	prefix := encoding.AppendBucketPrefix(nil, device, metric)
 	it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: prefix})
 	defer it.Close()
-	it.Seek(encoding.AppendBucketTail(prefix[:len(prefix):len(prefix)], smp))
+	it.Seek(encoding.AppendBucketTail(prefix[:len(prefix):len(prefix)], at))
 	if !it.Valid() {
-		return false, nil
+		return nil, nil
 	}
 	item := it.Item()
 	first, err := encoding.ParseBucketTail(item.Key())
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	if encoding.DayOf(first.TS) != encoding.DayOf(r.TS) {
-		return false, nil
+	if encoding.DayOf(first.TS) != encoding.DayOf(at.TS) {
+		return nil, nil
 	}
-	found := false
+	var samples []Sample
 	err = item.Value(func(v []byte) error {
 		h, err := encoding.ParseBucketHeader(v)
-		if err != nil || h.Last < r.TS {
+		if err != nil || h.Last < at.TS {
 			return err
 		}
-		samples, err := encoding.DecodeBucket(nil, v)
-		if err != nil {
-			return err
-		}
-		i, ok := slices.BinarySearchFunc(samples, smp, compareSamples)
-		found = ok && samples[i].Same(smp)
-		return nil
+		samples, err = encoding.DecodeBucket(nil, v)
+		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("bucket %q: %w", item.Key(), err)
+		return nil, fmt.Errorf("bucket %q: %w", item.Key(), err)
 	}
-	return found, nil
+	return samples, nil
 }
