@@ -123,14 +123,23 @@ func (a *API) now() time.Time {
 type API struct {
 	opts Options
 	mux  *http.ServeMux
+	csp  string // the dashboard's Content-Security-Policy
+	rate rateSampler
 }
 
 // New creates the API and registers its metrics with opts.Registry.
 func New(opts Options) (*API, error) {
-	a := &API{opts: opts, mux: http.NewServeMux()}
+	csp, err := contentSecurityPolicy()
+	if err != nil {
+		return nil, err
+	}
+	a := &API{opts: opts, mux: http.NewServeMux(), csp: csp}
+	a.rate.rate(opts.Started, 0)
 	if err := opts.Registry.Register(newCollector(opts)); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
+	a.mux.HandleFunc("GET /{$}", a.page)
+	a.mux.HandleFunc("GET /favicon.ico", a.favicon)
 	a.mux.HandleFunc("GET /healthz", a.healthz)
 	a.mux.HandleFunc("GET /readyz", a.readyz)
 	a.mux.HandleFunc("GET /v1/status", a.status)

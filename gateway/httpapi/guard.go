@@ -14,24 +14,30 @@ import (
 // GuardOptions configure NewGuard.
 type GuardOptions struct {
 	// Token, when set, must come with every request but GET /healthz as
-	// "Authorization: Bearer TOKEN".
+	// "Authorization: Bearer TOKEN", or with the cookie of a session
+	// started by POST /login with the token (the dashboard's login form,
+	// which GET / answers without either).
 	Token []byte
 	// QueryRate caps the requests per second to the query endpoints
-	// (/v1/devices…) from all clients together, with a burst of one
-	// second's worth; 0 for no limit.
+	// (/v1/devices…) and the login attempts (POST /login) from all
+	// clients together, with a burst of one second's worth; 0 for no
+	// limit.
 	QueryRate float64
 	Registry  prometheus.Registerer
 }
 
-// Limits on a request's size. The API has GET endpoints only: a request
-// never needs a body, and a query string of 2 KiB is plenty.
+// Limits on a request's size. Besides POST /login (its form, at most
+// maxLoginBody), the API has GET endpoints only: a request never needs a
+// body, and a query string of 2 KiB is plenty.
 const (
 	maxRequestBody  = 0
 	maxRequestQuery = 2 << 10
 )
 
-// Guard wraps the API: bearer token, request size and query rate
-// limits, and a few response headers. It counts what it refuses.
+// Guard wraps the API: bearer token or login session, request size and
+// query rate limits, and a few response headers. It answers the
+// dashboard's login itself (POST /login, POST /logout), since it holds
+// the token and the sessions. It counts what it refuses.
 type Guard struct {
 	next  http.Handler
 	token [sha256.Size]byte // SHA-256 of the token: compared in constant time
@@ -39,6 +45,9 @@ type Guard struct {
 
 	mu     sync.Mutex // guards bucket
 	bucket tokenBucket
+
+	sessions sessions // the dashboard's logins
+	csp      string   // the login page's Content-Security-Policy
 
 	refused *prometheus.CounterVec
 }
@@ -59,6 +68,11 @@ func NewGuard(next http.Handler, opts GuardOptions) (*Guard, error) {
 	if err := opts.Registry.Register(g.refused); err != nil {
 		return nil, err
 	}
+	csp, err := contentSecurityPolicy()
+	if err != nil {
+		return nil, err
+	}
+	g.csp = csp
 	return g, nil
 }
 
@@ -71,7 +85,20 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.next.ServeHTTP(w, r)
 		return
 	}
-	if g.check && !g.authorized(r) {
+	if g.check && r.Method == http.MethodPost && (r.URL.Path == "/login" || r.URL.Path == "/logout") {
+		if r.URL.Path == "/login" {
+			g.login(w, r)
+		} else {
+			g.logout(w, r)
+		}
+		return
+	}
+	if g.check && !g.authorized(r) && !g.hasSession(r) {
+		if r.URL.Path == "/" && r.Method == http.MethodGet && !r.URL.Query().Has("part") {
+			// A browser: the login form, which comes back here.
+			g.writeLogin(w, http.StatusOK, r.URL.RequestURI(), "")
+			return
+		}
 		g.refused.WithLabelValues("unauthorized").Inc()
 		h.Set("WWW-Authenticate", `Bearer realm="cairn"`)
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a bearer token is required (http.token_file)"})
@@ -83,21 +110,28 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
-	if strings.HasPrefix(r.URL.Path, "/v1/devices") {
-		g.mu.Lock()
-		wait := g.bucket.take(time.Now())
-		if wait > 0 {
-			g.bucket.tokens++ // refused: give the token back
-		}
-		g.mu.Unlock()
-		if wait > 0 {
-			g.refused.WithLabelValues("rate_limited").Inc()
-			h.Set("Retry-After", "1")
-			writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "too many queries; try again in a second"})
-			return
-		}
+	if strings.HasPrefix(r.URL.Path, "/v1/devices") && g.limited(w) {
+		return
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// limited takes a token of the query rate limit and reports whether the
+// request is over it, in which case it has answered 429.
+func (g *Guard) limited(w http.ResponseWriter) bool {
+	g.mu.Lock()
+	wait := g.bucket.take(time.Now())
+	if wait > 0 {
+		g.bucket.tokens++ // refused: give the token back
+	}
+	g.mu.Unlock()
+	if wait <= 0 {
+		return false
+	}
+	g.refused.WithLabelValues("rate_limited").Inc()
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "too many requests; try again in a second"})
+	return true
 }
 
 // authorized reports whether the request carries the bearer token.

@@ -1,0 +1,377 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway/dashboard"
+)
+
+// The dashboard's fixed settings.
+const (
+	// pageRefresh is how often the page's script reloads its parts.
+	pageRefresh = 10 * time.Second
+	// quietAfter flags a device not seen for longer as quiet.
+	quietAfter = 15 * time.Minute
+	// rateWindow is the span over which the page's ingest rate is
+	// measured (see rateSampler).
+	rateWindow = time.Minute
+)
+
+// page answers GET / with the dashboard, and GET /?part=NAME with one
+// part of it (dashboard.WritePart): query device (default the first
+// device), range (1h, 24h, 7d, 90d; default 24h) and tz (an IANA zone;
+// UTC when empty or unknown). A bad range or part is a 400; a device
+// that has no readings is a 404 with the page without charts (or with
+// nothing, for a part).
+func (a *API) page(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	rng := dashboard.Range24h
+	if s := v.Get("range"); s != "" {
+		var err error
+		if rng, err = dashboard.ParseRange(s); err != nil {
+			a.failPage(w, http.StatusBadRequest, fmt.Errorf("range: %w", err))
+			return
+		}
+	}
+	part := v.Get("part")
+	switch part {
+	case "", dashboard.PartHealth, dashboard.PartDevices, dashboard.PartCharts:
+	default:
+		a.failPage(w, http.StatusBadRequest, fmt.Errorf("part: unknown part %q: want health, devices or charts", part))
+		return
+	}
+	loc := time.UTC
+	if tz := v.Get("tz"); tz != "" {
+		if l, err := time.LoadLocation(tz); err == nil {
+			loc = l
+		}
+	}
+	now := a.now()
+	p := dashboard.Page{
+		Version:    a.opts.Version,
+		Now:        now,
+		Refresh:    pageRefresh,
+		QuietAfter: quietAfter,
+		Range:      rng,
+		Location:   loc,
+	}
+	code := http.StatusOK
+	var err error
+	if part == "" || part == dashboard.PartHealth {
+		if p.Health, err = a.health(now); err != nil {
+			a.failPage(w, http.StatusInternalServerError, err)
+			return
+		}
+	}
+	if part == "" || part == dashboard.PartDevices {
+		if p.Devices, err = a.pageDevices(); err != nil {
+			a.failPage(w, http.StatusInternalServerError, err)
+			return
+		}
+	}
+	p.Device = v.Get("device")
+	if p.Device == "" && part == "" && len(p.Devices) > 0 {
+		p.Device = p.Devices[0].ID
+	}
+	if p.Device != "" && !a.knownDevice(p.Device) {
+		code, p.Device = http.StatusNotFound, ""
+		if part == dashboard.PartCharts {
+			a.failPage(w, code, fmt.Errorf("device %q has no readings", v.Get("device")))
+			return
+		}
+	}
+	if p.Device != "" && (part == "" || part == dashboard.PartCharts) {
+		if p.Charts, err = a.charts(p.Device, rng, now); err != nil {
+			a.failPage(w, http.StatusInternalServerError, err)
+			return
+		}
+	}
+	var buf bytes.Buffer
+	if part == "" {
+		err = dashboard.WritePage(&buf, p)
+	} else {
+		err = dashboard.WritePart(&buf, part, p)
+	}
+	if err != nil {
+		a.failPage(w, http.StatusInternalServerError, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", a.csp)
+	w.WriteHeader(code)
+	w.Write(buf.Bytes()) //nolint:errcheck // the client went away; nothing to do
+}
+
+// failPage answers a request for the page with err as plain text.
+func (a *API) failPage(w http.ResponseWriter, code int, err error) {
+	if code >= 500 {
+		a.opts.Logger.Error("http request failed", "err", err)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, err)
+}
+
+// favicon answers 204: the page has no icon, and a browser asks.
+func (a *API) favicon(w http.ResponseWriter, _ *http.Request) {
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// health fills in the page's gateway health from what /v1/status reads.
+func (a *API) health(now time.Time) (dashboard.Health, error) {
+	st, err := a.opts.Store.Stats()
+	if err != nil {
+		return dashboard.Health{}, err
+	}
+	ws := a.opts.Writer.Stats()
+	in := a.opts.Ingest.Stats()
+	m := a.opts.MQTT()
+	h := dashboard.Health{
+		MQTT:       dashboard.MQTT{Mode: m.Mode, Address: m.Address, Connected: m.Connected, Clients: m.Clients},
+		IngestRate: a.rate.rate(time.Now(), ws.Stored),
+		Stored:     ws.Stored,
+		Rejected:   in.Rejected,
+		Unmatched:  in.Unmatched,
+		Paused:     a.opts.Writer.PausedReason(),
+		Store:      dashboard.Store{Readings: st.Readings, Series: st.Series, DiskBytes: st.DiskBytes},
+	}
+	for _, name := range sortedKeys(in.ByReason) {
+		h.ByReason = append(h.ByReason, dashboard.Count{Name: name, N: in.ByReason[name]})
+	}
+	for _, e := range in.Examples {
+		h.RecentRejections = append(h.RecentRejections, dashboard.Rejection{Time: e.Time, Topic: e.Topic, Reason: e.Reason, Detail: e.Detail})
+	}
+	for _, u := range in.RecentUnmatched {
+		h.RecentUnmatched = append(h.RecentUnmatched, dashboard.Unmatched{Topic: u.Topic, Last: u.Last, Messages: u.Messages})
+	}
+	if a.opts.Headroom != nil {
+		hs := a.opts.Headroom.Status()
+		h.Store.FreeBytes, h.Store.ReserveBytes = hs.FreeBytes, hs.ReserveBytes
+	}
+	if a.opts.Uplink != nil {
+		us := a.opts.Uplink.Status()
+		h.Uplink = &dashboard.Uplink{
+			Pending:       us.PendingReadings,
+			OldestPending: deref(us.OldestPending),
+			LastSuccess:   deref(us.LastSuccess),
+			LastError:     us.LastError,
+			LastErrorAt:   deref(us.LastErrorAt),
+			NextAttempt:   deref(us.NextAttempt),
+		}
+	}
+	if a.opts.Retention != nil {
+		rs, err := a.opts.Retention.Status()
+		if err != nil {
+			return dashboard.Health{}, err
+		}
+		h.Store.MaxDiskBytes = rs.MaxDiskBytes
+		h.Retention = &dashboard.Retention{
+			Paused:        rs.PausedReason,
+			LastRun:       deref(rs.LastRun),
+			NextRun:       deref(rs.NextRun),
+			Removed:       rs.RemovedReadings,
+			DroppedUnsent: rs.DroppedUnsent,
+			OldestReading: deref(rs.OldestReading),
+		}
+	}
+	return h, nil
+}
+
+// pageDevices lists the devices, the first maxDevicesLimit by name, with
+// the latest reading of each metric.
+func (a *API) pageDevices() ([]dashboard.Device, error) {
+	devs, _ := a.opts.Store.Devices("", maxDevicesLimit)
+	names := make([]string, len(devs))
+	for i, d := range devs {
+		names[i] = d.Name
+	}
+	latest, err := a.opts.Store.Latest(names...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dashboard.Device, len(devs))
+	for i, d := range devs {
+		n := 0 // latest is sorted by device, as devs is
+		for n < len(latest) && latest[n].Device == d.Name {
+			n++
+		}
+		byMetric := make(map[string]buffer.Reading, n)
+		for _, r := range latest[:n] {
+			byMetric[r.Metric] = r
+		}
+		latest = latest[n:]
+		out[i] = dashboard.Device{ID: d.Name, LastSeen: time.Unix(0, d.Last), Metrics: make([]dashboard.Metric, len(d.Metrics))}
+		for j, name := range d.Metrics {
+			m := dashboard.Metric{Name: name}
+			if j < len(d.Units) {
+				m.Unit = d.Units[j]
+			}
+			if r, ok := byMetric[name]; ok {
+				m.Value, m.Time = r.Value, r.Time()
+				if r.Unit != "" {
+					m.Unit = r.Unit
+				}
+			}
+			out[i].Metrics[j] = m
+		}
+	}
+	return out, nil
+}
+
+// charts draws a chart per metric of device over rng, ending at now:
+// the Stats records of rng.Level, and for a short range the raw
+// readings too (one more than a chart draws, so that it knows when
+// there are too many).
+func (a *API) charts(device string, rng dashboard.Range, now time.Time) ([]dashboard.Chart, error) {
+	devs, _ := a.opts.Store.Devices(prevName(device), 1)
+	if len(devs) == 0 || devs[0].Name != device {
+		return nil, nil
+	}
+	from, to := rng.Window(now)
+	var out []dashboard.Chart
+	for i, metric := range devs[0].Metrics {
+		c := dashboard.Chart{Title: device + ": " + metric, From: from, To: to, Level: rng.Level()}
+		if i < len(devs[0].Units) {
+			c.Unit = devs[0].Units[i]
+		}
+		recs, _, err := a.opts.Store.StatsByLevel(device, metric, rng.Level(), from.UnixNano(), to.UnixNano())
+		if err != nil {
+			return nil, fmt.Errorf("stats of %s %s: %w", device, metric, err)
+		}
+		c.Buckets = make([]dashboard.Bucket, len(recs))
+		for j, r := range recs {
+			c.Buckets[j] = dashboard.Bucket{Start: time.Unix(0, r.Start), Stats: r.Stats}
+		}
+		if rng.Raw() {
+			rs, err := a.opts.Store.Readings(buffer.Query{Device: device, Metric: metric, From: from.UnixNano(), To: to.UnixNano() + 1, Limit: 4*dashboard.MaxColumns + 1})
+			if err != nil {
+				return nil, fmt.Errorf("readings of %s %s: %w", device, metric, err)
+			}
+			c.Points = make([]dashboard.Point, len(rs))
+			for j, r := range rs {
+				c.Points[j] = dashboard.Point{Time: r.Time(), Value: r.Value}
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// prevName returns a name that sorts just before name, so that
+// Store.Devices(prevName(name), 1) starts at name itself if it is
+// stored: its last byte less one, then 0xff. No device id lies between
+// the two, since an id is UTF-8, where 0xff never occurs.
+func prevName(name string) string {
+	if name == "" {
+		return ""
+	}
+	b := []byte(name)
+	last := len(b) - 1
+	if b[last] == 0 {
+		return string(b[:last])
+	}
+	b[last]--
+	return string(b) + "\xff"
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys(m map[string]uint64) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+// rateSampler measures the readings stored per second over about
+// rateWindow from the Writer's counter, sampled when the page's health
+// is asked for: no goroutine of its own. Until a sample is rateWindow
+// old, the rate is over the time since the first sample (the API's
+// start).
+type rateSampler struct {
+	mu      sync.Mutex // guards samples
+	samples []rateSample
+}
+
+type rateSample struct {
+	at     time.Time
+	stored uint64
+}
+
+// maxRateSamples bounds the samples kept: one per rateWindow/maxRateSamples
+// at most.
+const maxRateSamples = 12
+
+// rate records the counter stored at now and returns the readings per
+// second since the newest sample at least rateWindow old (or the oldest
+// kept).
+func (s *rateSampler) rate(now time.Time, stored uint64) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Drop what a younger sample already spans a window from.
+	for len(s.samples) > 1 && now.Sub(s.samples[1].at) >= rateWindow {
+		s.samples = s.samples[1:]
+	}
+	var r float64
+	if len(s.samples) > 0 {
+		old := s.samples[0]
+		if dt := now.Sub(old.at).Seconds(); dt > 0 && stored >= old.stored {
+			r = float64(stored-old.stored) / dt
+		}
+	}
+	if n := len(s.samples); n == 0 || now.Sub(s.samples[n-1].at) >= rateWindow/maxRateSamples {
+		if n == maxRateSamples {
+			s.samples = append(s.samples[:0], s.samples[1:]...)
+		}
+		s.samples = append(s.samples, rateSample{at: now, stored: stored})
+	}
+	return r
+}
+
+// contentSecurityPolicy returns the policy of the dashboard's pages:
+// nothing from anywhere but the gateway itself, and of inline code only
+// the page's own style and script, named by their SHA-256.
+func contentSecurityPolicy() (string, error) {
+	var page bytes.Buffer
+	if err := dashboard.WritePage(&page, dashboard.Page{}); err != nil {
+		return "", err
+	}
+	style, ok1 := between(page.String(), "<style>", "</style>")
+	script, ok2 := between(page.String(), "<script>", "</script>")
+	if !ok1 || !ok2 {
+		return "", errors.New("dashboard: the page has no inline style or script to allow")
+	}
+	return "default-src 'none'; style-src " + hashSource(style) + "; script-src " + hashSource(script) +
+		"; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'", nil
+}
+
+// between returns the text of s between the first open and the close
+// after it.
+func between(s, open, close string) (string, bool) {
+	_, rest, ok := strings.Cut(s, open)
+	if !ok {
+		return "", false
+	}
+	in, _, ok := strings.Cut(rest, close)
+	return in, ok
+}
+
+func hashSource(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
