@@ -1,3 +1,5 @@
+//go:build unix
+
 package httpapi_test
 
 import (
@@ -14,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -341,14 +345,65 @@ func dashGet(b *testing.B, api *httpapi.API, target string) *httptest.ResponseRe
 	return rec
 }
 
-// BenchmarkDashboardStats is a check of the store, not of the page: the
-// stats of one metric over the 90 days, through the API.
-func BenchmarkDashboardStats(b *testing.B) {
+// BenchmarkDashboardPage answers GET / as a browser first asks for it:
+// the gateway's health, the 100 devices with the latest value of each
+// metric, and d000's five 24-hour charts (1,440 minute records each).
+// page_bytes is the page's weight.
+func BenchmarkDashboardPage(b *testing.B) {
+	benchPage(b, "/?device=d000&range=24h", "page_bytes", func(body string) error {
+		if n := strings.Count(body, `<svg`); n < dashMetrics {
+			return fmt.Errorf("%d charts, want %d", n, dashMetrics)
+		}
+		if !strings.Contains(body, dashDevice(dashDevices-1)) {
+			return fmt.Errorf("no device %s", dashDevice(dashDevices-1))
+		}
+		return nil
+	})
+}
+
+// BenchmarkDashboardChart90d answers the charts part of d000 over 90
+// days, as the page's 90 d button fetches it: five charts (the API draws
+// a device's metrics together), each from the 2,160 hour records of its
+// metric. charts_bytes is the part's weight.
+func BenchmarkDashboardChart90d(b *testing.B) {
+	benchPage(b, "/?part=charts&device=d000&range=90d", "charts_bytes", func(body string) error {
+		if n := strings.Count(body, `<svg`); n != dashMetrics {
+			return fmt.Errorf("%d charts, want %d", n, dashMetrics)
+		}
+		return nil
+	})
+}
+
+// benchPage answers GET target through the API over the benchmarks'
+// store, and reports the answer's size as unit. check looks at the first
+// answer: a chart with no data in it fails the benchmark, since the
+// store was made to fill every chart.
+func benchPage(b *testing.B, target, unit string, check func(body string) error) {
 	api := dashAPI(b)
-	target := "/v1/devices/d000/stats?metric=temperature&from=-90d"
-	rec := dashGet(b, api, target)
-	b.Logf("%s: %.300s", target, rec.Body)
+	body := dashGet(b, api, target).Body.String()
+	if strings.Contains(body, `class="none"`) {
+		b.Fatalf("GET %s: a chart without data", target)
+	}
+	if err := check(body); err != nil {
+		b.Fatalf("GET %s: %v", target, err)
+	}
+	b.ReportAllocs()
+	cpu := cpuNanos(b)
 	for b.Loop() {
 		dashGet(b, api, target)
 	}
+	b.ReportMetric(float64(cpuNanos(b)-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(len(body)), unit)
+}
+
+// cpuNanos returns the CPU time the process has used, user and system:
+// on a loaded machine the wall time per request includes the time spent
+// waiting for the core, the CPU time does not (but it includes the
+// store's own goroutines meanwhile).
+func cpuNanos(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
