@@ -85,10 +85,13 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.next.ServeHTTP(w, r)
 		return
 	}
-	if g.check && r.Method == http.MethodPost && (r.URL.Path == "/login" || r.URL.Path == "/logout") {
-		if r.URL.Path == "/login" {
+	if r.Method == http.MethodPost && (r.URL.Path == "/login" || r.URL.Path == "/logout") {
+		switch {
+		case !g.check: // nothing to log in to: the page is open
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+		case r.URL.Path == "/login":
 			g.login(w, r)
-		} else {
+		default:
 			g.logout(w, r)
 		}
 		return

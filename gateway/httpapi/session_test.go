@@ -258,3 +258,25 @@ func (g *guarded) refused(t *testing.T, reason string) float64 {
 	}
 	return 0
 }
+
+// Without a token there is nothing to log in to: the page is open, and a
+// login form posted anyway leads to it.
+func TestGuard_NoToken(t *testing.T) {
+	g := newGuarded(t, "", 0)
+	c := g.client(t)
+	res, err := c.Get(g.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readBody(t, res); res.StatusCode != http.StatusOK || strings.Contains(body, `name="token"`) || res.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("GET / without a token: %d %v, want the page", res.StatusCode, res.Header)
+	}
+	res, err = c.PostForm(g.srv.URL+"/login", url.Values{"token": {"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, res)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/" || len(res.Cookies()) != 0 {
+		t.Errorf("POST /login without a token: %d to %q, cookies %v", res.StatusCode, res.Header.Get("Location"), res.Cookies())
+	}
+}
