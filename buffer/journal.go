@@ -64,26 +64,30 @@ func (s *Store) journalNext() uint64 {
 	return next
 }
 
-// setFlusher records how queries have the running Writer checkpoint (nil:
-// no Writer runs).
-func (s *Store) setFlusher(f func(context.Context) error) {
+// setRunning records the Writer whose Run is under way (nil: none).
+func (s *Store) setRunning(w *Writer) {
 	s.flushMu.Lock()
-	s.flusher = f
+	s.running = w
 	s.flushMu.Unlock()
+}
+
+// runningWriter returns the Writer whose Run is under way, nil if none.
+func (s *Store) runningWriter() *Writer {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	return s.running
 }
 
 // flushJournal has the running Writer, if any, checkpoint its journal, so
 // that a query sees every reading stored before it began.
 func (s *Store) flushJournal() error {
-	s.flushMu.Lock()
-	f := s.flusher
-	s.flushMu.Unlock()
-	if f == nil {
+	w := s.runningWriter()
+	if w == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
-	if err := f(ctx); err != nil {
+	if err := w.flush(ctx); err != nil {
 		return fmt.Errorf("checkpoint before reading: %w", err)
 	}
 	return nil

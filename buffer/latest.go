@@ -1,26 +1,32 @@
 package buffer
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
-// The latest reading of a series is not kept in memory: a series costs
-// its bytes for as long as the store holds it (BenchmarkSeriesMemory).
-// The index knows the newest timestamp of each series (seriesState.last),
-// and the reading at that time is read through the queries' own path,
-// which sees the journal (checkpointed first), the open runs and the
-// sealed buckets alike.
+// The latest reading of a series is not kept apart in memory: a series
+// costs its bytes for as long as the store holds it
+// (BenchmarkSeriesMemory). The index knows the newest timestamp of each
+// series (seriesState.last), and the reading at that time is most often
+// one the running Writer holds anyway: in the journal (unflushed) or
+// among the open points of its day. latest asks the Writer for those on
+// its goroutine, and reads only the others, which are then in sealed
+// buckets or open runs on disk, through the queries' own path. It does
+// not checkpoint the journal: a dashboard or a Prometheus scrape that
+// reads the latest readings every few seconds costs no write.
 
 // Latest returns the newest reading of each series of the devices named,
 // with its unit (Reading.Unit, "" when not known), sorted by device, then
 // metric. A series whose raw readings retention has removed has none. Of
-// two readings with the newest timestamp, it returns the one a query
-// newest first returns first.
+// two readings with the newest timestamp, it returns the one stored last.
 func (s *Store) Latest(devices ...string) ([]Reading, error) {
 	if len(devices) == 0 {
 		return nil, nil
@@ -38,35 +44,55 @@ func (s *Store) LatestAll() ([]Reading, error) {
 	return s.latest(func(string) bool { return true })
 }
 
+// latestItem is a series whose newest reading latest looks for: r has
+// its device, metric, unit and newest timestamp, and its value once
+// found.
+type latestItem struct {
+	st    *seriesState
+	r     Reading
+	found bool
+}
+
 // latest returns the newest reading of each series whose device is
-// wanted. It notes each series' newest timestamp before it has the
-// Writer checkpoint, so that the reading at that time is out of the
-// journal when it reads it.
+// wanted.
 func (s *Store) latest(wanted func(device string) bool) ([]Reading, error) {
-	var newest []Reading // Value unset: what to read
+	var items []latestItem
 	s.mu.RLock()
 	for _, st := range s.series {
 		if st.last != math.MinInt64 && wanted(st.device) {
-			newest = append(newest, Reading{Device: st.device, Metric: st.metric, TS: st.last, Unit: st.unitName()})
+			items = append(items, latestItem{st: st, r: Reading{Device: st.device, Metric: st.metric, TS: st.last, Unit: st.unitName()}})
 		}
 	}
 	s.mu.RUnlock()
-	if len(newest) == 0 {
+	if len(items) == 0 {
 		return nil, nil
 	}
-	slices.SortFunc(newest, func(a, b Reading) int {
-		if c := strings.Compare(a.Device, b.Device); c != 0 {
+	slices.SortFunc(items, func(a, b latestItem) int {
+		if c := strings.Compare(a.r.Device, b.r.Device); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Metric, b.Metric)
+		return strings.Compare(a.r.Metric, b.r.Metric)
 	})
-	if err := s.flushJournal(); err != nil {
-		return nil, fmt.Errorf("latest readings: %w", err)
+	if w := s.runningWriter(); w != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		err := w.latest(ctx, items)
+		cancel()
+		if errors.Is(err, ErrClosed) {
+			// The Writer stops: what it held is being checkpointed.
+			err = s.flushJournal()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("latest readings: %w", err)
+		}
 	}
-	out := newest[:0]
+	out := make([]Reading, 0, len(items))
 	err := s.db.View(func(txn *badger.Txn) error {
-		for _, r := range newest {
-			got, ok, err := s.latestOf(txn, r)
+		for _, it := range items {
+			if it.found {
+				out = append(out, it.r)
+				continue
+			}
+			got, ok, err := s.latestOf(txn, it.r)
 			if err != nil {
 				return err
 			}
@@ -82,10 +108,47 @@ func (s *Store) latest(wanted func(device string) bool) ([]Reading, error) {
 	return out, nil
 }
 
-// latestOf reads the newest reading of r's series within txn: the one at
-// r.TS, the series' newest timestamp when latest looked. If that one is
-// gone (retention removed it meanwhile), it is the newest left. It
-// reports whether the series has one.
+// latest finds, on the Writer's goroutine, the newest reading of each
+// item's series among the points the Writer holds: those in the journal
+// and the open ones of its newest day. It updates each item's timestamp
+// to the series' newest, which may have moved since the item was made.
+// An item it does not find has its newest reading on disk only (in a
+// sealed bucket or an open run), or none left.
+func (w *Writer) latest(ctx context.Context, items []latestItem) error {
+	return w.do(ctx, func() error {
+		for i := range items {
+			it := &items[i]
+			it.r.TS = it.st.last // the Writer's goroutine alone writes it
+			if smp, ok := it.st.pointAt(it.r.TS); ok {
+				it.r.Value, it.found = smp.Value, true
+			}
+		}
+		return nil
+	})
+}
+
+// pointAt returns the point at ts that the series holds in memory, the
+// last stored of them if several: one in the journal, or else an open
+// point of its day.
+func (st *seriesWork) pointAt(ts int64) (Sample, bool) {
+	for i := len(st.unflushed) - 1; i >= 0; i-- {
+		if st.unflushed[i].TS == ts {
+			return st.unflushed[i], true
+		}
+	}
+	pts := st.points(encoding.DayOf(ts))
+	for i := len(pts) - 1; i >= 0; i-- {
+		if pts[i].TS == ts {
+			return pts[i], true
+		}
+	}
+	return Sample{}, false
+}
+
+// latestOf reads the newest reading of r's series within txn, where it
+// is not in the journal: the one at r.TS, the series' newest timestamp.
+// If that one is gone (retention removed it meanwhile), it is the newest
+// left. It reports whether the series has one.
 func (s *Store) latestOf(txn *badger.Txn, r Reading) (Reading, bool, error) {
 	q := Query{Device: r.Device, Metric: r.Metric, From: r.TS, To: r.TS + 1, Desc: true, Limit: 1}
 	if r.TS == math.MaxInt64 { // no query names the last nanosecond

@@ -10,7 +10,6 @@
 package buffer
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -125,7 +124,7 @@ type Store struct {
 	sought   int        // how many times it did; guarded by oldestMu
 
 	flushMu sync.Mutex
-	flusher func(context.Context) error // checkpoints the running Writer's journal; nil when none runs
+	running *Writer // the Writer whose Run is under way, nil when none runs: queries have it checkpoint (journal.go) and find the latest readings (latest.go)
 
 	diskMu sync.Mutex // one measurement of the data directory at a time; guards disk
 	disk   diskUsage  // the last measurement (usage.go)

@@ -245,8 +245,8 @@ func (w *Writer) Run(ctx context.Context) error {
 	w.ckpt.due = time.NewTimer(w.opts.CheckpointInterval)
 	w.ckpt.due.Stop()
 	defer w.ckpt.due.Stop()
-	w.store.setFlusher(w.flush)
-	defer w.store.setFlusher(nil)
+	w.store.setRunning(w)
+	defer w.store.setRunning(nil)
 	defer close(w.stopped)
 	for {
 		queue := w.queue
