@@ -1004,6 +1004,7 @@ header+=" rev=$rev fs=$(stat -f -c %T "$tmp") loadavg=$(cut -d' ' -f1 /proc/load
 [ -z "$EXTRA" ] || header+=" config_extra=\"${EXTRA//$'\n'/; }\""
 [ -z "$MOSQ_EXTRA" ] || header+=" mosquitto_extra=\"${MOSQ_EXTRA//$'\n'/; }\""
 [ -z "$MEMORY_MAX_MIB" ] || header+=" memory_max_mib=$MEMORY_MAX_MIB"
+[[ " ${cases[*]} " != *" dashboard "* ]] || header+=" dashboard_runs=${BENCH_RUNS:-5}"
 echo "$header"
 
 # AWK_MEDIANS are the awk functions that gather go test -bench figures
