@@ -116,7 +116,7 @@
 #                   the real handler over a real store: one reading a
 #                   minute, d000 for 90 days, the other 99 devices for
 #                   DASHBOARD_OTHER_DAYS (7) days (90 for the full 64.8 M
-#                   readings: about 30-50 minutes to make here). The store
+#                   readings: about 54 minutes to make here). The store
 #                   is made once in DASHBOARD_DIR (default
 #                   $TMPDIR/cairn-bench-dashboard) and kept for later runs:
 #                   store_readings, store_bytes, the seconds it took to
