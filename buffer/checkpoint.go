@@ -1,10 +1,10 @@
 package buffer
 
 import (
-	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"slices"
 	"time"
 

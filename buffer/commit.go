@@ -1,9 +1,9 @@
 package buffer
 
 import (
-	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"context"
 	"fmt"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"time"
 	"unique"
 
@@ -25,7 +25,7 @@ type groupCommit struct {
 	deltas    map[statKey]aggregate.Stats            // aggregates of the commit part under way
 	written   []writtenStats                         // records written by the commit part under way
 	units     map[*seriesState]unique.Handle[string] // units the commit part under way changes (unit.go)
-	outbox    encoding.OutboxEncoder                          // outbox entry of the commit part under way
+	outbox    encoding.OutboxEncoder                 // outbox entry of the commit part under way
 }
 
 // journalWriter is the Writer's side of the journal: the entry of the
@@ -33,8 +33,8 @@ type groupCommit struct {
 // Used by the Run goroutine only.
 type journalWriter struct {
 	entry encoding.OutboxEncoder // entry of the commit part under way
-	seq   uint64        // the key of the next entry
-	keys  [][]byte      // the entries committed since the last checkpoint
+	seq   uint64                 // the key of the next entry
+	keys  [][]byte               // the entries committed since the last checkpoint
 }
 
 // collect adds queued requests to w.batch until it holds MaxReadings,

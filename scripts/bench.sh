@@ -7,7 +7,7 @@
 #   scripts/bench.sh [CASE...]     CASE: embedded_max external_drain embedded_paced
 #                                        external_paced embedded_pruning sealing
 #                                        uplink_drain uplink_backlog sdwear
-#                                        storage retention series
+#                                        storage retention series dashboard
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -105,6 +105,24 @@
 #                   checkpoint (bytes_per_series), and after the store is
 #                   opened again and loads them (reopened_bytes_per_series);
 #                   the same with a unit on every series (…_units)
+#   dashboard       the dashboard's benchmarks (go test -bench Dashboard
+#                   ./gateway/httpapi/), BENCH_RUNS (here default 5)
+#                   times, the test binary alone on core 1 with
+#                   GOMAXPROCS=1: the server's time to answer GET / of 100
+#                   devices x 5 metrics with d000's five 24-hour charts
+#                   (page_ms; page_cpu_ms, the process's CPU time per
+#                   request; page_bytes) and d000's 90-day charts part
+#                   (chart90d_ms, chart90d_cpu_ms, chart90d_bytes), through
+#                   the real handler over a real store: one reading a
+#                   minute, d000 for 90 days, the other 99 devices for
+#                   DASHBOARD_OTHER_DAYS (7) days (90 for the full 64.8 M
+#                   readings: about 54 minutes to make here). The store
+#                   is made once in DASHBOARD_DIR (default
+#                   $TMPDIR/cairn-bench-dashboard) and kept for later runs:
+#                   store_readings, store_bytes, the seconds it took to
+#                   make (store_generate_s), and generated_now_s when this
+#                   run made it. Targets: page under 100 ms, chart under
+#                   50 ms, page under 200 KB.
 #
 # Figures: readings_per_sec, cpu_sec_per_100k_msgs (utime+stime of cairn from
 # just before the load until all readings are stored and a query has had
@@ -141,7 +159,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
-ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog sdwear storage retention series)
+ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog sdwear storage retention series dashboard)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
@@ -986,6 +1004,7 @@ header+=" rev=$rev fs=$(stat -f -c %T "$tmp") loadavg=$(cut -d' ' -f1 /proc/load
 [ -z "$EXTRA" ] || header+=" config_extra=\"${EXTRA//$'\n'/; }\""
 [ -z "$MOSQ_EXTRA" ] || header+=" mosquitto_extra=\"${MOSQ_EXTRA//$'\n'/; }\""
 [ -z "$MEMORY_MAX_MIB" ] || header+=" memory_max_mib=$MEMORY_MAX_MIB"
+[[ " ${cases[*]} " != *" dashboard "* ]] || header+=" dashboard_runs=${BENCH_RUNS:-5}"
 echo "$header"
 
 # AWK_MEDIANS are the awk functions that gather go test -bench figures
@@ -1063,7 +1082,40 @@ series_bench() {
 		}'
 }
 
+# dashboard_bench runs the dashboard's benchmarks (default 5 times) on
+# core 1 and prints medians; it makes their store first when DASHBOARD_DIR
+# has none.
+dashboard_bench() {
+	local runs=${BENCH_RUNS:-5} dir=${DASHBOARD_DIR:-${TMPDIR:-/tmp}/cairn-bench-dashboard}
+	local other=${DASHBOARD_OTHER_DAYS:-7} out
+	go test -c -o "$tmp/httpapi.test" ./gateway/httpapi/ || die "go test -c ./gateway/httpapi/ failed"
+	[ -f "$dir/cairn-bench-dashboard.json" ] ||
+		log "dashboard: making the store in $dir: d000 x 90 days, 99 devices x $other days, one reading a minute (takes minutes)"
+	log "dashboard: GET / and the 90-day charts, $runs runs on core 1; load:$(uptime | sed 's/.*load average://')"
+	out=$(cd gateway/httpapi && CAIRN_BENCH_DASHBOARD_DIR=$dir CAIRN_BENCH_DASHBOARD_OTHER_DAYS=$other GOMAXPROCS=1 \
+		taskset -c 1 "$tmp/httpapi.test" -test.run '^$' -test.bench 'Dashboard' -test.count "$runs" -test.timeout 0) ||
+		die "dashboard benchmark failed: $out"
+	log "dashboard: done; load:$(uptime | sed 's/.*load average://')"
+	printf '%s\n' "$out" | awk "$AWK_MEDIANS"'
+		/^BenchmarkDashboardPage/ { add("page_ms", $3 / 1e6); add("page_cpu_ms", metric("cpu-ns/op") / 1e6); add("page_bytes", metric("page_bytes")) }
+		/^BenchmarkDashboardChart90d/ { add("chart90d_ms", $3 / 1e6); add("chart90d_cpu_ms", metric("cpu-ns/op") / 1e6); add("chart90d_bytes", metric("charts_bytes")) }
+		/dashboard store: generated/ { for (i = 1; i < NF; i++) if ($(i+1) == "s,") printf "dashboard: generated_now_s=%s\n", $i }
+		END {
+			split("page_ms page_cpu_ms page_bytes chart90d_ms chart90d_cpu_ms chart90d_bytes", keys, " ")
+			for (i = 1; i in keys; i++) if (n[keys[i]]) printf "dashboard: %s median=%s runs=[%s]\n", keys[i], median(keys[i]), runs(keys[i])
+		}'
+	python3 -c 'import json, sys
+m = json.load(open(sys.argv[1]))
+print("dashboard: store_readings=%d store_bytes=%d store_generate_s=%.0f (d000 x %d metrics x %d days, %d devices x %d days, one reading a minute)" %
+      (m["readings"], m["bytes"], m["generate_seconds"], m["metrics"], m["days"], m["devices"] - 1, m["other_days"]))' \
+		"$dir/cairn-bench-dashboard.json"
+}
+
 start=$SECONDS
+if [[ " ${cases[*]} " == *" dashboard "* ]]; then
+	dashboard_bench
+	cases=("${cases[@]/dashboard/}")
+fi
 if [[ " ${cases[*]} " == *" series "* ]]; then
 	series_bench
 	cases=("${cases[@]/series/}")
