@@ -22,17 +22,7 @@ import (
 
 // dashboardConfig is cairn with the embedded broker and the units of the
 // metrics that `cairn sim` publishes.
-const dashboardConfig = `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-  topics:
-    - pattern: "sensors/{device}/telemetry"
-      units: {temperature: "°C", humidity: "%"}
-http:
-  listen: "127.0.0.1:0"
-`
+func dashboardConfig() string { return telemetryConfig(`{temperature: "°C", humidity: "%"}`, "") }
 
 // simDevices are the devices `cairn sim -devices 20` publishes for.
 func simDevices(n int) []string {
@@ -55,7 +45,7 @@ func simDevices(n int) []string {
 //	CAIRN_SCREENSHOT=docs/img/dashboard.png go test ./cmd/cairn -run TestDashboard_Browser
 func TestDashboard_Browser(t *testing.T) {
 	bin := cairnBinary.get(t)
-	c := startCairn(t, bin, writeConfig(t, t.TempDir(), dashboardConfig))
+	c := startCairn(t, bin, writeConfig(t, t.TempDir(), dashboardConfig()))
 	devices := simDevices(20)
 	// A day of readings before the simulation, so that every range has
 	// something to draw.
@@ -333,7 +323,7 @@ func jsArray(strs []string) string {
 // session is kept in a cookie the page's scripts cannot read.
 func TestDashboard_Login(t *testing.T) {
 	token := writeFile(t, t.TempDir(), "token", []byte("s3cret-token\n"), 0o600)
-	c := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), dashboardConfig+"  token_file: "+token+"\n"))
+	c := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), dashboardConfig()+"  token_file: "+token+"\n"))
 	b := startBrowser(t)
 	// The page without a session, and the wrong token, are answered 401.
 	b.allow(func(status int64) bool { return status == 401 })

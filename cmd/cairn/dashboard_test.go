@@ -16,19 +16,7 @@ import (
 // starts opens the API too.
 func TestRun_DashboardHTTP(t *testing.T) {
 	token := writeFile(t, t.TempDir(), "token", []byte("s3cret-token\n"), 0o600)
-	d := startDaemon(t, writeConfig(t, t.TempDir(), `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-  topics:
-    - pattern: "sensors/{device}/telemetry"
-      format: auto
-      units: {temperature: "°C"}
-http:
-  listen: "127.0.0.1:0"
-  token_file: `+token+`
-`))
+	d := startDaemon(t, writeConfig(t, t.TempDir(), telemetryConfig(`{temperature: "°C"}`, "  token_file: "+token+"\n")))
 	pub := mustConnect(t, d.mqtt, "dashboard-publisher")
 	now := time.Now()
 	for i, v := range []float64{20.5, 21.25} {

@@ -87,6 +87,26 @@ func writeConfig(t *testing.T, dataDir, yaml string) string {
 // API on ports picked at each start, the data in %DATA% (writeConfig).
 const localConfig = testkit.LocalConfig
 
+// telemetryConfig is cairn with the embedded broker reading JSON
+// documents on sensors/{device}/telemetry, with units (a YAML flow map
+// such as {temperature: "°C"}), and the API with the http keys in
+// httpKeys (lines indented by two spaces, ending in a newline; "" for
+// none).
+func telemetryConfig(units, httpKeys string) string {
+	return `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+  topics:
+    - pattern: "sensors/{device}/telemetry"
+      format: auto
+      units: ` + units + `
+http:
+  listen: "127.0.0.1:0"
+` + httpKeys
+}
+
 // testDefaults sets, unless yaml sets them, store.commit_wait to 0s (a
 // test waits for each PUBACK) and clock.trust to always: the machine
 // running the tests may not say its clock is synchronised, and the tests

@@ -15,19 +15,7 @@ import (
 // CSV, with times from now, and as cairn_reading gauges on /metrics with
 // http.metrics_readings.
 func TestRun_LatestCSVAndMetricsReadings(t *testing.T) {
-	d := startDaemon(t, writeConfig(t, t.TempDir(), `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-  topics:
-    - pattern: "sensors/{device}/telemetry"
-      format: auto
-      units: {temperature: "°C"}
-http:
-  listen: "127.0.0.1:0"
-  metrics_readings: true
-`))
+	d := startDaemon(t, writeConfig(t, t.TempDir(), telemetryConfig(`{temperature: "°C"}`, "  metrics_readings: true\n")))
 	pub := mustConnect(t, d.mqtt, "latest-publisher")
 	now := time.Now().Truncate(time.Millisecond)
 	t1, t2 := now.Add(-20*time.Minute), now.Add(-5*time.Minute)
