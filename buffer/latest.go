@@ -2,7 +2,6 @@ package buffer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -78,11 +77,7 @@ func (s *Store) latest(wanted func(device string) bool) ([]Reading, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 		err := w.latest(ctx, items)
 		cancel()
-		if errors.Is(err, ErrClosed) {
-			// The Writer stops: what it held is being checkpointed.
-			err = s.flushJournal()
-		}
-		if err != nil {
+		if err != nil { // ErrClosed while the Writer stops
 			return nil, fmt.Errorf("latest readings: %w", err)
 		}
 	}
