@@ -25,7 +25,8 @@ import (
 // Latest returns the newest reading of each series of the devices named,
 // with its unit (Reading.Unit, "" when not known), sorted by device, then
 // metric. A series whose raw readings retention has removed has none. Of
-// two readings with the newest timestamp, it returns the one stored last.
+// two readings with the newest timestamp, it returns the one a query
+// newest first returns first, wherever they are stored.
 func (s *Store) Latest(devices ...string) ([]Reading, error) {
 	if len(devices) == 0 {
 		return nil, nil
@@ -136,26 +137,25 @@ func (w *Writer) latest(ctx context.Context, items []latestItem) error {
 	})
 }
 
-// pointAt returns the point at ts that the series holds in memory, the
-// last stored of them if several: one in the journal, or else an open
-// point of its day.
+// pointAt returns the point at ts that the series holds in memory, in
+// the journal or among the open points of its day. Of several, it is the
+// greatest by Sample.Less, as a query newest first, a bucket and a
+// checkpoint's sorted runs order them, so that the answer does not change
+// when the journal is checkpointed or the day sealed.
 func (st *seriesWork) pointAt(ts int64) (Sample, bool) {
-	for i := len(st.unflushed) - 1; i >= 0; i-- {
-		if st.unflushed[i].TS == ts {
-			return st.unflushed[i], true
+	best, found := Sample{}, false
+	for _, pts := range [][]Sample{st.unflushed, st.points(encoding.DayOf(ts))} {
+		for _, p := range pts {
+			if p.TS == ts && (!found || best.Less(p)) {
+				best, found = p, true
+			}
 		}
 	}
-	pts := st.points(encoding.DayOf(ts))
-	for i := len(pts) - 1; i >= 0; i-- {
-		if pts[i].TS == ts {
-			return pts[i], true
-		}
-	}
-	return Sample{}, false
+	return best, found
 }
 
 // sealedAt returns the sample at r.TS of the sealed bucket of r's series
-// that holds r.TS, the last of them if several: one bucket read, where a
+// that holds r.TS, the greatest of them if several (Sample.Less): one bucket read, where a
 // query would also step over the open points that sealing deleted.
 func (s *Store) sealedAt(txn *badger.Txn, r Reading) (Sample, bool, error) {
 	// The bucket whose first sample is the last at or before any sample at

@@ -13,8 +13,8 @@ var latestAt = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC).UnixNano()
 // TestStore_Latest reads the newest reading of each series from the
 // journal (without a checkpoint), from open runs, from sealed buckets and
 // after a restart: a reading that comes late with an older time does not
-// change it, and of two readings at the newest time the one stored last
-// is it.
+// change it, and of two readings at the newest time it is the one a
+// query newest first gives first, before and after a checkpoint.
 func TestStore_Latest(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(Options{Dir: dir})
@@ -34,8 +34,8 @@ func TestStore_Latest(t *testing.T) {
 		Reading{Device: "kitchen", Metric: "t", TS: latestAt, Value: 20, Unit: "°C"},
 		Reading{Device: "kitchen", Metric: "t", TS: latestAt + 2*sec, Value: 22, Unit: "°C"},
 		Reading{Device: "kitchen", Metric: "t", TS: latestAt + sec, Value: 21, Unit: "°C"},
-		Reading{Device: "kitchen", Metric: "h", TS: latestAt, Value: 40},
 		Reading{Device: "kitchen", Metric: "h", TS: latestAt, Value: 41},
+		Reading{Device: "kitchen", Metric: "h", TS: latestAt, Value: 40}, // stored last, yet not the greater
 		Reading{Device: "cellar", Metric: "t", TS: latestAt - sec, Value: 9.5, Unit: "°C"},
 	)
 	// Late, and older than the newest of its series.

@@ -98,7 +98,12 @@ func (w *Writer) RetentionPolicy(ctx context.Context) (RetentionPolicy, error) {
 		p = w.policy.clone()
 		return nil
 	})
-	return p, err
+	if err != nil {
+		// do may return (ctx ended) before the step has run: p is the
+		// step's until then.
+		return RetentionPolicy{}, err
+	}
+	return p, nil
 }
 
 // retentionClock returns the clock that says whether retention by age may
@@ -109,11 +114,17 @@ func (w *Writer) retentionClock() *Clock { return w.opts.Clock }
 // would not run at now (an ErrClockBehind error; nil: it would run),
 // without pruning. err is the step's own failure.
 func (w *Writer) ageRetentionPaused(ctx context.Context, now time.Time) (why, err error) {
+	var paused error
 	err = w.do(ctx, func() error {
-		why = w.checkClock(now)
+		paused = w.checkClock(now)
 		return nil
 	})
-	return why, err
+	if err != nil {
+		// do may return (ctx ended) before the step has run: paused is
+		// the step's until then.
+		return nil, err
+	}
+	return paused, nil
 }
 
 // flushForCompaction has the running Writer flush Badger's memtables, so

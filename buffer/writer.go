@@ -314,7 +314,9 @@ func (w *Writer) stop() {
 	}
 }
 
-// do runs step on the Run goroutine and returns its result.
+// do runs step on the Run goroutine and returns its result. If ctx ends
+// first, do returns ctx.Err() at once and the step may still run later:
+// a caller reads what the step writes only when do returned nil.
 func (w *Writer) do(ctx context.Context, step func() error) error {
 	return w.doStep(ctx, stepRequest{step: step, done: make(chan error, 1)})
 }

@@ -202,7 +202,8 @@ func (h *guardHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bo
 	if !g.trusted {
 		g.rules = rulesFor(g.user, h.defaults, h.acl)
 		if h.rate > 0 {
-			g.limit = rate.NewLimiter(rate.Limit(h.rate), int(math.Ceil(h.rate)))
+			// A burst of one second, capped so that an int holds it on any board.
+			g.limit = rate.NewLimiter(rate.Limit(h.rate), int(min(math.Ceil(h.rate), 1<<30)))
 		}
 	}
 	// A will is published without the broker's ACL check: check it now.

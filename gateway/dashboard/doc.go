@@ -51,7 +51,7 @@
 // WriteLogin. Its form POSTs the fields token and next to /login; the
 // server compares the token in constant time, sets the cookie
 // SessionCookie ("cairn_session": HttpOnly, SameSite=Strict, Path=/, and
-// Secure behind TLS) to a random session id it keeps (never the token
+// Secure when the request came over TLS) to a random session id it keeps (never the token
 // itself), and redirects to LocalPath(next). Requests with that cookie
 // count as carrying the token.
 package dashboard

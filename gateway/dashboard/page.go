@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -340,10 +341,15 @@ func WriteLogin(w io.Writer, p LoginPage) error {
 }
 
 // LocalPath returns next if it is a path on this host ("/…", but not
-// "//host/…" nor "/\host…", which browsers take for another host), and
-// "/" otherwise: a login redirects only there.
+// "//host/…", which browsers take for another host, nor one with a
+// backslash anywhere, which browsers read as a slash and which the
+// redirect's path cleaning can bring to the front: "/./\host" becomes
+// "/\host"), and "/" otherwise: a login redirects only there.
 func LocalPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, `/\`) {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsRune(next, '\\') {
+		return "/"
+	}
+	if u, err := url.Parse(next); err != nil || u.Scheme != "" || u.Host != "" {
 		return "/"
 	}
 	for _, c := range next {

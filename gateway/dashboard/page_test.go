@@ -232,6 +232,7 @@ func TestLocalPath(t *testing.T) {
 		{"", "/"}, {"/", "/"}, {"/?device=a&range=7d#charts", "/?device=a&range=7d#charts"},
 		{"//evil.example/", "/"}, {`/\evil.example`, "/"}, {"https://evil.example/", "/"},
 		{"javascript:alert(1)", "/"}, {"/a\nb", "/"}, {"x", "/"},
+		{`/./\evil.example`, "/"}, {`/x/../\evil.example`, "/"}, {`/a\b`, "/"},
 	} {
 		if got := LocalPath(tc.in); got != tc.want {
 			t.Errorf("LocalPath(%q) = %q, want %q", tc.in, got, tc.want)

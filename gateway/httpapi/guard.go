@@ -57,7 +57,8 @@ type Guard struct {
 func NewGuard(next http.Handler, opts GuardOptions) (*Guard, error) {
 	var limit *rate.Limiter
 	if opts.QueryRate > 0 {
-		limit = rate.NewLimiter(rate.Limit(opts.QueryRate), int(math.Ceil(opts.QueryRate)))
+		// A burst of one second, capped so that an int holds it on any board.
+		limit = rate.NewLimiter(rate.Limit(opts.QueryRate), int(min(math.Ceil(opts.QueryRate), 1<<30)))
 	}
 	g := &Guard{
 		limit: limit,
