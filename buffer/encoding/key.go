@@ -97,14 +97,10 @@ var ErrBadKey = errors.New("bad key")
 // empty metric it appends only 'p' device 0x00, the prefix of every series of
 // the device.
 func AppendSeriesPrefix(dst []byte, device, metric string) []byte {
-	dst = append(dst, byte(KindPoint))
-	dst = append(dst, device...)
-	dst = append(dst, Sep)
 	if metric == "" {
-		return dst
+		return append(append(append(dst, byte(KindPoint)), device...), Sep)
 	}
-	dst = append(dst, metric...)
-	return append(dst, Sep)
+	return appendSeries(dst, byte(KindPoint), device, metric)
 }
 
 // AppendPointKey appends the point key of r to dst.
@@ -168,13 +164,19 @@ func AppendDay(dst []byte, day int32) []byte {
 	return binary.BigEndian.AppendUint32(dst, uint32(day)^(1<<31))
 }
 
-// AppendBucketPrefix appends the prefix of every bucket of a series.
-func AppendBucketPrefix(dst []byte, device, metric string) []byte {
-	dst = append(dst, byte(KindBucket))
+// appendSeries appends kind device 0x00 metric 0x00: the start of every
+// key of a series.
+func appendSeries(dst []byte, kind byte, device, metric string) []byte {
+	dst = append(dst, kind)
 	dst = append(dst, device...)
 	dst = append(dst, Sep)
 	dst = append(dst, metric...)
 	return append(dst, Sep)
+}
+
+// AppendBucketPrefix appends the prefix of every bucket of a series.
+func AppendBucketPrefix(dst []byte, device, metric string) []byte {
+	return appendSeries(dst, byte(KindBucket), device, metric)
 }
 
 // AppendBucketKey appends the key of the bucket of a series whose first
@@ -242,11 +244,7 @@ func ParsePointTail(k []byte) Sample {
 
 // AppendUnitKey appends the key of the unit of a series to dst.
 func AppendUnitKey(dst []byte, device, metric string) []byte {
-	dst = append(dst, byte(KindUnit))
-	dst = append(dst, device...)
-	dst = append(dst, Sep)
-	dst = append(dst, metric...)
-	return append(dst, Sep)
+	return appendSeries(dst, byte(KindUnit), device, metric)
 }
 
 // ParseUnitKey parses a key written by AppendUnitKey. The strings it
@@ -276,11 +274,7 @@ func AppendUint64(dst []byte, v uint64) []byte { return binary.BigEndian.AppendU
 // AppendStatsPrefix appends the prefix of the records of one level of a
 // series: 'm' | 'h' | 'd' device 0x00 metric 0x00.
 func AppendStatsPrefix(dst []byte, level aggregate.Level, device, metric string) []byte {
-	dst = append(dst, byte(StatsKind(level)))
-	dst = append(dst, device...)
-	dst = append(dst, Sep)
-	dst = append(dst, metric...)
-	return append(dst, Sep)
+	return appendSeries(dst, byte(StatsKind(level)), device, metric)
 }
 
 // AppendStatsKey appends the key of the record of a series at start, the
