@@ -76,6 +76,7 @@ func TestDashboard_Browser(t *testing.T) {
 	}
 
 	checkRanges(t, b)
+	checkOvertaken(t, b)
 	checkLiveReading(t, b, pub, device)
 	checkKeyboard(t, b)
 	if !eval[bool](t, b, `window.cairnTestMark === true`) {
@@ -209,6 +210,44 @@ func checkRanges(t *testing.T, b *browser) {
 				t.Errorf("the charts of %s and of %s are the same SVG", other, r.value)
 			}
 		}
+	}
+}
+
+// checkOvertaken delays the answers to the 7d charts, presses 7d and at
+// once 1h, and checks that the 7d charts, coming last, do not replace the
+// 1h ones that the pressed button names.
+func checkOvertaken(t *testing.T, b *browser) {
+	t.Helper()
+	const svgs = `[...document.querySelectorAll('[data-part="charts"] svg')]`
+	const descs = svgs + `.map(s => s.querySelector("desc").textContent).join(" | ")`
+	const delay = 2 * time.Second
+	eval[bool](t, b, fmt.Sprintf(`(() => {
+		const fetch0 = window.fetch;
+		window.cairnTestFetch = fetch0;
+		window.cairnTestSlow = 0;
+		window.fetch = (url, opts) => {
+			const answer = fetch0(url, opts);
+			if (!String(url).includes("part=charts") || !String(url).includes("range=7d")) return answer;
+			window.cairnTestSlow++;
+			return answer.then(r => new Promise(done => setTimeout(() => { window.cairnTestSlow--; done(r); }, %d)));
+		};
+		return true;
+	})()`, delay.Milliseconds()))
+	defer eval[bool](t, b, `window.fetch = window.cairnTestFetch, true`)
+	b.do(t, "press 7d, then 1h", chromedp.Click(chromedp.CSS(`form.ranges button[value="7d"]`)),
+		chromedp.Click(chromedp.CSS(`form.ranges button[value="1h"]`)))
+	if n := eval[int](t, b, `window.cairnTestSlow`); n != 1 {
+		t.Fatalf("%d answers to the 7d charts held back, want 1 (the test's delay did not take)", n)
+	}
+	waitJS(t, b, startTimeout, "the 1h charts", svgs+`.length > 0 && `+svgs+`.every(s => s.querySelector("desc").textContent.includes("the 1 hour from"))`, descs)
+	waitJS(t, b, delay+5*time.Second, "the held-back 7d answer", `window.cairnTestSlow === 0`, `String(window.cairnTestSlow)`)
+	// Give a late answer the time to be written into the page.
+	time.Sleep(200 * time.Millisecond)
+	if got := eval[string](t, b, descs); strings.Contains(got, "the 7 days from") || !strings.Contains(got, "the 1 hour from") {
+		t.Errorf("after pressing 7d and then 1h, with the 7d answer coming last, the charts are %s; want the 1h charts", got)
+	}
+	if got := eval[string](t, b, `document.querySelector('form.ranges button[aria-pressed="true"]').value`); got != "1h" {
+		t.Errorf("the pressed range button is %s, want 1h", got)
 	}
 }
 
