@@ -27,9 +27,11 @@ import (
 //
 // A checkpoint comes CheckpointInterval after the first commit it covers,
 // when the next reading would not fit its transaction, and before anything
-// that reads or changes what is stored: a query (Store.flushJournal),
-// sealing, rolling up, pruning. Those see the journal empty, and every
-// stored reading in the runs, buckets and records they read. Opening the
+// that changes what is stored: sealing, rolling up, pruning. Those see the
+// journal empty, and every stored reading in the runs, buckets and records
+// they read. Queries read the journal where the Writer holds it
+// (unflushed.go); what still checkpoints first is the oldest and newest
+// reading of the store (Store.flushJournal). Opening the
 // store checkpoints the entries a crash left (replayJournal): each entry
 // is written whole, with its delete, in one transaction, so a crash during
 // that loses or doubles nothing either.
@@ -79,7 +81,8 @@ func (s *Store) runningWriter() *Writer {
 }
 
 // flushJournal has the running Writer, if any, checkpoint its journal, so
-// that a query sees every reading stored before it began.
+// that a seek through the stored keys (ReadingSpan, OldestReading) sees
+// every reading stored before it began.
 func (s *Store) flushJournal() error {
 	w := s.runningWriter()
 	if w == nil {

@@ -67,8 +67,9 @@ func checkStored(t *testing.T, s *Store, want []Reading) {
 }
 
 // TestJournal_CommitsWriteOneEntryAndQueriesSeeThem checks that commits
-// write only journal entries, and that a query has them checkpointed
-// first: one run per series-day, and nothing left in the journal.
+// write only journal entries, that queries see their readings and
+// aggregates there without a checkpoint, and that the checkpoint then
+// writes one run per series-day and empties the journal.
 func TestJournal_CommitsWriteOneEntryAndQueriesSeeThem(t *testing.T) {
 	s, w := testStoreWith(t, "", WriterOptions{CheckpointInterval: time.Hour, SealCheck: 24 * time.Hour, BucketSamples: 1000})
 	var want []Reading
@@ -84,9 +85,20 @@ func TestJournal_CommitsWriteOneEntryAndQueriesSeeThem(t *testing.T) {
 	if n := countKeys(t, s, encoding.KindPoint) + countKeys(t, s, encoding.KindMinute); n != 0 {
 		t.Errorf("runs and minute records before a checkpoint: got %d, want none", n)
 	}
+	before := w.Stats().Checkpoints
+	checkStored(t, s, want)
+	if n := w.Stats().Checkpoints; n != before {
+		t.Errorf("the queries checkpointed the journal (%d checkpoints, %d before)", n, before)
+	}
+	if n := countKeys(t, s, encoding.KindJournal); n != 6 {
+		t.Errorf("journal entries after the queries: got %d, want 6", n)
+	}
+	if err := w.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	checkStored(t, s, want)
 	if n := countKeys(t, s, encoding.KindJournal); n != 0 {
-		t.Errorf("journal entries after a query: got %d, want none", n)
+		t.Errorf("journal entries after a checkpoint: got %d, want none", n)
 	}
 	if n := countKeys(t, s, encoding.KindPoint); n != 3 {
 		t.Errorf("runs: got %d, want one per series-day, 3", n)

@@ -188,10 +188,10 @@ func (s *Store) latestOf(txn *badger.Txn, r Reading) (Reading, bool, error) {
 		got, ok = rd, true
 		return false
 	}
-	if err := s.scan(txn, q, take); err != nil || ok {
+	if err := s.scan(txn, nil, q, []string{q.Metric}, take); err != nil || ok {
 		return got, ok, err
 	}
 	q.From, q.To = math.MinInt64, math.MaxInt64
-	err := s.scan(txn, q, take)
+	err := s.scan(txn, nil, q, []string{q.Metric}, take)
 	return got, ok, err
 }

@@ -40,8 +40,8 @@ func (s *Store) Readings(q Query) ([]Reading, error) {
 
 // Scan calls fn with each reading that q selects, in the order of
 // Readings, until it has called it q.Limit times or fn returns false.
-// It has the running Writer checkpoint its journal first, and reads from
-// one consistent snapshot of the store.
+// It reads from one consistent snapshot of the store and the journal
+// (unflushed.go), without a checkpoint.
 func (s *Store) Scan(q Query, fn func(Reading) bool) error {
 	if q.Limit <= 0 || q.Limit > MaxQueryLimit {
 		return fmt.Errorf("query limit %d: must be 1..%d", q.Limit, MaxQueryLimit)
@@ -49,22 +49,19 @@ func (s *Store) Scan(q Query, fn func(Reading) bool) error {
 	if q.From >= q.To {
 		return nil
 	}
-	if err := s.flushJournal(); err != nil {
-		return fmt.Errorf("query %s: %w", q.Device, err)
+	metrics := []string{q.Metric}
+	if q.Metric == "" {
+		metrics = s.metricsOf(q.Device)
 	}
-	err := s.db.View(func(txn *badger.Txn) error { return s.scan(txn, q, fn) })
+	err := s.view(q.Device, metrics, func(txn *badger.Txn, j *unflushed) error { return s.scan(txn, j, q, metrics, fn) })
 	if err != nil {
 		return fmt.Errorf("query %s: %w", q.Device, err)
 	}
 	return nil
 }
 
-// scan is Scan within txn.
-func (s *Store) scan(txn *badger.Txn, q Query, fn func(Reading) bool) error {
-	metrics := []string{q.Metric}
-	if q.Metric == "" {
-		metrics = s.metricsOf(q.Device)
-	}
+// scan is Scan of metrics within txn, with the readings j holds.
+func (s *Store) scan(txn *badger.Txn, j *unflushed, q Query, metrics []string, fn func(Reading) bool) error {
 	cursors := make([]*cursor, 0, len(metrics))
 	defer func() {
 		for _, c := range cursors {
@@ -72,7 +69,7 @@ func (s *Store) scan(txn *badger.Txn, q Query, fn func(Reading) bool) error {
 		}
 	}()
 	for _, m := range metrics {
-		c, err := newCursor(txn, q, m)
+		c, err := newCursor(txn, q, m, j.samplesOf(m, q.From, q.To))
 		if err != nil {
 			return err
 		}
@@ -122,9 +119,12 @@ type cursor struct {
 	ok             bool
 }
 
-func newCursor(txn *badger.Txn, q Query, metric string) (*cursor, error) {
+// newCursor returns a cursor over a series' readings in the bounds of q:
+// those stored, and those of the journal, which are open points once
+// checkpointed.
+func newCursor(txn *badger.Txn, q Query, metric string, journal []Sample) (*cursor, error) {
 	c := &cursor{device: q.Device, metric: metric, q: q}
-	if err := c.pts.init(txn, q, metric); err != nil {
+	if err := c.pts.init(txn, q, metric, journal); err != nil {
 		return nil, err
 	}
 	if err := c.bkt.init(txn, q, metric); err != nil {
@@ -176,7 +176,8 @@ type pointSource struct {
 	ok      bool
 }
 
-func (p *pointSource) init(txn *badger.Txn, q Query, metric string) error {
+func (p *pointSource) init(txn *badger.Txn, q Query, metric string, journal []Sample) error {
+	p.samples = append(p.samples, journal...)
 	prefix := encoding.AppendSeriesPrefix(nil, q.Device, metric)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()

@@ -93,7 +93,7 @@ func (w *Writer) rollUpRange(snap *badger.Txn, sets []kv, st *seriesState, level
 		}
 	}
 	var reads Reads
-	err := w.store.records(snap, below, st.device, st.metric, from, to, &reads, func(start int64, s aggregate.Stats) {
+	err := w.store.records(snap, nil, below, st.device, st.metric, from, to, &reads, func(start int64, s aggregate.Stats) {
 		if g := level.Truncate(start); g != cur.Start || cur.Stats.IsEmpty() {
 			flush()
 			cur = StatsAt{Start: g}

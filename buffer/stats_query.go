@@ -32,11 +32,8 @@ func (s *Store) StatsByLevel(device, metric string, level aggregate.Level, from,
 	if from >= to {
 		return nil, reads, nil
 	}
-	if err := s.flushJournal(); err != nil {
-		return nil, reads, fmt.Errorf("stats %s/%s: %w", device, metric, err)
-	}
 	wm := s.rolled(device, metric)
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := s.view(device, []string{metric}, func(txn *badger.Txn, j *unflushed) error {
 		dur := int64(level.Duration())
 		// The first and the last group may be partial.
 		first := level.Truncate(from)
@@ -46,29 +43,29 @@ func (s *Store) StatsByLevel(device, metric string, level aggregate.Level, from,
 		}
 		wholeTo := level.Truncate(to)
 		if wholeFrom >= wholeTo { // no whole group: one or two partial ones
-			return s.partials(txn, device, metric, level, from, to, wm, &out, &reads)
+			return s.partials(txn, j, device, metric, level, from, to, wm, &out, &reads)
 		}
 		if from < wholeFrom {
-			if err := s.partial(txn, device, metric, from, wholeFrom, first, wm, &out, &reads); err != nil {
+			if err := s.partial(txn, j, device, metric, from, wholeFrom, first, wm, &out, &reads); err != nil {
 				return err
 			}
 		}
 		// Whole groups have records up to the roll-up mark; later ones are
 		// added up from the level below.
 		cut := min(max(wm.cut(level), wholeFrom), wholeTo)
-		err := s.records(txn, level, device, metric, wholeFrom, cut, &reads, func(start int64, st aggregate.Stats) {
+		err := s.records(txn, j, level, device, metric, wholeFrom, cut, &reads, func(start int64, st aggregate.Stats) {
 			out = append(out, StatsAt{Start: start, Stats: st})
 		})
 		if err != nil {
 			return err
 		}
 		for g := cut; g < wholeTo; g += dur {
-			if err := s.partial(txn, device, metric, g, g+dur, g, wm, &out, &reads); err != nil {
+			if err := s.partial(txn, j, device, metric, g, g+dur, g, wm, &out, &reads); err != nil {
 				return err
 			}
 		}
 		if wholeTo < to {
-			return s.partial(txn, device, metric, wholeTo, to, wholeTo, wm, &out, &reads)
+			return s.partial(txn, j, device, metric, wholeTo, to, wholeTo, wm, &out, &reads)
 		}
 		return nil
 	})
@@ -79,21 +76,21 @@ func (s *Store) StatsByLevel(device, metric string, level aggregate.Level, from,
 }
 
 // partials handles a range within at most two groups, neither whole.
-func (s *Store) partials(txn *badger.Txn, device, metric string, level aggregate.Level, from, to int64, wm rolledTo, out *[]StatsAt, reads *Reads) error {
+func (s *Store) partials(txn *badger.Txn, j *unflushed, device, metric string, level aggregate.Level, from, to int64, wm rolledTo, out *[]StatsAt, reads *Reads) error {
 	split := level.Truncate(to)
 	if split <= from {
-		return s.partial(txn, device, metric, from, to, level.Truncate(from), wm, out, reads)
+		return s.partial(txn, j, device, metric, from, to, level.Truncate(from), wm, out, reads)
 	}
-	if err := s.partial(txn, device, metric, from, split, level.Truncate(from), wm, out, reads); err != nil {
+	if err := s.partial(txn, j, device, metric, from, split, level.Truncate(from), wm, out, reads); err != nil {
 		return err
 	}
-	return s.partial(txn, device, metric, split, to, split, wm, out, reads)
+	return s.partial(txn, j, device, metric, split, to, split, wm, out, reads)
 }
 
 // partial appends the aggregate of [from, to) as the group at start, if
 // it holds readings.
-func (s *Store) partial(txn *badger.Txn, device, metric string, from, to, start int64, wm rolledTo, out *[]StatsAt, reads *Reads) error {
-	st, err := s.cover(txn, device, metric, from, to, wm, reads)
+func (s *Store) partial(txn *badger.Txn, j *unflushed, device, metric string, from, to, start int64, wm rolledTo, out *[]StatsAt, reads *Reads) error {
+	st, err := s.cover(txn, j, device, metric, from, to, wm, reads)
 	if err != nil || st.IsEmpty() {
 		return err
 	}
@@ -111,12 +108,9 @@ func (s *Store) StatsCover(device, metric string, from, to int64) (aggregate.Sta
 	if from >= to {
 		return st, reads, nil
 	}
-	if err := s.flushJournal(); err != nil {
-		return st, reads, fmt.Errorf("stats %s/%s: %w", device, metric, err)
-	}
 	wm := s.rolled(device, metric)
-	err := s.db.View(func(txn *badger.Txn) (err error) {
-		st, err = s.cover(txn, device, metric, from, to, wm, &reads)
+	err := s.view(device, []string{metric}, func(txn *badger.Txn, j *unflushed) (err error) {
+		st, err = s.cover(txn, j, device, metric, from, to, wm, &reads)
 		return err
 	})
 	if err != nil {
@@ -125,7 +119,7 @@ func (s *Store) StatsCover(device, metric string, from, to int64) (aggregate.Sta
 	return st, reads, nil
 }
 
-func (s *Store) cover(txn *badger.Txn, device, metric string, from, to int64, wm rolledTo, reads *Reads) (aggregate.Stats, error) {
+func (s *Store) cover(txn *badger.Txn, j *unflushed, device, metric string, from, to int64, wm rolledTo, reads *Reads) (aggregate.Stats, error) {
 	var total aggregate.Stats
 	// Day records exist before wm.days, hour records before wm.hours.
 	for _, part := range []struct {
@@ -139,7 +133,7 @@ func (s *Store) cover(txn *badger.Txn, device, metric string, from, to int64, wm
 		if part.from >= part.to {
 			continue
 		}
-		if err := s.coverPart(txn, device, metric, part.from, part.to, part.max, &total, reads); err != nil {
+		if err := s.coverPart(txn, j, device, metric, part.from, part.to, part.max, &total, reads); err != nil {
 			return total, err
 		}
 	}
@@ -149,14 +143,14 @@ func (s *Store) cover(txn *badger.Txn, device, metric string, from, to int64, wm
 // coverPart adds to total the readings of [from, to) from the fewest
 // records of levels up to top; ranges of higher levels are read as records
 // of top (they are aligned to it as well).
-func (s *Store) coverPart(txn *badger.Txn, device, metric string, from, to int64, top aggregate.Level, total *aggregate.Stats, reads *Reads) error {
+func (s *Store) coverPart(txn *badger.Txn, j *unflushed, device, metric string, from, to int64, top aggregate.Level, total *aggregate.Stats, reads *Reads) error {
 	plan := aggregate.Cover(from, to)
 	for _, raw := range []aggregate.Range{plan.RawHead, plan.RawTail} {
 		if raw.From >= raw.To {
 			continue
 		}
 		q := Query{Device: device, Metric: metric, From: raw.From, To: raw.To, Limit: math.MaxInt}
-		err := s.scan(txn, q, func(r Reading) bool {
+		err := s.scan(txn, j, q, []string{metric}, func(r Reading) bool {
 			total.Add(r.Value)
 			reads.Readings++
 			return true
@@ -171,7 +165,7 @@ func (s *Store) coverPart(txn *badger.Txn, device, metric string, from, to int64
 		ranges []aggregate.Range
 	}{{aggregate.Minute, plan.Minutes}, {aggregate.Hour, plan.Hours}, {aggregate.Day, plan.Days}} {
 		for _, r := range lv.ranges {
-			if err := s.records(txn, min(lv.level, top), device, metric, r.From, r.To, reads, merge); err != nil {
+			if err := s.records(txn, j, min(lv.level, top), device, metric, r.From, r.To, reads, merge); err != nil {
 				return err
 			}
 		}
@@ -206,8 +200,24 @@ func (wm rolledTo) cut(level aggregate.Level) int64 {
 }
 
 // records calls fn with each record of a level of a series that starts in
-// [from, to), in order.
-func (s *Store) records(txn *badger.Txn, level aggregate.Level, device, metric string, from, to int64, reads *Reads, fn func(start int64, st aggregate.Stats)) error {
+// [from, to), in order, each with what the journal j adds to it, as the
+// checkpoint would merge it; a record the checkpoint would make is only
+// what j adds.
+func (s *Store) records(txn *badger.Txn, j *unflushed, level aggregate.Level, device, metric string, from, to int64, reads *Reads, fn func(start int64, st aggregate.Stats)) error {
+	deltas := j.deltasOf(metric, level, from, to)
+	emit := func(start int64, st aggregate.Stats) {
+		for len(deltas) > 0 && deltas[0].Start < start {
+			var rec aggregate.Stats
+			rec.Merge(deltas[0].Stats)
+			fn(deltas[0].Start, rec)
+			deltas = deltas[1:]
+		}
+		if len(deltas) > 0 && deltas[0].Start == start {
+			st.Merge(deltas[0].Stats)
+			deltas = deltas[1:]
+		}
+		fn(start, st)
+	}
 	prefix := encoding.AppendStatsPrefix(nil, level, device, metric)
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
 	defer it.Close()
@@ -230,7 +240,12 @@ func (s *Store) records(txn *badger.Txn, level aggregate.Level, device, metric s
 			return fmt.Errorf("stats %q: %w", k, err)
 		}
 		reads.Records++
-		fn(start, st)
+		emit(start, st)
+	}
+	for _, d := range deltas {
+		var rec aggregate.Stats
+		rec.Merge(d.Stats)
+		fn(d.Start, rec)
 	}
 	return nil
 }

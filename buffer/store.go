@@ -124,7 +124,7 @@ type Store struct {
 	sought   int        // how many times it did; guarded by oldestMu
 
 	flushMu sync.Mutex
-	running *Writer // the Writer whose Run is under way, nil when none runs: queries have it checkpoint (journal.go) and find the latest readings (latest.go)
+	running *Writer // the Writer whose Run is under way, nil when none runs: queries read its journal (unflushed.go) and find the latest readings (latest.go)
 
 	diskMu sync.Mutex // one measurement of the data directory at a time; guards disk
 	disk   diskUsage  // the last measurement (usage.go)
