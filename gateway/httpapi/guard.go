@@ -101,16 +101,24 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if g.check && !g.authorized(r) && !g.hasSession(r) {
-		if r.URL.Path == "/" && r.Method == http.MethodGet && !r.URL.Query().Has("part") {
+	pageLoad := r.URL.Path == "/" && r.Method == http.MethodGet && !r.URL.Query().Has("part")
+	if g.check && !g.authorized(r) {
+		switch c := g.session(r); {
+		case c != nil && pageLoad:
+			// The cookie lasts as long as the session does: from its
+			// last use.
+			g.setSessionCookie(w, r, c.Value)
+		case c != nil:
+		case pageLoad:
 			// A browser: the login form, which comes back here.
 			g.writeLogin(w, http.StatusOK, r.URL.RequestURI(), "")
 			return
+		default:
+			g.refused.WithLabelValues("unauthorized").Inc()
+			h.Set("WWW-Authenticate", `Bearer realm="cairn"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a bearer token is required (http.token_file)"})
+			return
 		}
-		g.refused.WithLabelValues("unauthorized").Inc()
-		h.Set("WWW-Authenticate", `Bearer realm="cairn"`)
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a bearer token is required (http.token_file)"})
-		return
 	}
 	if r.ContentLength != 0 || len(r.URL.RawQuery) > maxRequestQuery {
 		g.refused.WithLabelValues("too_large").Inc()

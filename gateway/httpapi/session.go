@@ -86,10 +86,28 @@ func (s *sessions) remove(id string) {
 	delete(s.ids, id)
 }
 
-// hasSession reports whether r carries the cookie of a live session.
-func (g *Guard) hasSession(r *http.Request) bool {
+// session returns the cookie of r's session if it is live, and extends
+// the session; nil if r has none.
+func (g *Guard) session(r *http.Request) *http.Cookie {
 	c, err := r.Cookie(dashboard.SessionCookie)
-	return err == nil && g.sessions.valid(c.Value, time.Now())
+	if err != nil || !g.sessions.valid(c.Value, time.Now()) {
+		return nil
+	}
+	return c
+}
+
+// setSessionCookie sets the cookie of session id, to last
+// sessionLifetime.
+func (g *Guard) setSessionCookie(w http.ResponseWriter, r *http.Request, id string) {
+	http.SetCookie(w, &http.Cookie{
+		Name:     dashboard.SessionCookie,
+		Value:    id,
+		Path:     "/",
+		MaxAge:   int(sessionLifetime / time.Second),
+		HttpOnly: true,
+		Secure:   r.TLS != nil,
+		SameSite: http.SameSiteStrictMode,
+	})
 }
 
 // login answers POST /login: the form fields token and next. The right
@@ -112,15 +130,7 @@ func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
 		g.writeLogin(w, http.StatusUnauthorized, next, "That is not the token.")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name:     dashboard.SessionCookie,
-		Value:    g.sessions.create(time.Now()),
-		Path:     "/",
-		MaxAge:   int(sessionLifetime / time.Second),
-		HttpOnly: true,
-		Secure:   r.TLS != nil,
-		SameSite: http.SameSiteStrictMode,
-	})
+	g.setSessionCookie(w, r, g.sessions.create(time.Now()))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 

@@ -145,9 +145,19 @@ func TestGuard_Login(t *testing.T) {
 	if res.StatusCode != http.StatusOK || !strings.Contains(body, "Charts of kitchen") || strings.Count(body, "<svg") != 1 {
 		t.Errorf("page with a session: %d, want the page with a chart", res.StatusCode)
 	}
+	// Loading the page sets the cookie again, to last as long as the
+	// session, which the use extended; parts and the API do not.
+	if got := res.Cookies(); len(got) != 1 || got[0].Value != cookie.Value || got[0].MaxAge != cookie.MaxAge || got[0].MaxAge != 30*24*3600 ||
+		!got[0].HttpOnly || got[0].SameSite != http.SameSiteStrictMode || got[0].Path != "/" {
+		t.Errorf("page with a session set %+v, want the session cookie again for 30 days", got)
+	}
 	for _, path := range []string{"/?part=charts&device=kitchen", "/v1/devices", "/v1/devices/kitchen/latest"} {
-		if res, body := get(path); res.StatusCode != http.StatusOK {
+		res, body := get(path)
+		if res.StatusCode != http.StatusOK {
 			t.Errorf("GET %s with a session: %d %s", path, res.StatusCode, body)
+		}
+		if got := res.Cookies(); len(got) != 0 {
+			t.Errorf("GET %s with a session set %+v, want no cookie", path, got)
 		}
 	}
 	// The bearer token still works without a cookie; a made-up cookie does not.
