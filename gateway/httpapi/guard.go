@@ -44,7 +44,8 @@ type Guard struct {
 	token [sha256.Size]byte // SHA-256 of the token: compared in constant time
 	check bool
 
-	limit *rate.Limiter // http.query_rate, with a burst of one second's worth; nil when none
+	limit  *rate.Limiter // http.query_rate, with a burst of one second's worth; nil when none
+	logins *rate.Limiter // login attempts, whatever http.query_rate says
 
 	sessions sessions // the dashboard's logins
 	csp      string   // the login page's Content-Security-Policy
@@ -61,10 +62,11 @@ func NewGuard(next http.Handler, opts GuardOptions) (*Guard, error) {
 		limit = rate.NewLimiter(rate.Limit(opts.QueryRate), int(min(math.Ceil(opts.QueryRate), 1<<30)))
 	}
 	g := &Guard{
-		limit: limit,
-		next:  next,
-		check: len(opts.Token) > 0,
-		token: sha256.Sum256(opts.Token),
+		limit:  limit,
+		logins: rate.NewLimiter(loginRate, loginBurst),
+		next:   next,
+		check:  len(opts.Token) > 0,
+		token:  sha256.Sum256(opts.Token),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cairn_http_refused_total",
 			Help: "HTTP requests refused, by reason (unauthorized, too_large, rate_limited).",
@@ -132,16 +134,28 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
+// Login attempts are limited on their own as well, so that a short token
+// cannot be guessed at the query rate, or at all with http.query_rate: 0.
+const (
+	loginRate  = rate.Limit(1) // attempts a second
+	loginBurst = 10
+)
+
 // limited takes a token of the query rate limit and reports whether the
 // request is over it, in which case it has answered 429.
 func (g *Guard) limited(w http.ResponseWriter) bool {
 	if g.limit == nil || g.limit.Allow() { // a refused request takes no token
 		return false
 	}
+	g.tooMany(w)
+	return true
+}
+
+// tooMany answers 429 and counts it.
+func (g *Guard) tooMany(w http.ResponseWriter) {
 	g.refused.WithLabelValues("rate_limited").Inc()
 	w.Header().Set("Retry-After", "1")
 	writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "too many requests; try again in a second"})
-	return true
 }
 
 // authorized reports whether the request carries the bearer token.

@@ -117,6 +117,10 @@ func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
 	if g.limited(w) {
 		return
 	}
+	if !g.logins.Allow() {
+		g.tooMany(w)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
 	if err := r.ParseForm(); err != nil {
 		g.refused.WithLabelValues("too_large").Inc()

@@ -207,6 +207,22 @@ func TestGuard_LoginLimits(t *testing.T) {
 		t.Errorf("3 logins in a burst of 1: %v, want some 429", codes)
 	}
 
+	// With no query rate, login attempts still have their own limit.
+	g = newGuarded(t, "s3cret", 0)
+	c = g.client(t)
+	codes = map[int]int{}
+	for range loginBurst + 5 {
+		res, err := c.PostForm(g.srv.URL+"/login", url.Values{"token": {"guess"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		readBody(t, res)
+		codes[res.StatusCode]++
+	}
+	if codes[http.StatusUnauthorized] < loginBurst || codes[http.StatusTooManyRequests] == 0 || codes[http.StatusUnauthorized] > loginBurst+1 {
+		t.Errorf("%d logins with no query rate: %v, want %d refused (401) then 429s", loginBurst+5, codes, loginBurst)
+	}
+
 	g = newGuarded(t, "s3cret", 0)
 	res, err := g.client(t).PostForm(g.srv.URL+"/login", url.Values{"token": {strings.Repeat("x", 8<<10)}})
 	if err != nil {
