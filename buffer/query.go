@@ -53,7 +53,8 @@ func (s *Store) Scan(q Query, fn func(Reading) bool) error {
 	if q.Metric == "" {
 		metrics = s.metricsOf(q.Device)
 	}
-	err := s.view(q.Device, metrics, func(txn *badger.Txn, j *unflushed) error { return s.scan(txn, j, q, metrics, fn) })
+	sp := span{device: q.Device, metrics: metrics, from: q.From, to: q.To}
+	err := s.view(sp, func(txn *badger.Txn, j *unflushed) error { return s.scan(txn, j, q, metrics, fn) })
 	if err != nil {
 		return fmt.Errorf("query %s: %w", q.Device, err)
 	}

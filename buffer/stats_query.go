@@ -32,8 +32,9 @@ func (s *Store) StatsByLevel(device, metric string, level aggregate.Level, from,
 	if from >= to {
 		return nil, reads, nil
 	}
-	wm := s.rolled(device, metric)
-	err := s.view(device, []string{metric}, func(txn *badger.Txn, j *unflushed) error {
+	sp := span{device: device, metrics: []string{metric}, from: from, to: to, records: true}
+	err := s.view(sp, func(txn *badger.Txn, j *unflushed) error {
+		wm := j.rolled[metric]
 		dur := int64(level.Duration())
 		// The first and the last group may be partial.
 		first := level.Truncate(from)
@@ -108,9 +109,9 @@ func (s *Store) StatsCover(device, metric string, from, to int64) (aggregate.Sta
 	if from >= to {
 		return st, reads, nil
 	}
-	wm := s.rolled(device, metric)
-	err := s.view(device, []string{metric}, func(txn *badger.Txn, j *unflushed) (err error) {
-		st, err = s.cover(txn, j, device, metric, from, to, wm, &reads)
+	sp := span{device: device, metrics: []string{metric}, from: from, to: to, records: true}
+	err := s.view(sp, func(txn *badger.Txn, j *unflushed) (err error) {
+		st, err = s.cover(txn, j, device, metric, from, to, j.rolled[metric], &reads)
 		return err
 	})
 	if err != nil {
@@ -177,7 +178,9 @@ func (s *Store) coverPart(txn *badger.Txn, j *unflushed, device, metric string, 
 type rolledTo struct{ hours, days int64 }
 
 // rolled returns the roll-up marks of a series. Read them before opening
-// the transaction that uses them: records only ever get ahead of them.
+// the transaction that uses them, or on the Writer's goroutine with it
+// (view): records only ever get ahead of them, and minute records are
+// pruned only behind them.
 func (s *Store) rolled(device, metric string) rolledTo {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -185,10 +185,13 @@ func TestQueries_JournalAndCheckpointsRace(t *testing.T) {
 	base := time.Now().Add(-time.Hour).Truncate(time.Hour).UnixNano()
 	const n = 3000
 	var acked atomic.Int64
+	var failed atomic.Bool
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer func() { failed.Store(acked.Load() < n) }()
 		for i := range n {
 			ch := make(chan Result, 1)
 			r := Reading{Device: "d", Metric: "v", TS: base + int64(i)*int64(time.Second), Value: 1}
@@ -204,7 +207,7 @@ func TestQueries_JournalAndCheckpointsRace(t *testing.T) {
 		}
 	}()
 	queries := 0
-	for acked.Load() < n {
+	for acked.Load() < n && !failed.Load() {
 		low := acked.Load()
 		st, _, err := s.StatsCover("d", "v", base, base+n*int64(time.Second))
 		if err != nil {
@@ -233,4 +236,54 @@ func TestQueries_JournalAndCheckpointsRace(t *testing.T) {
 		t.Errorf("only %d checkpoints during the queries: the race was not run", ws.Checkpoints)
 	}
 	t.Logf("%d queries during %d checkpoints", queries, w.Stats().Checkpoints)
+}
+
+// TestQueries_RollUpMarksTakenWithTheSnapshot queues a stats query behind
+// a Writer step that rolls up an hour and prunes its minute records: the
+// query must read the hour's record, not the minutes that were there when
+// it was asked.
+func TestQueries_RollUpMarksTakenWithTheSnapshot(t *testing.T) {
+	s, w := testStoreWith(t, "", WriterOptions{CheckpointInterval: time.Hour, SealCheck: 24 * time.Hour})
+	hour := time.Now().Truncate(time.Hour).UnixNano()
+	var rs []Reading
+	for i := range 30 {
+		rs = append(rs, Reading{Device: "d", Metric: "v", TS: hour + int64(i)*int64(time.Minute), Value: float64(i)})
+	}
+	write(t, w, rs...)
+	checkpoint(t, w) // the hour is not over: not rolled up
+
+	release := make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- w.do(context.Background(), func() error {
+			<-release
+			if err := w.rollUp(time.Unix(0, hour).Add(3*time.Hour), nil); err != nil {
+				return err
+			}
+			_, err := w.pruneStatsBefore([3]int64{math.MaxInt64, math.MinInt64, math.MinInt64}, 1000)
+			return err
+		})
+	}()
+	type answer struct {
+		st  aggregate.Stats
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond) // the step above holds the Writer
+		st, _, err := s.StatsCover("d", "v", hour-time.Hour.Nanoseconds(), hour+2*time.Hour.Nanoseconds())
+		got <- answer{st, err}
+	}()
+	time.Sleep(200 * time.Millisecond) // the query waits behind the step
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	a := <-got
+	if a.err != nil || a.st.Count != 30 {
+		t.Fatalf("StatsCover while the hour was rolled up and its minutes pruned: %+v, %v; want 30 readings", a.st, a.err)
+	}
+	if n := countKeys(t, s, encoding.KindMinute); n != 0 {
+		t.Fatalf("%d minute records left: the test pruned nothing", n)
+	}
 }

@@ -91,8 +91,8 @@ type WriterOptions struct {
 
 	// CheckpointInterval is the longest the readings of a group commit stay
 	// in the journal before a checkpoint writes them as runs and
-	// aggregates (default 60 s; see journal.go). Queries, sealing, rolling
-	// up and pruning checkpoint first.
+	// aggregates (default 60 s; see journal.go). Sealing, rolling up and
+	// pruning checkpoint first; queries read the journal (unflushed.go).
 	CheckpointInterval time.Duration
 
 	noSeal bool // keep every reading as a point of its own, unsealed (for benchmarks)
