@@ -83,6 +83,39 @@ func TestDashboard_Browser(t *testing.T) {
 		t.Error("the page was reloaded")
 	}
 	b.checkProblems(t, "using the page")
+	checkPhone(t, b, base+"?device="+device)
+	b.checkProblems(t, "the page on a phone")
+}
+
+// checkPhone loads the page at url in a phone's viewport (390 x 844 CSS
+// pixels, 3 device pixels each, touch) and checks that the page does not
+// scroll sideways, that every chart fits the screen, and that its text is
+// at least 12 pixels high. A table may scroll inside its own box.
+func checkPhone(t *testing.T, b *browser, url string) {
+	t.Helper()
+	b.do(t, "a phone's viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(3), chromedp.EmulateMobile, chromedp.EmulateTouch))
+	defer b.do(t, "back to the desktop", chromedp.EmulateReset())
+	b.do(t, "open the page on a phone", chromedp.Navigate(url))
+	waitJS(t, b, startTimeout, "the charts on a phone", `document.querySelectorAll('[data-part="charts"] svg').length > 0`, `document.title`)
+	// Content wider than the screen makes a phone's browser zoom out.
+	if w := eval[int](t, b, `window.innerWidth`); w != 390 {
+		t.Errorf("on a phone the page needs %d pixels of width and the browser zooms out to show it; want it to fit 390", w)
+	}
+	if got := eval[int](t, b, `document.documentElement.scrollWidth`); got > 390 {
+		t.Errorf("on a phone the page is %d pixels wide and scrolls sideways; want at most 390", got)
+	}
+	wide := eval[string](t, b, `[...document.querySelectorAll('[data-part="charts"] svg')]
+		.filter(s => s.getBoundingClientRect().right > 390 || s.getBoundingClientRect().left < 0)
+		.map(s => s.querySelector("title, desc").textContent.slice(0, 40) + ": " + Math.round(s.getBoundingClientRect().width) + " px").join("; ")`)
+	if wide != "" {
+		t.Errorf("on a phone these charts do not fit the screen: %s", wide)
+	}
+	small := eval[string](t, b, `[...document.querySelectorAll("body *")]
+		.filter(e => e.offsetParent !== null && [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim() !== "") && parseFloat(getComputedStyle(e).fontSize) < 12)
+		.slice(0, 5).map(e => e.tagName + " " + getComputedStyle(e).fontSize + ": " + e.textContent.trim().slice(0, 30)).join("; ")`)
+	if small != "" {
+		t.Errorf("on a phone this text is smaller than 12 pixels: %s", small)
+	}
 }
 
 // publishHistory publishes, for each device, readings of the metrics
