@@ -835,7 +835,8 @@ case_sdwear() { # RUN-DIR
 		-rate 100 -duration "$((SDWEAR_WARMUP + SDWEAR_DURATION + 5))s" >"$dir/sim.out" 2>"$dir/sim.err" &
 	sim=$!
 	pids+=("$sim")
-	if [ -n "$SDWEAR_POLL" ]; then
+	sleep "$SDWEAR_WARMUP"
+	if [ -n "$SDWEAR_POLL" ]; then # after the warm-up: sim-0000 is there
 		taskset -c 0 python3 -c 'import sys, time, urllib.request
 base, every = sys.argv[1], float(sys.argv[2])
 while True:
@@ -845,7 +846,6 @@ while True:
 		poll=$!
 		pids+=("$poll")
 	fi
-	sleep "$SDWEAR_WARMUP"
 	w0=$(awk '/^write_bytes/ { print $2 }' "/proc/$CAIRN_PID/io")
 	read -r c0 s0 <<<"$(store_counts "$hport")"
 	sleep "$SDWEAR_DURATION"
