@@ -13,7 +13,8 @@ import (
 // TestRun_LatestCSVAndMetricsReadings: readings published over MQTT to
 // `cairn run` come back as each metric's latest value with its unit, as
 // CSV, with times from now, and as cairn_reading gauges on /metrics with
-// http.metrics_readings.
+// http.metrics_readings; and none of those queries checkpoints the
+// journal.
 func TestRun_LatestCSVAndMetricsReadings(t *testing.T) {
 	d := startDaemon(t, writeConfig(t, t.TempDir(), telemetryConfig(`{temperature: "°C"}`, "  metrics_readings: true\n")))
 	pub := mustConnect(t, d.mqtt, "latest-publisher")
@@ -103,5 +104,22 @@ func TestRun_LatestCSVAndMetricsReadings(t *testing.T) {
 	}
 	if !reflect.DeepEqual(gauges, wantGauges) {
 		t.Errorf("/metrics: got %q, want %q", gauges, wantGauges)
+	}
+
+	// The queries above read the readings in the journal, where the
+	// Writer holds them: none checkpointed it (that comes a minute after
+	// the first commit).
+	if !strings.Contains(string(body), "\ncairn_store_checkpoints_total 0\n") {
+		t.Errorf("/metrics: want cairn_store_checkpoints_total 0 after the queries; got %q", grepLines(body, "cairn_store_checkpoints_total"))
+	}
+	var status struct {
+		Store struct {
+			Checkpoints *uint64 `json:"checkpoints"`
+		} `json:"store"`
+	}
+	if code := api.get(t, "/v1/status", &status); code != http.StatusOK || status.Store.Checkpoints == nil {
+		t.Errorf("status: %d without store.checkpoints", code)
+	} else if n := *status.Store.Checkpoints; n != 0 {
+		t.Errorf("status: store.checkpoints %d; want 0 after the queries", n)
 	}
 }

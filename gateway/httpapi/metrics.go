@@ -12,7 +12,7 @@ type collector struct {
 	opts Options
 
 	messages, readings, stored, duplicates, ignored, failed, rejected *prometheus.Desc
-	commits, commitErrors, commitSeconds                              *prometheus.Desc
+	commits, commitErrors, commitSeconds, checkpoints                 *prometheus.Desc
 	storeReadings, storeSeries, diskBytes, mqttConnected              *prometheus.Desc
 	diskFree, diskReserve, foreignBytes, paused                       *prometheus.Desc
 	upPending, upOldest, upSent, upBatches, upRetries, upParked       *prometheus.Desc
@@ -46,6 +46,7 @@ func newCollector(opts Options) *collector {
 		commits:       d("store_commits_total", "Group commits synced to disk."),
 		commitErrors:  d("store_commit_errors_total", "Group commits that failed."),
 		commitSeconds: d("store_commit_seconds_total", "Time spent writing and syncing group commits."),
+		checkpoints:   d("store_checkpoints_total", "Checkpoints of the journal: its readings written as runs and records, synced."),
 		storeReadings: d("store_readings", "Distinct readings in the store."),
 		storeSeries:   d("store_series", "Series (device and metric) in the store."),
 		maxSeries:     d("store_max_series", "The most series the store takes (store.max_series; 0: no limit)."),
@@ -113,6 +114,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.commits, float64(ws.Commits))
 	counter(c.commitErrors, float64(ws.Failures))
 	counter(c.commitSeconds, float64(ws.SyncNanos)/1e9)
+	counter(c.checkpoints, float64(ws.Checkpoints))
 	if st, err := c.opts.Store.Stats(); err == nil {
 		gauge(c.storeReadings, float64(st.Readings))
 		gauge(c.storeSeries, float64(st.Series))

@@ -47,6 +47,7 @@ type StoreStatus struct {
 	ForeignFiles []string `json:"foreign_files,omitempty"`
 	Commits      uint64   `json:"commits"`
 	CommitErrors uint64   `json:"commit_errors"`
+	Checkpoints  uint64   `json:"checkpoints"`
 	Sealed       uint64   `json:"sealed"`
 	SealErrors   uint64   `json:"seal_errors"`
 	StatsPruned  uint64   `json:"stats_pruned"`
@@ -76,6 +77,7 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 			ForeignFiles:     st.ForeignFiles,
 			Commits:          ws.Commits,
 			CommitErrors:     ws.Failures,
+			Checkpoints:      ws.Checkpoints,
 			Sealed:           ws.Sealed,
 			SealErrors:       ws.SealErrors,
 			StatsPruned:      ws.Pruned,
