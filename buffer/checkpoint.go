@@ -2,13 +2,12 @@ package buffer
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"slices"
 	"time"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
@@ -101,22 +100,6 @@ func (w *Writer) checkpointNow() error {
 // one-step form of that, for tests and tools.
 func (w *Writer) Checkpoint(ctx context.Context) error {
 	return w.do(ctx, w.checkpointNow)
-}
-
-// flush has the running Writer checkpoint its journal. A Writer that is
-// stopping commits what is queued and then checkpoints: flush waits for
-// that.
-func (w *Writer) flush(ctx context.Context) error {
-	err := w.doCheckpointed(ctx, func() error { return nil })
-	if errors.Is(err, ErrClosed) {
-		select {
-		case <-w.stopped:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return err
 }
 
 // reserveReading reports whether a reading at ts of st fits the checkpoint

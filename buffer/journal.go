@@ -3,6 +3,7 @@ package buffer
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -30,8 +31,8 @@ import (
 // that changes what is stored: sealing, rolling up, pruning. Those see the
 // journal empty, and every stored reading in the runs, buckets and records
 // they read. Queries read the journal where the Writer holds it
-// (unflushed.go); what still checkpoints first is the oldest and newest
-// reading of the store (Store.flushJournal). Opening the
+// (unflushed.go), and so do the seeks for the oldest reading
+// (Store.journalOldest). Opening the
 // store checkpoints the entries a crash left (replayJournal): each entry
 // is written whole, with its delete, in one transaction, so a crash during
 // that loses or doubles nothing either.
@@ -80,20 +81,39 @@ func (s *Store) runningWriter() *Writer {
 	return s.running
 }
 
-// flushJournal has the running Writer, if any, checkpoint its journal, so
-// that a seek through the stored keys (ReadingSpan, OldestReading) sees
-// every reading stored before it began.
-func (s *Store) flushJournal() error {
+// journalOldest returns the oldest reading that the running Writer holds
+// in its journal, math.MaxInt64 when there is none (or no Writer runs):
+// what a seek through the stored keys (ReadingSpan, OldestReading) does
+// not see. A Writer that is stopping checkpoints its journal last:
+// journalOldest waits for that, and the seek then sees them.
+func (s *Store) journalOldest() (int64, error) {
 	w := s.runningWriter()
 	if w == nil {
-		return nil
+		return math.MaxInt64, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
-	if err := w.flush(ctx); err != nil {
-		return fmt.Errorf("checkpoint before reading: %w", err)
+	oldest := int64(math.MaxInt64)
+	err := w.do(ctx, func() error {
+		for _, st := range w.ckpt.dirty { // the series with readings in the journal
+			for _, smp := range st.unflushed {
+				oldest = min(oldest, smp.TS)
+			}
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrClosed):
+		select {
+		case <-w.stopped:
+			return math.MaxInt64, nil
+		case <-ctx.Done():
+			return math.MaxInt64, fmt.Errorf("the oldest reading of the journal: %w", ctx.Err())
+		}
+	case err != nil:
+		return math.MaxInt64, fmt.Errorf("the oldest reading of the journal: %w", err)
 	}
-	return nil
+	return oldest, nil
 }
 
 // replayJournal checkpoints the entries that a crash or a power cut left

@@ -244,11 +244,19 @@ func TestJournal_RollUpWaitsForTheJournal(t *testing.T) {
 }
 
 // TestJournal_ReadingSpanSeesTheJournal checks that the span the status
-// shows counts readings still in the journal.
+// shows, and the oldest reading, count readings still in the journal,
+// without a checkpoint: first with nothing else stored, then with older
+// readings stored and a late one, older still, in the journal.
 func TestJournal_ReadingSpanSeesTheJournal(t *testing.T) {
 	s, w := testStoreWith(t, "", holdJournal)
 	commits := journalReadings()
 	write(t, w, commits[0]...)
+	before := w.Stats().Checkpoints
+	defer func() {
+		if n := w.Stats().Checkpoints; n != before {
+			t.Errorf("reading the span checkpointed the journal (%d checkpoints, %d before)", n, before)
+		}
+	}()
 	oldest, newest, ok, err := s.ReadingSpan()
 	if err != nil || !ok {
 		t.Fatalf("span: ok %v, %v; want the readings of the journal", ok, err)
@@ -259,6 +267,26 @@ func TestJournal_ReadingSpanSeesTheJournal(t *testing.T) {
 	}
 	if oldest != lo || newest != hi {
 		t.Errorf("span: %d..%d, want %d..%d", oldest, newest, lo, hi)
+	}
+	if got, ok, err := s.OldestReading(); err != nil || !ok || got != lo {
+		t.Errorf("oldest reading: %d, %v, %v; want %d", got, ok, err, lo)
+	}
+
+	// Checkpointed, then a late reading, older than any, in the journal,
+	// and the oldest reading to be sought again, as after a prune (which
+	// would checkpoint first).
+	checkpoint(t, w)
+	before = w.Stats().Checkpoints
+	late := Reading{Device: "garage", Metric: "t", TS: lo - 3*day, Value: 7}
+	write(t, w, late)
+	s.mu.Lock()
+	s.oldestValid = false
+	s.mu.Unlock()
+	if oldest, _, ok, err := s.ReadingSpan(); err != nil || !ok || oldest != late.TS {
+		t.Errorf("span after a late reading: from %d, %v, %v; want %d", oldest, ok, err, late.TS)
+	}
+	if got, ok, err := s.OldestReading(); err != nil || !ok || got != late.TS {
+		t.Errorf("oldest reading after a late one and a prune: %d, %v, %v; want %d", got, ok, err, late.TS)
 	}
 }
 

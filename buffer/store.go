@@ -830,13 +830,15 @@ func (s *Store) newestReading() int64 {
 
 // ReadingSpan returns the timestamps of the oldest and the newest reading
 // stored; ok is false when there is none. It costs two seeks per series,
-// and a checkpoint of the journal first. If that fails (the Writer logs
-// it), the readings still in the journal are left out: the status that
-// asks must still answer. OldestReading is the cheap way to the oldest.
+// and a look at the journal the Writer holds (no checkpoint). If that
+// fails (the Writer is stuck), the readings still in the journal are left
+// out: the status that asks must still answer. OldestReading is the cheap
+// way to the oldest.
 func (s *Store) ReadingSpan() (oldest, newest int64, ok bool, err error) {
-	_ = s.flushJournal()
+	inJournal, _ := s.journalOldest()
 	newest = s.newestReading()
 	oldest, err = s.seekOldest()
+	oldest = min(oldest, inJournal)
 	if err != nil || oldest == math.MaxInt64 {
 		return 0, 0, false, err
 	}
@@ -849,13 +851,13 @@ func (s *Store) ReadingSpan() (oldest, newest int64, ok bool, err error) {
 // what it found to the oldest reading committed, if older. The seeks
 // touch a block of the store's tables for each series and level, tens of
 // megabytes of a large store mapped into memory at once, and the status
-// asks for the oldest reading each time it is polled. When the journal
-// could not be checkpointed first, the readings still in it were not
-// seen, and it seeks again a second later at the earliest
-// (oldestRecheck), not at every call.
+// asks for the oldest reading each time it is polled. The readings in
+// the journal, which the seeks do not see, it asks the Writer for (no
+// checkpoint); when that fails, they were not seen, and it seeks again a
+// second later at the earliest (oldestRecheck), not at every call.
 //
-// It waits for the Writer to checkpoint the journal: never call it on the
-// Writer's goroutine, or holding mu.
+// It waits for a step of the Writer: never call it on the Writer's
+// goroutine, or holding mu.
 func (s *Store) OldestReading() (oldest int64, ok bool, err error) {
 	s.mu.RLock()
 	oldest, valid := s.oldest, s.oldestCurrent()
@@ -874,17 +876,17 @@ func (s *Store) OldestReading() (oldest int64, ok bool, err error) {
 	gen := s.oldestGen
 	s.oldest = math.MaxInt64 // commits from here on lower it
 	s.mu.Unlock()
-	flushErr := s.flushJournal()
+	inJournal, journalErr := s.journalOldest()
 	s.sought++
 	found, err := s.seekOldest()
 	if err != nil {
 		return 0, false, err
 	}
 	s.mu.Lock()
-	s.oldest = min(s.oldest, found)
+	s.oldest = min(s.oldest, found, inJournal)
 	s.oldestValid = s.oldestGen == gen
 	s.oldestUntil = time.Time{}
-	if flushErr != nil {
+	if journalErr != nil {
 		s.oldestUntil = time.Now().Add(oldestRecheck)
 	}
 	oldest = s.oldest
