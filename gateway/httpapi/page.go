@@ -107,11 +107,16 @@ func (a *API) page(w http.ResponseWriter, r *http.Request) {
 		a.failPage(w, http.StatusInternalServerError, err)
 		return
 	}
+	writeHTML(w, code, a.csp, buf.Bytes())
+}
+
+// writeHTML answers code with the HTML body, under the policy csp.
+func writeHTML(w http.ResponseWriter, code int, csp string, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", a.csp)
+	h.Set("Content-Security-Policy", csp)
 	w.WriteHeader(code)
-	w.Write(buf.Bytes()) //nolint:errcheck // the client went away; nothing to do
+	w.Write(body) //nolint:errcheck // the client went away; nothing to do
 }
 
 // failPage answers a request for the page with err as plain text.

@@ -154,9 +154,5 @@ func (g *Guard) writeLogin(w http.ResponseWriter, code int, next, msg string) {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", g.csp)
-	w.WriteHeader(code)
-	w.Write(buf.Bytes()) //nolint:errcheck // the client went away; nothing to do
+	writeHTML(w, code, g.csp, buf.Bytes())
 }
