@@ -16,7 +16,7 @@ import (
 // the Run goroutine only.
 type groupCommit struct {
 	lastStart time.Time // when the last commit began
-	busy      bool      // the last commit gathered WaitReadings in less than Wait/2
+	busyUntil time.Time // commits that begin before it do not wait (see WaitReadings)
 	batch     []request
 	results   []Result
 	snap      *badger.Txn                            // read snapshot of the commit, if one was needed
@@ -40,7 +40,7 @@ type journalWriter struct {
 // collect adds queued requests to w.batch until it holds MaxReadings,
 // or the queue is empty and Interval has passed since the last commit
 // began (and, while it holds fewer than WaitReadings readings, Wait since
-// its first request came, unless the last commit was busy) and, with
+// its first request came, unless it follows a busy commit closely) and, with
 // Linger, no request came for Linger
 // (or lingerIntervals × Interval have passed), or ctx ends.
 func (w *Writer) collect(ctx context.Context) {
@@ -52,9 +52,12 @@ func (w *Writer) collect(ctx context.Context) {
 		if timer != nil {
 			timer.Stop()
 		}
-		w.busy = n >= w.opts.WaitReadings && last.Sub(first) < w.opts.Wait/2
+		if n >= w.opts.WaitReadings && last.Sub(first) < w.opts.Wait/2 {
+			w.busyUntil = last.Add(w.opts.Wait / 2)
+		}
 	}()
-	wait := !w.busy // a commit after a busy one does not wait
+	// The rest of a burst does not wait, however many commits it takes.
+	wait := !first.Before(w.busyUntil)
 	for n < w.opts.MaxReadings {
 		select {
 		case req := <-w.queue:

@@ -55,9 +55,10 @@ type WriterOptions struct {
 	// Interval and Linger say.
 	Wait time.Duration
 	// WaitReadings is how many readings make a commit large enough not
-	// to wait (see Wait). The commit after one that gathered as many in
-	// less than half of Wait does not wait either: readings are coming
-	// fast (the rest of a burst, a publisher's next window).
+	// to wait (see Wait). After a commit that gathered as many in less
+	// than half of Wait, the commits that begin within half of Wait of
+	// its last reading do not wait either: readings are coming fast (the
+	// rest of a burst, however it is split, a publisher's next window).
 	WaitReadings int
 	// QueueSize is how many submitted batches may wait (default 4,096).
 	// Submit blocks when the queue is full.
