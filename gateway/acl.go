@@ -113,51 +113,24 @@ func checkACLFilter(f string) error {
 }
 
 // defaultRules are the rules every authenticated client has: read and write
-// on each configured topic pattern whose device id is one {device} level,
-// with that level set to the client's user name, {metric} to any level and
-// a last {metric+} to "#". A pattern whose device id spans levels, or is
-// joined from several, is a bridge's (one client publishing for many
-// devices) and needs an ACL rule of its own; so do a skipped route's, and
-// one whose payload may name the device (Route.payloadDevice).
+// on the topics of each route that is a user's own (ownFilter), where the
+// device is the client's user name.
 func defaultRules(routes []Route) []ACLRule {
-	var rules []ACLRule
-	for _, r := range routes {
-		if !r.Pattern.HasDevice() || r.Skip != "" || r.payloadDevice {
-			continue
-		}
-		levels := strings.Split(r.Pattern.String(), "/")
-		devices, ok := 0, true
-		for i, l := range levels {
-			switch l {
-			case PlaceholderDevice:
-				levels[i] = PlaceholderUsername
-				devices++
-			case PlaceholderMetric:
-				levels[i] = "+"
-			case PlaceholderMetricLevels:
-				levels[i] = "#"
-				ok = ok && i == len(levels)-1
-			case PlaceholderDeviceLevels:
-				ok = false
-			}
-		}
-		if ok && devices == 1 {
-			rules = append(rules, ACLRule{Access: ReadWrite, Filter: strings.Join(levels, "/")})
-		}
-	}
-	return rules
+	return newPolicy(routes, nil).defaults
 }
 
 // userRules are the filters one user may read and write, with {username}
-// replaced. Safe for concurrent use once built.
+// replaced, under one policy. Safe for concurrent use once built.
 type userRules struct {
-	read, write []string
+	gen         *policy  // the policy they were compiled from
+	read, write []string // the default rules' and the ACL file's
+	granted     []string // the ACL file's write rules only
 }
 
 // rulesFor compiles the rules of user: the default ones and the ACL file's.
 func rulesFor(user string, defaults []ACLRule, acl *ACL) *userRules {
 	u := new(userRules)
-	add := func(rules []ACLRule) {
+	add := func(rules []ACLRule, file bool) {
 		for _, r := range rules {
 			f := replaceUsername(r.Filter, user)
 			if r.Access&Read != 0 {
@@ -165,15 +138,49 @@ func rulesFor(user string, defaults []ACLRule, acl *ACL) *userRules {
 			}
 			if r.Access&Write != 0 {
 				u.write = append(u.write, f)
+				if file {
+					u.granted = append(u.granted, f)
+				}
 			}
 		}
 	}
-	add(defaults)
+	add(defaults, false)
 	if acl != nil {
-		add(acl.All)
-		add(acl.ByUser[user])
+		add(acl.All, true)
+		add(acl.ByUser[user], true)
 	}
 	return u
+}
+
+// rulesOf compiles the rules of user under p.
+func rulesOf(user string, p *policy) *userRules {
+	u := rulesFor(user, p.defaults, p.acl)
+	u.gen = p
+	return u
+}
+
+// writeReason returns why user may not publish to topic under the policy
+// u was compiled from, or "" if it may. A topic that a route will decode
+// is judged for that route, the first that matches: the user may write it
+// if the route is a user's own and its device is the user's name, or if
+// an ACL file rule covers the topic. Any other topic may be written where
+// a rule covers it.
+func (u *userRules) writeReason(user, topic string) string {
+	p := u.gen
+	i, device, _ := matchRoute(p.routes, topic)
+	switch {
+	case i < 0 && u.canWrite(topic):
+		return ""
+	case i < 0:
+		return RefusePublish
+	case p.own[i] && device == user:
+		return ""
+	case covers(u.granted, topic):
+		return ""
+	case p.routes[i].Pattern.HasDevice() && device != user:
+		return RefuseOtherDevice
+	}
+	return RefusePublish
 }
 
 // replaceUsername replaces every whole {username} level of filter.
@@ -188,8 +195,11 @@ func replaceUsername(filter, user string) string {
 }
 
 // canWrite reports whether a rule lets the user publish to topic.
-func (u *userRules) canWrite(topic string) bool {
-	for _, f := range u.write {
+func (u *userRules) canWrite(topic string) bool { return covers(u.write, topic) }
+
+// covers reports whether one of filters covers topic.
+func covers(filters []string, topic string) bool {
+	for _, f := range filters {
 		if filterCovers(f, topic) {
 			return true
 		}

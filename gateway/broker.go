@@ -63,6 +63,7 @@ type BrokerSecurity struct {
 // go out in the order of its PUBLISHes.
 type Broker struct {
 	srv      *mqtt.Server
+	guard    *guardHook
 	hook     *ingestHook
 	addr     string
 	tlsAddr  string
@@ -90,14 +91,12 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 	}
 	guard := &guardHook{
 		passwords: sec.Passwords,
-		acl:       sec.ACL,
-		defaults:  defaultRules(sec.Routes),
-		routes:    sec.Routes,
 		anonymous: make(map[string]bool),
 		certUser:  make(map[string]bool),
 		rate:      sec.MessageRate,
 		refusals:  refusals,
 	}
+	guard.policy.Store(newPolicy(sec.Routes, sec.ACL))
 	// The guard goes first: a hook that rejects a packet stops the hooks
 	// after it, and nothing refused may reach the ingest hook.
 	if err := srv.AddHook(guard, nil); err != nil {
@@ -105,6 +104,7 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 	}
 	hook := &ingestHook{
 		srv:    srv,
+		guard:  guard,
 		in:     opts.Ingester,
 		log:    opts.Logger,
 		queues: make(map[*mqtt.Client]*ackQueue),
@@ -112,7 +112,7 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 	if err := srv.AddHook(hook, nil); err != nil {
 		return nil, fmt.Errorf("broker ingest hook: %w", err)
 	}
-	b := &Broker{srv: srv, hook: hook, refusals: refusals}
+	b := &Broker{srv: srv, guard: guard, hook: hook, refusals: refusals}
 	add := func(id, addr, key string, tc *tls.Config) (string, error) {
 		guard.anonymous[id] = IsLoopback(addr)
 		if sec.AllowAnonymous != nil {
@@ -166,6 +166,14 @@ func capabilities(sec BrokerSecurity) *mqtt.Capabilities {
 	return caps
 }
 
+// SetRoutes replaces the ingest routes and the ACL file's rules (acl may
+// be nil) at once: a PUBLISH judged from now on is judged, and decoded, by
+// routes and acl; one judged before is decoded by the routes it was
+// judged by. The broker ingests by these routes, not the Ingester's.
+func (b *Broker) SetRoutes(routes []Route, acl *ACL) {
+	b.guard.policy.Store(newPolicy(routes, acl))
+}
+
 // Refusals returns the counters of what the broker refused.
 func (b *Broker) Refusals() *Refusals { return b.refusals }
 
@@ -215,6 +223,7 @@ var ErrBrokerCloseTimeout = errors.New("mqtt broker did not close in time")
 type ingestHook struct {
 	mqtt.HookBase
 	srv     *mqtt.Server
+	guard   *guardHook // the policy each message was judged by
 	in      *Ingester
 	log     *slog.Logger
 	closing atomic.Bool
@@ -242,15 +251,17 @@ func (h *ingestHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pack
 	q := h.queues[cl]
 	h.mu.Unlock()
 
+	// The message is decoded by the routes it was judged by.
+	routes := h.guard.judged(cl).routes
 	now := h.in.Now()
 	ctx := context.Background()
 	switch pk.FixedHeader.Qos {
 	case 0:
-		h.in.Ingest(ctx, pk.TopicName, pk.Payload, now, func(error) {})
+		h.in.ingest(ctx, routes, pk.TopicName, pk.Payload, now, func(error) {})
 		return pk, nil
 	case 2:
 		errc := make(chan error, 1)
-		if !h.in.Ingest(ctx, pk.TopicName, pk.Payload, now, func(err error) { errc <- err }) {
+		if !h.in.ingest(ctx, routes, pk.TopicName, pk.Payload, now, func(err error) { errc <- err }) {
 			return pk, nil
 		}
 		if err := <-errc; err != nil {
@@ -268,7 +279,7 @@ func (h *ingestHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pack
 	// it here, before the message can settle and give its quota back.
 	cl.State.Inflight.DecreaseReceiveQuota()
 	s := q.add(&pk)
-	if !h.in.Ingest(ctx, pk.TopicName, pk.Payload, now, func(err error) { h.settle(cl, q, s, err) }) {
+	if !h.in.ingest(ctx, routes, pk.TopicName, pk.Payload, now, func(err error) { h.settle(cl, q, s, err) }) {
 		// Not ours, but it must not overtake the client's pending acks.
 		h.settle(cl, q, s, nil)
 	}

@@ -109,9 +109,9 @@ func SortedReasons(m map[string]uint64) []string {
 type guardHook struct {
 	mqtt.HookBase
 	passwords *Passwords // nil: no password file
-	acl       *ACL       // nil: default rules only
-	defaults  []ACLRule
-	routes    []Route // to tell another device's topic from others
+	// policy is the routes and the ACL file's rules in effect; replaced
+	// whole by Broker.SetRoutes.
+	policy atomic.Pointer[policy]
 	// anonymous lists the listeners on which a client without a user name
 	// is let in, with full access.
 	anonymous map[string]bool
@@ -127,19 +127,38 @@ type guardHook struct {
 // clientGuard is what the guard knows of one connected client.
 type clientGuard struct {
 	user    string
-	trusted bool       // anonymous where allowed: no ACL, no rate limit
-	rules   *userRules // nil when trusted
+	trusted bool // anonymous where allowed: no ACL, no rate limit
+	// rules are the client's rules under the policy they name; nil
+	// until needed, and when trusted.
+	rules atomic.Pointer[userRules]
 	// lastWrite caches the verdict on the topic last published to: a
 	// sensor publishes to the same topic again and again.
 	lastWrite atomic.Pointer[verdict]
+	// judged is the policy the client's latest PUBLISH was judged by.
+	// The broker reads a client's packets one at a time, and asks the
+	// ACL (OnACLCheck) before the hooks' OnPublish: the ingest hook
+	// decodes the message by this policy's routes.
+	judged atomic.Pointer[policy]
 	// limit is the client's message rate limit (mqtt.embedded.limits.
 	// message_rate), with a burst of one second's worth; nil when none.
 	limit *rate.Limiter
 }
 
 type verdict struct {
+	gen    *policy // the policy it was reached under
 	topic  string
 	reason string // "" when allowed
+}
+
+// rulesUnder returns the client's rules under p, compiling them when p
+// is not the policy they were compiled from.
+func (g *clientGuard) rulesUnder(p *policy) *userRules {
+	if u := g.rules.Load(); u != nil && u.gen == p {
+		return u
+	}
+	u := rulesOf(g.user, p)
+	g.rules.Store(u)
+	return u
 }
 
 func (h *guardHook) ID() string { return "cairn-guard" }
@@ -200,7 +219,6 @@ func (h *guardHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bo
 		}
 	}
 	if !g.trusted {
-		g.rules = rulesFor(g.user, h.defaults, h.acl)
 		if h.rate > 0 {
 			// A burst of one second, capped so that an int holds it on any board.
 			g.limit = rate.NewLimiter(rate.Limit(h.rate), int(min(math.Ceil(h.rate), 1<<30)))
@@ -208,7 +226,7 @@ func (h *guardHook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bo
 	}
 	// A will is published without the broker's ACL check: check it now.
 	if pk.Connect.WillFlag {
-		if reason := h.writeReason(g, pk.Connect.WillTopic); reason != "" {
+		if reason := h.writeReason(g, h.policy.Load(), pk.Connect.WillTopic); reason != "" {
 			h.refusals.add(reason, who, "will_topic", excerpt([]byte(pk.Connect.WillTopic), 128))
 			return false
 		}
@@ -230,54 +248,63 @@ func (h *guardHook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 		return false
 	}
 	g := v.(*clientGuard)
+	p := h.policy.Load()
 	if !write {
-		return h.readReason(g, topic) == ""
+		return h.readReason(g, p, topic) == ""
 	}
+	g.judged.Store(p)
 	if g.trusted { // no cache: a bridge publishes to many topics in turn
-		if reason := h.writeReason(g, topic); reason != "" {
+		if reason := h.writeReason(g, p, topic); reason != "" {
 			h.refusals.add(reason, clientName(cl), "topic", excerpt([]byte(topic), 128))
 			return false
 		}
 		return true
 	}
-	if last := g.lastWrite.Load(); last != nil && last.topic == topic {
+	if last := g.lastWrite.Load(); last != nil && last.gen == p && last.topic == topic {
 		if last.reason != "" {
 			h.refusals.add(last.reason, clientName(cl), "topic", excerpt([]byte(topic), 128))
 		}
 		return last.reason == ""
 	}
-	reason := h.writeReason(g, topic)
-	g.lastWrite.Store(&verdict{topic: topic, reason: reason})
+	reason := h.writeReason(g, p, topic)
+	g.lastWrite.Store(&verdict{gen: p, topic: topic, reason: reason})
 	if reason != "" {
 		h.refusals.add(reason, clientName(cl), "topic", excerpt([]byte(topic), 128))
 	}
 	return reason == ""
 }
 
-func (h *guardHook) writeReason(g *clientGuard, topic string) string {
+// writeReason returns why the client may not publish to topic under p, or
+// "" if it may (userRules.writeReason).
+func (h *guardHook) writeReason(g *clientGuard, p *policy, topic string) string {
 	switch {
 	case topicLevels(topic) > MaxTopicLevels:
 		return RefuseTopicTooDeep
-	case g.trusted || g.rules.canWrite(topic):
+	case g.trusted:
 		return ""
 	}
-	// Say why: another device's topic, or a topic of no rule.
-	for _, r := range h.routes {
-		if d, _, ok := r.Pattern.Match(topic); ok && r.Pattern.HasDevice() && d != g.user {
-			return RefuseOtherDevice
-		}
-	}
-	return RefusePublish
+	return g.rulesUnder(p).writeReason(g.user, topic)
 }
 
-func (h *guardHook) readReason(g *clientGuard, filter string) string {
+func (h *guardHook) readReason(g *clientGuard, p *policy, filter string) string {
 	switch {
 	case topicLevels(filter) > MaxTopicLevels:
 		return RefuseTopicTooDeep
-	case g.trusted || g.rules.canRead(filter):
+	case g.trusted || g.rulesUnder(p).canRead(filter):
 		return ""
 	}
 	return RefuseSubscribe
+}
+
+// judged returns the policy by which the client's latest PUBLISH was
+// judged, or the policy in effect if none was.
+func (h *guardHook) judged(cl *mqtt.Client) *policy {
+	if v, ok := h.clients.Load(cl); ok {
+		if p := v.(*clientGuard).judged.Load(); p != nil {
+			return p
+		}
+	}
+	return h.policy.Load()
 }
 
 // OnSubscribe counts the filters that the ACL will refuse; mochi then
@@ -288,8 +315,9 @@ func (h *guardHook) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Pack
 		return pk
 	}
 	g := v.(*clientGuard)
+	p := h.policy.Load()
 	for _, sub := range pk.Filters {
-		if reason := h.readReason(g, sub.Filter); reason != "" {
+		if reason := h.readReason(g, p, sub.Filter); reason != "" {
 			h.refusals.add(reason, clientName(cl), "filter", excerpt([]byte(sub.Filter), 128))
 		}
 	}

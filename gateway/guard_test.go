@@ -27,13 +27,12 @@ func newTestGuard(t testing.TB) (*guardHook, *mqtt.Client) {
 	routes := []Route{{Pattern: p}}
 	h := &guardHook{
 		passwords: pw,
-		defaults:  defaultRules(routes),
-		routes:    routes,
 		anonymous: map[string]bool{"tcp": false},
 		certUser:  map[string]bool{},
 		rate:      1e9,
 		refusals:  NewRefusals(slog.New(slog.DiscardHandler)),
 	}
+	h.policy.Store(newPolicy(routes, nil))
 	cl := &mqtt.Client{ID: "kitchen-1"}
 	cl.Net.Listener = "tcp"
 	cl.Net.Remote = "192.0.2.1:40000"

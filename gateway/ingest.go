@@ -159,19 +159,18 @@ func (in *Ingester) SetRoutes(routes []Route) {
 // so that the sender moves on — or with an error when the readings could not
 // be stored, in which case the message must not be acknowledged.
 func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, recv time.Time, done func(error)) bool {
-	var route *Route
-	var device, metric string
-	routes := *in.routes.Load()
-	for i := range routes {
-		if d, m, ok := routes[i].Pattern.Match(topic); ok {
-			route, device, metric = &routes[i], d, m
-			break
-		}
-	}
-	if route == nil {
+	return in.ingest(ctx, *in.routes.Load(), topic, payload, recv, done)
+}
+
+// ingest is Ingest by routes instead of the Ingester's own: the embedded
+// broker's, by which the message was judged.
+func (in *Ingester) ingest(ctx context.Context, routes []Route, topic string, payload []byte, recv time.Time, done func(error)) bool {
+	i, device, metric := matchRoute(routes, topic)
+	if i < 0 {
 		in.unmatched.add(topic, recv)
 		return false
 	}
+	route := &routes[i]
 	in.messages.Add(1)
 	dec := in.decoders.Get().(*Decoder)
 	readings, ignored, err := dec.DecodeRoute(nil, route, payload, device, metric, recv)
