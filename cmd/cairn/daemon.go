@@ -167,6 +167,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	var mqttStatus func() httpapi.MQTTStatus
 	var mqttAddr string
 	var sub *gateway.Subscriber // nil with the embedded broker
+	var brk *gateway.Broker     // nil with an external broker
 	mqttStopped := make(chan struct{})
 	if e := cfg.MQTT.Embedded; e != nil {
 		tlsConfig := cfg.secrets.brokerTLS
@@ -187,6 +188,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		if err != nil {
 			return err // a bad address fails validation; this is the system's answer
 		}
+		brk = broker
 		mqttAddr = broker.Addr()
 		if a := broker.TLSAddr(); a != "" {
 			log.Info("mqtt tls listener", "mqtt_tls", a, "client_certificates", tlsConfig.ClientCAs != nil)
@@ -352,7 +354,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 
 	// Reload: SIGHUP applies a changed topic list, retention and uplink.
 	{
-		r := &reloader{src: reload, cfg: cfg, ingester: ingester, sub: sub, writer: writer, store: store, uplink: up, log: log.With("component", "reload")}
+		r := &reloader{src: reload, cfg: cfg, ingester: ingester, sub: sub, broker: brk, writer: writer, store: store, uplink: up, log: log.With("component", "reload")}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return r.run(ctx) }, func(error) { cancel() })
 	}

@@ -38,7 +38,9 @@ func hangups(ctx context.Context) <-chan os.Signal {
 }
 
 // reloader applies a changed configuration file to the running gateway:
-// mqtt.topics, retention and the uplink's settings take effect at once; a change anywhere else is
+// mqtt.topics, with the embedded broker's ACL (its default rules and
+// mqtt.embedded.acl_file, read again), retention and the uplink's
+// settings take effect at once; a change anywhere else is
 // logged as waiting for a restart. A file that does not load changes
 // nothing. It is used by one goroutine.
 type reloader struct {
@@ -46,6 +48,7 @@ type reloader struct {
 	cfg      *Config // the configuration in effect
 	ingester *gateway.Ingester
 	sub      *gateway.Subscriber // nil with the embedded broker
+	broker   *gateway.Broker     // nil with an external broker
 	writer   *buffer.Writer
 	store    *buffer.Store  // for retention.max_disk_bytes auto
 	uplink   *uplink.Uplink // nil when the gateway works offline
@@ -86,6 +89,19 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 	applied := []string{}
 	old := r.cfg
 	next := *old
+	if r.broker != nil && (!reflect.DeepEqual(old.MQTT.Topics, cfg.MQTT.Topics) || aclChanged(old, cfg)) {
+		// A publish is judged for the route that decodes it: the routes
+		// and the ACL change at once, and before the Ingester's.
+		acl := old.secrets.acl
+		if aclChanged(old, cfg) {
+			acl = cfg.secrets.acl
+			next.MQTT.Embedded = withACLFile(next.MQTT.Embedded, cfg.MQTT.Embedded.ACLFile)
+			next.secrets.acl = acl
+			applied = append(applied, "mqtt.embedded.acl_file")
+			r.log.Info("reload: mqtt.embedded.acl_file applied", "file", cfg.MQTT.Embedded.ACLFile)
+		}
+		r.broker.SetRoutes(cfg.routes, acl)
+	}
 	if !reflect.DeepEqual(old.MQTT.Topics, cfg.MQTT.Topics) {
 		// Routes change first: a message on a new filter that arrived
 		// before its route would be acknowledged without being stored.
@@ -147,6 +163,9 @@ func needsRestart(a, b *Config) []string {
 	uplinkChanges := (a.Uplink.URL == "") == (b.Uplink.URL == "")
 	for _, c := range []*Config{&ac, &bc} {
 		c.MQTT.Topics, c.routes = nil, nil
+		if a.MQTT.Embedded != nil && b.MQTT.Embedded != nil {
+			c.MQTT.Embedded = withACLFile(c.MQTT.Embedded, "")
+		}
 		c.Retention = RetentionConfig{}
 		if uplinkChanges {
 			c.Uplink, c.uplink = UplinkConfig{}, nil
@@ -165,6 +184,23 @@ func needsRestart(a, b *Config) []string {
 		}
 	}
 	return keys
+}
+
+// aclChanged reports whether the embedded broker's ACL file, its name or
+// its rules, differs from a to b; false unless both have the embedded
+// broker.
+func aclChanged(a, b *Config) bool {
+	if a.MQTT.Embedded == nil || b.MQTT.Embedded == nil {
+		return false
+	}
+	return a.MQTT.Embedded.ACLFile != b.MQTT.Embedded.ACLFile || !reflect.DeepEqual(a.secrets.acl, b.secrets.acl)
+}
+
+// withACLFile returns a copy of e with acl_file set to file.
+func withACLFile(e *EmbeddedConfig, file string) *EmbeddedConfig {
+	c := *e
+	c.ACLFile = file
+	return &c
 }
 
 // routeFilters returns the MQTT subscription filter of each route.

@@ -242,6 +242,7 @@ func TestNeedsRestart(t *testing.T) {
 		{"retention", "retention:\n  raw_max_age: 30d\n", []string{}},
 		{"log level", "log:\n  level: debug\n", []string{"log"}},
 		{"broker", "mqtt:\n  embedded:\n    listen: 127.0.0.1:1884\n", []string{"mqtt"}},
+		{"acl file", "mqtt:\n  embedded:\n    acl_file: /etc/cairn/acl\n", []string{}},
 		{"http and store", "http:\n  listen: 127.0.0.1:8081\nstore:\n  cache_mib: 16\n", []string{"http", "store"}},
 		{"memory and data", "memory_limit_mib: 40\ndata_dir: /var/lib/cairn\n", []string{"data_dir", "memory_limit_mib"}},
 		{"uplink on", "uplink:\n  url: http://127.0.0.1:8428/write\n", []string{"uplink"}},
