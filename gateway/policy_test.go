@@ -3,11 +3,17 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/buffer/encoding"
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 // routeMix is a list of routes as mqtt.topics may give them.
@@ -361,5 +367,56 @@ func TestPayloadDevices_SameRulesAsTopics(t *testing.T) {
 				t.Errorf("%q in %s: stored as %+v, want it refused as a topic's is", name, c.what, out)
 			}
 		}
+	}
+}
+
+// TestBroker_DecodesByTheRoutesItJudgedBy: a message judged before
+// SetRoutes is decoded by the routes it was judged by, and the next one
+// is judged by the new routes, so that a reload between the two steps
+// cannot let a message through for one route and decode it by another.
+func TestBroker_DecodesByTheRoutesItJudgedBy(t *testing.T) {
+	store, w := testkit.StartWriter(t, buffer.Options{}, buffer.WriterOptions{})
+	own := []Route{{Pattern: mustPattern("sensors/{device}/{metric}")}}               // the device is the topic's
+	bulk := []Route{{Pattern: mustPattern("sensors/+/{metric}"), Format: FormatJSON}} // the payload's
+	in := NewIngester(w, IngesterOptions{Routes: own})
+	hash, err := HashPassword([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := ParsePasswords([]byte("kitchen:" + hash))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	b, err := NewBroker(BrokerOptions{Ingester: in, Logger: log, Security: BrokerSecurity{Passwords: pw, Routes: own}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &mqtt.Client{ID: "kitchen-1"}
+	cl.Net.Listener, cl.Net.Remote = "tcp", "192.0.2.1:40000"
+	var connect packets.Packet
+	connect.Connect.Username, connect.Connect.Password = []byte("kitchen"), []byte("pw")
+	if !b.guard.OnConnectAuthenticate(cl, connect) {
+		t.Fatal("kitchen refused")
+	}
+	// QoS 2: the ingest hook returns once the message is stored.
+	pub := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 2}, TopicName: "sensors/kitchen/bulk",
+		Payload: []byte(`{"device":"garage","t":1}`)}
+	if !b.guard.OnACLCheck(cl, pub.TopicName, true) {
+		t.Fatal("kitchen may not publish to its own topic")
+	}
+	b.SetRoutes(bulk, nil)
+	if _, err := b.hook.OnPublish(cl, pub); err != nil {
+		t.Fatal(err)
+	}
+	var devices []string
+	for _, s := range store.SeriesList() {
+		devices = append(devices, s.Device+"/"+s.Metric)
+	}
+	if strings.Join(devices, ",") != "kitchen/t" {
+		t.Errorf("series stored: %q, want kitchen/t: the message was judged by the routes in which the topic names the device", devices)
+	}
+	if b.guard.OnACLCheck(cl, pub.TopicName, true) {
+		t.Error("after SetRoutes, kitchen may publish to a topic whose payload names the device")
 	}
 }
