@@ -130,3 +130,64 @@ func TestRun_PayloadDeviceNeedsACLLine(t *testing.T) {
 		})
 	}
 }
+
+// TestRun_UserNamedLikeABaseTopic: with the esphome preset, whose topics
+// start with the device, a user named homeassistant may not publish to
+// homeassistant/sensor/t/state, though it has the shape of its own state
+// topic: the discovery reader decodes it, which would give the unit of
+// any device's readings. A discovery message from a client the broker
+// trusts (anonymous on loopback) does give it.
+func TestRun_UserNamedLikeABaseTopic(t *testing.T) {
+	bin := cairnBinary.get(t)
+	dir := t.TempDir()
+	passwd := filepath.Join(dir, "passwd")
+	addUser(t, passwd, "homeassistant", "ha-secret")
+	cfg := `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+    password_file: ` + passwd + `
+  topics:
+    - preset: esphome
+http:
+  listen: "127.0.0.1:0"
+`
+	p := startCairn(t, bin, writeConfig(t, t.TempDir(), cfg))
+	api := newAPIClient(p.http)
+	const discovery = `{"unit_of_meas":"°F","stat_t":"garage/sensor/t/state"}`
+	ha := []string{"-u", "homeassistant", "-P", "ha-secret", "-q", "1", "-t", "homeassistant/sensor/t/state", "-m", discovery}
+	if out, err := mosquittoPub(t, p.mqtt, ha...); err == nil {
+		t.Errorf("homeassistant's discovery message (MQTT 3.1.1): exited 0, want refused\n%s", out)
+	}
+	if out, err := mosquittoPub(t, p.mqtt, append([]string{"-V", "mqttv5"}, ha...)...); !strings.Contains(out, "Not authorized") {
+		t.Errorf("homeassistant's discovery message (MQTT 5): %v, want a PUBACK saying not authorized\n%s", err, out)
+	}
+	waitRefused(t, api, gateway.RefusePublish, 2)
+	unitOf := func() string {
+		var doc struct {
+			Unit string `json:"unit"`
+		}
+		if code := api.get(t, "/v1/devices/garage/readings?limit=1&metric=t", &doc); code != http.StatusOK {
+			t.Fatalf("garage's readings: %d", code)
+		}
+		return doc.Unit
+	}
+	anonymous := func(topic, payload string) {
+		t.Helper()
+		if out, err := mosquittoPub(t, p.mqtt, "-q", "1", "-t", topic, "-m", payload); err != nil {
+			t.Fatalf("anonymous mosquitto_pub to %s: %v\n%s", topic, err, out)
+		}
+	}
+	anonymous("garage/sensor/t/state", "21")
+	waitReadings(t, api, "garage", []float64{21})
+	if u := unitOf(); u != "" {
+		t.Errorf("garage's unit after homeassistant's refused discovery message: %q, want none", u)
+	}
+	anonymous("homeassistant/sensor/garage/config", discovery)
+	anonymous("garage/sensor/t/state", "22")
+	waitReadings(t, api, "garage", []float64{21, 22})
+	if u := unitOf(); u != "°F" {
+		t.Errorf("garage's unit after a trusted discovery message: %q, want °F", u)
+	}
+}
