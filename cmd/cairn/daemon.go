@@ -133,7 +133,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	})
 	ingester := gateway.NewIngester(writer, gateway.IngesterOptions{
 		Routes:        cfg.routes,
-		MaxPayload:    cfg.MQTT.MaxPayload,
+		MaxPayload:    int(cfg.MQTT.MaxPayload),
 		MaxFutureSkew: time.Duration(cfg.MQTT.MaxFutureSkew),
 		Clock:         clock,
 		Logger:        log.With("component", "ingest"),
@@ -185,9 +185,12 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			ReadCoalesce: time.Duration(cfg.MQTT.ReadCoalesce),
 		})
 		if err != nil {
-			return err // a bad address fails validation; this is the system's answer
+			return bindError(err) // a bad address fails validation; this is the system's answer
 		}
 		mqttAddr = broker.Addr()
+		if mqttAddr == "" { // TLS only
+			mqttAddr = broker.TLSAddr()
+		}
 		if a := broker.TLSAddr(); a != "" {
 			log.Info("mqtt tls listener", "mqtt_tls", a, "client_certificates", tlsConfig.ClientCAs != nil)
 		}
@@ -325,7 +328,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
-		return fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
+		return bindError(fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err))
 	}
 	{
 		srv := &http.Server{

@@ -91,7 +91,7 @@ func (t TLSConfig) clientConfig() (*tls.Config, error) {
 		}
 		cert, err := tls.LoadX509KeyPair(t.CertFile, secretPath(t.KeyFile))
 		if err != nil {
-			return nil, err
+			return nil, keyPairError(t.CertFile, secretPath(t.KeyFile), err)
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}
