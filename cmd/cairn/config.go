@@ -109,6 +109,9 @@ type TopicConfig struct {
 	UnitField   string        `yaml:"unit_field"`
 	StripPrefix string        `yaml:"strip_prefix"`
 	Metrics     MetricsFilter `yaml:"metrics"`
+	// DeviceTag is the line protocol tag that names the device, for
+	// preset telegraf (default host).
+	DeviceTag string `yaml:"device_tag"`
 
 	// Units are units by metric name; they win over a payload's or preset's.
 	Units map[string]string `yaml:"units"`
@@ -917,7 +920,7 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 			bad(key+".pattern", "a preset has its own topics: set base_topic to move them, or drop preset to give a pattern")
 		case t.Format != "":
 			bad(key+".format", "a preset reads its own format")
-		case t.hasMapping():
+		case t.presetMapping():
 			bad(key+".preset", "a preset reads its own fields: mapping options (device_field, time_field, ...) need a pattern instead")
 		}
 		routes, err := gateway.PresetRoutes(t.Preset, t.BaseTopic, zone)
@@ -925,10 +928,14 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 			bad(key+".preset", "%v", err)
 			return nil
 		}
+		presetOptions(t, key, routes, bad)
 		return finish(routes)
 	}
 	if t.BaseTopic != "" {
 		bad(key+".base_topic", "base_topic moves a preset's topics: set preset too, or put the topic in pattern")
+	}
+	if t.DeviceTag != "" {
+		bad(key+".device_tag", "names the device's tag of preset telegraf: set preset: telegraf too")
 	}
 	p, err := gateway.ParsePattern(t.Pattern)
 	if err != nil {

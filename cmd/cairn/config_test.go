@@ -5,9 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-gateway/cairn/gateway"
 )
 
 func TestLoadConfig_Example(t *testing.T) {
@@ -86,6 +89,9 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"message_rate_word.bad.yaml":        `mqtt.embedded.limits.message_rate: must be a number (got "fast") (line 4)`,
 		"anonymous_word.bad.yaml":           `mqtt.embedded.allow_anonymous: must be true or false (got "sometimes") (line 3)`,
 		"http_scalar.bad.yaml":              `http: must be a block of keys, one 'key: value' a line (got "8080") (line 1)`,
+		"device_tag_pattern.bad.yaml":       "mqtt.topics[0].device_tag: names the device's tag of preset telegraf: set preset: telegraf too",
+		"device_tag_preset.bad.yaml":        "mqtt.topics[0].device_tag: only preset telegraf takes a device tag (got preset tasmota)",
+		"preset_metrics.bad.yaml":           `mqtt.topics[0].metrics: metric pattern "Wifi.[": syntax error in pattern`,
 		"topics_empty.bad.yaml":             "mqtt.topics: is empty: list at least one pattern or preset, or leave the key out for the default (sensors/{device}/telemetry)",
 		"max_payload_word.bad.yaml":         `mqtt.max_payload: cannot use "big" as a size (want e.g. auto, 0, 500MiB, 8GB or 1073741824) (line 2)`,
 		"max_payload_huge.bad.yaml":         "mqtt.max_payload: must be from 16 bytes to 16MiB (got 32MiB)",
@@ -244,6 +250,17 @@ func TestLoadConfig_Presets(t *testing.T) {
 		}
 		if r.Preset == "tasmota" && (r.Zone == nil || r.Zone.String() != "Europe/Berlin") {
 			t.Errorf("tasmota route %s: zone %v", r.Pattern, r.Zone)
+		}
+		// An empty exclude keeps every field; without metrics, the
+		// preset's default excludes.
+		if r.Preset == "tasmota" && (r.Metrics == nil || r.Metrics.Include != nil || len(r.Metrics.Exclude) != 0) {
+			t.Errorf("tasmota route %s: metrics %+v, want none excluded", r.Pattern, r.Metrics)
+		}
+		if r.Preset == "zigbee2mqtt" && (r.Metrics == nil || !slices.Equal(r.Metrics.Exclude, gateway.PresetExclude("zigbee2mqtt"))) {
+			t.Errorf("zigbee2mqtt route %s: metrics %+v, want the default excludes", r.Pattern, r.Metrics)
+		}
+		if r.Preset == "telegraf" && r.DeviceTag != "source" {
+			t.Errorf("telegraf route %s: device tag %q, want source", r.Pattern, r.DeviceTag)
 		}
 	}
 }
