@@ -61,11 +61,11 @@ func checkDataDir(dir string) error {
 	case err == nil:
 		f, err := os.CreateTemp(dir, ".cairn-check-*")
 		if err != nil {
-			return dataDirError(dir, "cannot write in", dir, err)
+			return dataDirError(dir, "cannot write in", "create a file in "+dir, err)
 		}
 		return errors.Join(f.Close(), os.Remove(f.Name()))
 	case !errors.Is(err, os.ErrNotExist):
-		return dataDirError(dir, "cannot reach", dir, err)
+		return dataDirError(dir, "cannot reach", "stat "+dir, err)
 	}
 	parent := filepath.Dir(dir)
 	for parent != filepath.Dir(parent) {
@@ -75,21 +75,21 @@ func checkDataDir(dir string) error {
 		parent = filepath.Dir(parent)
 	}
 	if fi, err := os.Stat(parent); err != nil {
-		return dataDirError(dir, "cannot create", parent, err)
+		return dataDirError(dir, "cannot create", "stat "+parent, err)
 	} else if !fi.IsDir() {
 		return fmt.Errorf("data_dir: cannot create %s: %s is not a directory", dir, parent)
 	}
 	tmp, err := os.MkdirTemp(parent, ".cairn-check-*")
 	if err != nil {
-		return dataDirError(dir, "cannot create", parent, err)
+		return dataDirError(dir, "cannot create", "make a directory in "+parent, err)
 	}
 	return os.Remove(tmp)
 }
 
-// dataDirError is checkDataDir's error: what it cannot do to dir, and
-// why in the folder where it tried (the reason alone, without the name
-// of its probe).
-func dataDirError(dir, what, where string, err error) error {
+// dataDirError is checkDataDir's error: what it cannot do to dir, the
+// step that failed, and why (the reason alone, without the name of its
+// probe).
+func dataDirError(dir, what, step string, err error) error {
 	if errors.Is(err, syscall.ENOSPC) {
 		return nil
 	}
@@ -97,7 +97,7 @@ func dataDirError(dir, what, where string, err error) error {
 	if errors.As(err, &pe) {
 		err = pe.Err
 	}
-	return fmt.Errorf("data_dir: %s %s: %s: %w", what, dir, where, err)
+	return fmt.Errorf("data_dir: %s %s: %s: %w", what, dir, step, err)
 }
 
 // startable checks what run needs of the machine beyond the file itself:

@@ -22,8 +22,8 @@ func TestCheckConfig_DataDir(t *testing.T) {
 	dir := t.TempDir()
 	file := writeFile(t, dir, "file", []byte("x"), 0o600)
 	for _, c := range []struct{ dataDir, want string }{
-		{"/proc/nonexistent/x", "data_dir: cannot create /proc/nonexistent/x: /proc: "},
-		{filepath.Join(file, "x"), "data_dir: cannot reach " + filepath.Join(file, "x") + ": "},
+		{"/proc/nonexistent/x", "data_dir: cannot create /proc/nonexistent/x: make a directory in /proc: "},
+		{filepath.Join(file, "x"), "data_dir: cannot reach " + filepath.Join(file, "x") + ": stat " + filepath.Join(file, "x") + ": not a directory"},
 		{file, "data_dir: " + file + " is not a directory"},
 	} {
 		cfg := writeRawConfig(t, "data_dir: "+c.dataDir+"\n")
