@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	"github.com/cairn-gateway/cairn/buffer"
 )
@@ -37,7 +38,7 @@ func (m *Metrics) selects(name string) bool {
 	if len(m.Include) > 0 {
 		in := false
 		for _, p := range m.Include {
-			if ok, _ := path.Match(p, name); ok {
+			if matchName(p, name) {
 				in = true
 				break
 			}
@@ -47,12 +48,41 @@ func (m *Metrics) selects(name string) bool {
 		}
 	}
 	for _, p := range m.Exclude {
-		if ok, _ := path.Match(p, name); ok {
+		if matchName(p, name) {
 			return false
 		}
 	}
 	return true
 }
+
+// matchName reports whether name matches the path.Match pattern p. A
+// pattern without wildcards, or with one '*' at its end (a preset's
+// excludes are such), is compared without path.Match, and one whose
+// first byte is not the name's fails at once: a route's patterns are
+// tried on every reading.
+func matchName(p, name string) bool {
+	if len(p) == 0 {
+		return len(name) == 0
+	}
+	if !isWildcard(p[0]) && (len(name) == 0 || p[0] != name[0]) {
+		return false
+	}
+	i := 0
+	for i < len(p) && !isWildcard(p[i]) {
+		i++
+	}
+	switch {
+	case i == len(p):
+		return p == name
+	case i == len(p)-1 && p[i] == '*':
+		return strings.HasPrefix(name, p[:i]) && !strings.Contains(name[i:], "/")
+	}
+	ok, _ := path.Match(p, name)
+	return ok
+}
+
+// isWildcard reports whether c is special in a path.Match pattern.
+func isWildcard(c byte) bool { return c == '*' || c == '?' || c == '[' || c == '\\' }
 
 // drop removes from rs the readings m does not select, keeping the order
 // of the others, and returns what is left and how many it removed.

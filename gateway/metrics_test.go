@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"path"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
@@ -162,6 +164,54 @@ func TestTelegraf_DeviceTag(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("device_tag %q: got %s\nwant %s", tc.tag, showReadings(got), showReadings(tc.want))
+		}
+	}
+}
+
+// BenchmarkDecodeRoute_TasmotaState reads a Tasmota STATE message with the
+// preset's default excludes, and with every field (the cost of the
+// filter: a path.Match per reading and pattern).
+func BenchmarkDecodeRoute_TasmotaState(b *testing.B) {
+	routes, err := PresetRoutes("tasmota", "", time.UTC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r *Route
+	for i := range routes {
+		if routes[i].Pattern.String() == "tele/{device}/STATE" {
+			r = &routes[i]
+		}
+	}
+	payload := []byte(`{"Time":"2019-09-04T13:08:48","Epoch":1567595328,"Uptime":"0T00:00:14","UptimeSec":14,"Heap":24,"SleepMode":"Dynamic","Sleep":50,"LoadAvg":20,"MqttCount":1,"Wifi":{"AP":1,"SSId":"MyWLAN","BSSId":"AA:FF:AA:AA:AA:AA","Channel":11,"RSSI":100,"LinkCount":1,"Downtime":"0T00:00:08","DeepSleep":300,"Heap":25160}}`)
+	all := *r
+	all.Metrics = nil
+	for _, bc := range []struct {
+		name string
+		r    *Route
+	}{{"defaults", r}, {"all", &all}} {
+		b.Run(bc.name, func(b *testing.B) {
+			d := Decoder{units: &unitBook{}}
+			dst := make([]buffer.Reading, 0, 16)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := d.DecodeRoute(dst[:0], bc.r, payload, "plug", "", testRecv); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestMatchName: the short cuts agree with path.Match.
+func TestMatchName(t *testing.T) {
+	names := []string{"", "Wifi", "Wifi.AP", "Wifi.", "Wifi/AP", "wifi.ap", "update.installed_version", "RTLRssi", "a*b", "sys.cfg_rev"}
+	patterns := []string{"Wifi.AP", "Wifi.*", "Wifi*", "*", "", "RTL*", "sys.*_rev", "a\\*b", "W?fi.AP", "[uU]pdate.*", "update.*"}
+	for _, p := range patterns {
+		for _, n := range names {
+			want, _ := path.Match(p, n)
+			if got := matchName(p, n); got != want {
+				t.Errorf("matchName(%q, %q) = %v, path.Match says %v", p, n, got, want)
+			}
 		}
 	}
 }
