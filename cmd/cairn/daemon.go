@@ -82,7 +82,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		Logger:       log.With("component", "store"),
 	}, sigs, log)
 	if err != nil || store == nil {
-		return err
+		return storeError(err)
 	}
 	defer func() {
 		if err := store.Close(); err != nil {

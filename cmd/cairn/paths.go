@@ -141,3 +141,13 @@ func keyPairError(cert, key string, err error) error {
 	}
 	return fmt.Errorf("%s and %s: %w", cert, key, err)
 }
+
+// storeError makes a store that cannot open for want of permission (its
+// files belong to another user, say root after a first run by hand) a
+// configuration error: restarting will not help.
+func storeError(err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return &configError{fmt.Errorf("data_dir: %w", err)}
+	}
+	return err
+}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -76,7 +77,7 @@ func TestRun_StartupConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ name, yaml, want string }{
 		{"data dir", "data_dir: /proc/nonexistent/x\n", "data_dir: cannot create /proc/nonexistent/x"},
-		{"http address in use", fmt.Sprintf("data_dir: %s\nhttp:\n  listen: %q\n", t.TempDir(), taken), "http.listen " + taken + ": "},
+		{"http address in use", fmt.Sprintf("data_dir: %s\nmqtt:\n  embedded:\n    listen: \"127.0.0.1:0\"\nhttp:\n  listen: %q\n", t.TempDir(), taken), "http.listen " + taken + ": "},
 		{"mqtt address in use", fmt.Sprintf("data_dir: %s\nmqtt:\n  embedded:\n    listen: %q\nhttp:\n  listen: \"127.0.0.1:0\"\n", t.TempDir(), taken), "mqtt.embedded.listen " + taken + ": "},
 		{"password file missing", fmt.Sprintf("data_dir: %s\nmqtt:\n  embedded:\n    listen: \"127.0.0.1:0\"\n    password_file: passwd\nhttp:\n  listen: \"127.0.0.1:0\"\n", t.TempDir()),
 			"mqtt.embedded.password_file: open " + filepath.Join(dir, "passwd") + ": no such file or directory"},
@@ -185,4 +186,47 @@ http:
 	c := paho.NewClient(opts)
 	waitToken(t, c.Connect())
 	c.Disconnect(0)
+}
+
+// TestRun_DataDirOfAnotherUser runs the cairn binary as nobody on a data
+// directory it may write in but whose store files belong to root (a first
+// run by hand as root, then the service): it exits with status 78, naming
+// the file, data_dir and the file it cannot open.
+func TestRun_DataDirOfAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run cairn as another user")
+	}
+	// A folder nobody can reach: t.TempDir's are root's alone.
+	dir, err := os.MkdirTemp("", "cairn-owner-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(cairnBinary.get(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := writeFile(t, dir, "cairn", bin, 0o755)
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(data, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	manifest := writeFile(t, data, "MANIFEST", nil, 0o600)
+	cfg := writeFile(t, dir, "cairn.yaml", []byte("data_dir: data\nmqtt:\n  embedded:\n    listen: \"127.0.0.1:0\"\nhttp:\n  listen: \"127.0.0.1:0\"\nclock:\n  trust: always\n"), 0o644)
+	cmd := exec.Command(exe, "run", "-config", cfg)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitConfig {
+		t.Errorf("exit %v, want status %d\n%s", err, exitConfig, out)
+	}
+	if want := cfg + ": data_dir: open store " + data + ": open " + manifest + ": permission denied"; !strings.Contains(string(out), want) {
+		t.Errorf("output %q does not contain %q", out, want)
+	}
 }
