@@ -131,7 +131,7 @@ func TestWritePage_Sections(t *testing.T) {
 	doc := render(t, p)
 	for _, want := range []string{
 		`<html lang="en">`, `<meta name="viewport"`,
-		`<body data-refresh="10" data-device="sensor-000" data-range="7d">`,
+		`<body data-refresh="10" data-device="sensor-000" data-range="7d" data-filter="" data-page="">`,
 		"Embedded broker <code>127.0.0.1:1883</code>", "20 clients",
 		"<b>10</b> readings/s", "bad_json 40", "unexpected end of input",
 		"zigbee2mqtt/bridge/state", "3.0 GiB</b> of 8.0 GiB cap (38 %)", "20.0 GiB free; ingest pauses below 256.0 MiB",
