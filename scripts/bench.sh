@@ -130,7 +130,9 @@
 #                   $TMPDIR/cairn-bench-dashboard-wide): its 90-day charts
 #                   part (wide_chart90d_ms, wide_chart90d_cpu_ms,
 #                   wide_chart90d_bytes, wide_chart90d_charts: the charts
-#                   drawn) and its page at 90 days (wide_page_…);
+#                   drawn) and its page at 90 days (wide_page_…), and
+#                   its store (wide_store_readings, wide_store_bytes,
+#                   wide_store_generate_s, wide_generated_now_s);
 #                   DASHBOARD_BENCH=Wide runs these alone.
 #                   Targets: page under 100 ms, chart under 50 ms, page
 #                   under 200 KB.
@@ -1111,11 +1113,12 @@ series_bench() {
 }
 
 # dashboard_bench runs the dashboard's benchmarks (default 5 times) on
-# core 1 and prints medians; it makes their store first when DASHBOARD_DIR
-# has none.
+# core 1 and prints medians; it makes their stores first when
+# DASHBOARD_DIR or DASHBOARD_WIDE_DIR has none.
 dashboard_bench() {
 	local runs=${BENCH_RUNS:-5} dir=${DASHBOARD_DIR:-${TMPDIR:-/tmp}/cairn-bench-dashboard}
 	local only=${DASHBOARD_BENCH:-} other=${DASHBOARD_OTHER_DAYS:-7} out made= wide=${DASHBOARD_WIDE_DIR:-${TMPDIR:-/tmp}/cairn-bench-dashboard-wide}
+	[[ -z $only || $only == Wide ]] || die "DASHBOARD_BENCH must be Wide or empty (got '$only')"
 	go test -c -o "$tmp/httpapi.test" ./gateway/httpapi/ || die "go test -c ./gateway/httpapi/ failed"
 	if [[ $only != Wide ]] && ! python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["other_days"] != int(sys.argv[2]))' \
 		"$dir/cairn-bench-dashboard.json" "$other" 2>/dev/null; then
@@ -1144,17 +1147,21 @@ dashboard_bench() {
 		/^BenchmarkDashboardChart90d/ { add("chart90d_ms", $3 / 1e6); add("chart90d_cpu_ms", metric("cpu-ns/op") / 1e6); add("chart90d_bytes", metric("charts_bytes")) }
 		/^BenchmarkDashboardWideChart90d/ { add("wide_chart90d_ms", $3 / 1e6); add("wide_chart90d_cpu_ms", metric("cpu-ns/op") / 1e6); add("wide_chart90d_bytes", metric("charts_bytes")); add("wide_chart90d_charts", metric("charts")) }
 		/^BenchmarkDashboardWidePage/ { add("wide_page_ms", $3 / 1e6); add("wide_page_cpu_ms", metric("cpu-ns/op") / 1e6); add("wide_page_bytes", metric("page_bytes")); add("wide_page_charts", metric("charts")) }
-		/dashboard store: generated/ { for (i = 1; i < NF; i++) if ($(i+1) == "s,") printf "dashboard: generated_now_s=%s\n", $i }
+		/dashboard store: generated/ { for (i = 1; i < NF; i++) if ($(i+1) == "s,") printf "dashboard: %sgenerated_now_s=%s\n", (/wide x/ ? "wide_" : ""), $i }
 		END {
 			split("page_ms page_cpu_ms page_bytes chart90d_ms chart90d_cpu_ms chart90d_bytes wide_chart90d_ms wide_chart90d_cpu_ms wide_chart90d_bytes wide_chart90d_charts wide_page_ms wide_page_cpu_ms wide_page_bytes wide_page_charts", keys, " ")
 			for (i = 1; i in keys; i++) if (n[keys[i]]) printf "dashboard: %s median=%s runs=[%s]\n", keys[i], median(keys[i]), runs(keys[i])
 		}'
-	[[ $only == Wide ]] && return
 	python3 -c 'import json, sys
-m = json.load(open(sys.argv[1]))
+m = json.load(open(sys.argv[2]))
+print("dashboard: wide_store_readings=%d wide_store_bytes=%d wide_store_generate_s=%.0f (1 device x %d metrics x %d days, one reading an hour)" %
+      (m["readings"], m["bytes"], m["generate_seconds"], m["metrics"], m["days"]))
+if sys.argv[1] == "Wide":
+    sys.exit()
+m = json.load(open(sys.argv[3]))
 print("dashboard: store_readings=%d store_bytes=%d store_generate_s=%.0f (d000 x %d metrics x %d days, %d devices x %d days, one reading a minute)" %
       (m["readings"], m["bytes"], m["generate_seconds"], m["metrics"], m["days"], m["devices"] - 1, m["other_days"]))' \
-		"$dir/cairn-bench-dashboard.json"
+		"$only" "$wide/cairn-bench-dashboard.json" "$dir/cairn-bench-dashboard.json"
 }
 
 start=$SECONDS
