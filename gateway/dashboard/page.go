@@ -36,12 +36,29 @@ type Page struct {
 	Device string
 	Range  Range
 	// Charts are Device's charts over Range, one per metric, drawn in
-	// this order under their Chart.Title.
+	// this order under their Chart.Title: those of one page of its
+	// metrics (ChartPages).
 	Charts []Chart
+	ChartPages
 	// Location is the zone of the Charts whose Location is nil, and is
 	// named on the charts' part (data-tz): the page's script asks for
 	// the charts again with its own zone (tz) when it is another.
 	Location *time.Location
+}
+
+// ChartPages says which of Device's metrics Charts are: a device may
+// have far more metrics than a page can chart at a time (1,000 is not
+// rare), so they are charted PerPage at a time, in name order, and the
+// page links to the other pages and offers a filter by name. The zero
+// value is one page of every metric there is.
+type ChartPages struct {
+	// Metrics is how many metrics Device has, Matching how many of them
+	// have Filter in their name (all of them when Filter is "").
+	Metrics, Matching int
+	Filter            string
+	// Page is the page of the matching metrics that Charts are (from 1),
+	// of PerPage metrics each.
+	Page, PerPage int
 }
 
 // Health is how the gateway is doing.
@@ -137,11 +154,15 @@ type Retention struct {
 	OldestReading          time.Time
 }
 
-// Device is one device and the latest value of each of its metrics.
+// Device is one device and the latest value of each of its metrics, or
+// of the first of them when it has more than a row can show.
 type Device struct {
 	ID       string
 	LastSeen time.Time
 	Metrics  []Metric
+	// More is how many metrics the device has beyond Metrics; the row
+	// says how many, with a link to the device's charts.
+	More int
 }
 
 // Metric is the latest reading of one metric of a device.
@@ -175,6 +196,7 @@ var pageHTML string
 var templates = template.Must(template.New("page").Funcs(template.FuncMap{
 	"value": FormatValue,
 	"count": formatCount,
+	"num":   func(n int) string { return formatCount(uint64(max(n, 0))) },
 	"bytes": formatBytes,
 	"at":    at,
 	"pct": func(a, b int64) string {
@@ -189,6 +211,7 @@ type view struct {
 	Quiet   map[string]bool // devices flagged quiet
 	NQuiet  int
 	Charts  []renderedChart
+	Pager   pager
 	Ranges  []Range
 	Zone    string
 	Refresh int // seconds
@@ -263,6 +286,7 @@ func newView(p Page, name string) (*view, error) {
 	if name != "page" && name != PartCharts {
 		return v, nil
 	}
+	v.Pager = newPager(p)
 	var b svgBuf
 	for _, c := range p.Charts {
 		if c.Location == nil {

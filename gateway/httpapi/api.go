@@ -34,6 +34,7 @@ type Store interface {
 	Unit(device, metric string) string
 	Latest(devices ...string) ([]buffer.Reading, error)
 	LatestAll() ([]buffer.Reading, error)
+	LatestFunc(keep func(device, metric string) bool) ([]buffer.Reading, error)
 }
 
 // Writer is what the API reads of the group commit (a *buffer.Writer):
