@@ -92,17 +92,17 @@ type Status struct {
 	URL             string     `json:"url"`
 	Format          string     `json:"format"`
 	PendingReadings uint64     `json:"pending_readings"`
-	OldestPending   *time.Time `json:"oldest_pending,omitempty"` // timestamp of the first unsent reading
+	OldestPending   *time.Time `json:"oldest_pending"` // timestamp of the first unsent reading
 	SentReadings    uint64     `json:"sent_readings"`
 	SentBatches     uint64     `json:"sent_batches"`
 	Retries         uint64     `json:"retries"`
 	ParkedBatches   uint64     `json:"parked_batches"` // on disk in ParkDir, this run's and earlier ones
 	ParkedReadings  uint64     `json:"parked_readings"`
 	Skipped         uint64     `json:"skipped_readings"` // older than max_age, or not finite
-	LastSuccess     *time.Time `json:"last_success,omitempty"`
-	LastError       string     `json:"last_error,omitempty"`
-	LastErrorAt     *time.Time `json:"last_error_at,omitempty"`
-	NextAttempt     *time.Time `json:"next_attempt,omitempty"` // set while waiting to try a batch again
+	LastSuccess     *time.Time `json:"last_success"`
+	LastError       string     `json:"last_error"`
+	LastErrorAt     *time.Time `json:"last_error_at"`
+	NextAttempt     *time.Time `json:"next_attempt"` // set while waiting to try a batch again
 }
 
 // Uplink sends the outbox upstream. Create it with New and Run it.
