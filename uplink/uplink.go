@@ -126,6 +126,11 @@ type Uplink struct {
 	kept     []buffer.OutboxReading
 	gz       *gzip.Writer
 	zbuf     bytes.Buffer
+	// failingSince is when the upstream first failed to take a batch
+	// since it last took one, failedAttempts how often it failed since:
+	// the log says so once it takes one again.
+	failingSince   time.Time
+	failedAttempts int
 }
 
 // New checks opts and creates the Uplink of out.
@@ -523,6 +528,7 @@ func (u *Uplink) post(ctx context.Context, id string, body []byte, n int) error 
 		u.st.LastSuccess = &now
 		u.st.NextAttempt = nil
 		u.mu.Unlock()
+		u.recovered(now)
 		return nil
 	}
 	// checkRetry let through only what is not worth trying again: the
@@ -665,8 +671,23 @@ func (u *Uplink) checkRetry(ctx context.Context, resp *http.Response, err error)
 	u.mu.Lock()
 	u.st.LastError, u.st.LastErrorAt = msg, &now
 	u.mu.Unlock()
+	if u.failedAttempts == 0 {
+		u.failingSince = now
+	}
+	u.failedAttempts++
 	u.log.Warn("upstream did not take a batch; trying again", "err", msg)
 	return true, nil
+}
+
+// recovered logs, once the upstream took a batch at now after failing,
+// how long it failed and how many attempts it refused or missed.
+func (u *Uplink) recovered(now time.Time) {
+	if u.failedAttempts == 0 {
+		return
+	}
+	u.log.Info("upstream takes batches again", "failing_for", now.Sub(u.failingSince).Round(time.Millisecond),
+		"failed_attempts", u.failedAttempts, "url", redact(u.opts.URL))
+	u.failedAttempts, u.failingSince = 0, time.Time{}
 }
 
 // backoff is the wait before attempt n+1: what the upstream asked for with
