@@ -133,3 +133,38 @@ http:
 		t.Errorf("cairn sim without a client certificate connected to a broker that wants one:\n%s", out)
 	}
 }
+
+// TestSimBrokerFromConfig reads the broker's address from
+// configurations: every interface is reached on loopback, a port picked
+// at start cannot be, an external broker is its URL; the password file
+// the configuration names is not read (here it does not exist).
+func TestSimBrokerFromConfig(t *testing.T) {
+	dir := t.TempDir()
+	srvCert, _ := newTestCA(t, "ca").issue(t, "gateway", true)
+	cert := writeFile(t, dir, "server.pem", srvCert, 0o644)
+	for _, tc := range []struct {
+		name, mqtt string
+		want, err  string
+		tls        bool
+	}{
+		{"every interface", "  embedded:\n    listen: \"0.0.0.0:1884\"\n    allow_anonymous: true\n", "tcp://127.0.0.1:1884", "", false},
+		{"a host", "  embedded:\n    listen: \"192.0.2.7:1883\"\n    password_file: /nonexistent/passwd\n", "tcp://192.0.2.7:1883", "", false},
+		{"port 0", "  embedded:\n    listen: \"127.0.0.1:0\"\n", "", "mqtt.embedded.listen 127.0.0.1:0: the port is picked at each start; give -broker", false},
+		{"TLS only", "  embedded:\n    listen: \"\"\n    allow_anonymous: true\n    tls_listen: \"[::]:8883\"\n    tls:\n      cert_file: " + cert + "\n      key_file: " + cert + "\n", "ssl://127.0.0.1:8883", "", true},
+		{"external", "  url: ssl://broker.example:8883\n", "ssl://broker.example:8883", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := writeConfig(t, t.TempDir(), "data_dir: %DATA%\nmqtt:\n"+tc.mqtt)
+			got, tlsConfig, err := simBrokerFromConfig(cfg)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("got %q, %v; want the error %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want || (tlsConfig != nil) != tc.tls {
+				t.Errorf("got %q, TLS %v, %v; want %q, TLS %v", got, tlsConfig != nil, err, tc.want, tc.tls)
+			}
+		})
+	}
+}
