@@ -87,7 +87,9 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
-// Status says how the uplink is doing.
+// Status says how the uplink is doing. LastError stays after a later
+// success: the upstream is failing only while LastErrorAt is after
+// LastSuccess.
 type Status struct {
 	URL             string     `json:"url"`
 	Format          string     `json:"format"`
