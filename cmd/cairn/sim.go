@@ -71,7 +71,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer c.Disconnect(250)
 	fmt.Fprintf(stderr, "sim: connected to %s as %s; %s at %s, QoS %d\n", copts.Servers[0], o.who(),
-		count(int64(o.devices), "device", "devices"), o.rateText(), o.qos)
+		quantity(int64(o.devices), "device", "devices"), o.rateText(), o.qos)
 
 	if o.duration > 0 {
 		var cancel context.CancelFunc

@@ -112,7 +112,7 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 	if st.MQTT.Connected {
 		conn = "connected"
 		if st.MQTT.Mode == "embedded" {
-			conn = "listening, " + count(st.MQTT.Clients, "client", "clients")
+			conn = "listening, " + quantity(st.MQTT.Clients, "client", "clients")
 		}
 	}
 	fmt.Fprintf(w, "mqtt:   %s broker %s, %s\n", st.MQTT.Mode, st.MQTT.Address, conn)
@@ -131,8 +131,8 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 		fmt.Fprint(w, "ingest: since start ")
 	}
 	fmt.Fprintf(w, "%s, %s stored, %s, %d not stored, %d rejected",
-		count(in.Messages, "message", "messages"), count(in.Stored, "reading", "readings"),
-		count(in.Duplicates, "duplicate", "duplicates"), in.Failed, in.Rejected)
+		quantity(in.Messages, "message", "messages"), quantity(in.Stored, "reading", "readings"),
+		quantity(in.Duplicates, "duplicate", "duplicates"), in.Failed, in.Rejected)
 	if len(in.ByReason) > 0 {
 		reasons := in.Reasons()
 		parts := make([]string, len(reasons))
@@ -150,7 +150,7 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 		fmt.Fprintf(w, "        last rejected: %s on %s: %s\n", ex.Time.Format(time.RFC3339), ex.Topic, ex.Detail)
 	}
 	if in.Restamped > 0 {
-		fmt.Fprintf(w, "        %s given the receive time: their device's clock was never set (a date before 2000)\n", count(in.Restamped, "reading", "readings"))
+		fmt.Fprintf(w, "        %s given the receive time: their device's clock was never set (a date before 2000)\n", quantity(in.Restamped, "reading", "readings"))
 	}
 	if len(in.Skipped) > 0 {
 		kinds := slices.Sorted(maps.Keys(in.Skipped))
@@ -166,15 +166,15 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 			topics = append(topics, u.Topic)
 		}
 		fmt.Fprintf(w, "        %s on topics no mqtt.topics pattern matches, not stored (last: %s): a device that does not show up needs a pattern for its topic\n",
-			count(in.Unmatched, "message", "messages"), strings.Join(topics, ", "))
+			quantity(in.Unmatched, "message", "messages"), strings.Join(topics, ", "))
 	}
 	s := st.Store
 	fmt.Fprintf(w, "store:  %s in %d series, %s on disk, %s (%.2f ms each), %s, %s\n",
-		count(s.Readings, "reading", "readings"), s.Series, size(s.DiskBytes), count(s.Commits, "commit", "commits"), s.CommitMillis,
-		count(s.CommitErrors, "commit error", "commit errors"), count(s.SealErrors, "seal error", "seal errors"))
+		quantity(s.Readings, "reading", "readings"), s.Series, size(s.DiskBytes), quantity(s.Commits, "commit", "commits"), s.CommitMillis,
+		quantity(s.CommitErrors, "commit error", "commit errors"), quantity(s.SealErrors, "seal error", "seal errors"))
 	if s.MaxSeries > 0 || s.MaxSeriesPerDevice > 0 || in.Refused > 0 {
 		fmt.Fprintf(w, "        series: at most %s a device, %s in all; %s refused for a new series over a limit\n",
-			seriesLimit(s.MaxSeriesPerDevice), seriesLimit(s.MaxSeries), count(in.Refused, "reading", "readings"))
+			seriesLimit(s.MaxSeriesPerDevice), seriesLimit(s.MaxSeries), quantity(in.Refused, "reading", "readings"))
 	}
 	if s.DiskReserveBytes > 0 {
 		fmt.Fprintf(w, "        %s free on its file system (ingest pauses below %s)", size(s.DiskFreeBytes), size(s.DiskReserveBytes))
@@ -188,7 +188,7 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 			size(s.ForeignBytes), strings.Join(s.ForeignFiles, ", "))
 	}
 	if s.Pruned > 0 || s.StatsPruned > 0 {
-		fmt.Fprintf(w, "        retention removed %s and %s\n", count(s.Pruned, "reading", "readings"), count(s.StatsPruned, "aggregate record", "aggregate records"))
+		fmt.Fprintf(w, "        retention removed %s and %s\n", quantity(s.Pruned, "reading", "readings"), quantity(s.StatsPruned, "aggregate record", "aggregate records"))
 	}
 	printRetention(w, st.Retention)
 	printClock(w, st.Clock)
@@ -232,7 +232,7 @@ func printRetention(w io.Writer, r *buffer.RetentionStatus) {
 	if r.MaxDiskBytes > 0 {
 		capacity = fmt.Sprintf("%s of a %s cap", size(r.DiskBytes), size(r.MaxDiskBytes))
 	}
-	fmt.Fprintf(w, "retention: %s, %s removed, %d dropped unsent", capacity, count(r.RemovedReadings, "reading", "readings"), r.DroppedUnsent)
+	fmt.Fprintf(w, "retention: %s, %s removed, %d dropped unsent", capacity, quantity(r.RemovedReadings, "reading", "readings"), r.DroppedUnsent)
 	if r.OldestReading != nil && r.NewestReading != nil {
 		fmt.Fprintf(w, ", readings from %s to %s", r.OldestReading.Format(time.RFC3339), r.NewestReading.Format(time.RFC3339))
 	}
@@ -249,19 +249,19 @@ func printUplink(w io.Writer, u *uplink.Status, r *rates) {
 		return
 	}
 	fmt.Fprintf(w, "uplink: %s to %s: %s in %s sent, %d pending",
-		u.Format, u.URL, count(u.SentReadings, "reading", "readings"), count(u.SentBatches, "batch", "batches"), u.PendingReadings)
+		u.Format, u.URL, quantity(u.SentReadings, "reading", "readings"), quantity(u.SentBatches, "batch", "batches"), u.PendingReadings)
 	if u.OldestPending != nil {
 		fmt.Fprintf(w, " (oldest from %s)", u.OldestPending.Format(time.RFC3339))
 	}
-	fmt.Fprintf(w, ", %s", count(u.Retries, "retry", "retries"))
+	fmt.Fprintf(w, ", %s", quantity(u.Retries, "retry", "retries"))
 	if r != nil {
 		fmt.Fprintf(w, ", now %.0f readings/s", r.sent)
 	}
 	if u.ParkedBatches > 0 {
-		fmt.Fprintf(w, ", %s parked", count(u.ParkedBatches, "batch", "batches"))
+		fmt.Fprintf(w, ", %s parked", quantity(u.ParkedBatches, "batch", "batches"))
 	}
 	if u.Skipped > 0 {
-		fmt.Fprintf(w, ", %s skipped", count(u.Skipped, "reading", "readings"))
+		fmt.Fprintf(w, ", %s skipped", quantity(u.Skipped, "reading", "readings"))
 	}
 	fmt.Fprintln(w)
 	if u.LastSuccess != nil {
@@ -275,8 +275,8 @@ func printUplink(w io.Writer, u *uplink.Status, r *rates) {
 	}
 }
 
-// count writes n and the noun for n things: "1 client", "2 clients".
-func count[N int64 | uint64](n N, one, many string) string {
+// quantity writes n and the noun for n things: "1 client", "2 clients".
+func quantity[N int64 | uint64](n N, one, many string) string {
 	return fmt.Sprintf("%d %s", n, dashboard.Plural(n, one, many))
 }
 
