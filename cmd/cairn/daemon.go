@@ -183,6 +183,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			Refusals:  gateway.NewRefusals(log.With("component", "broker")),
 
 			ReadCoalesce: time.Duration(cfg.MQTT.ReadCoalesce),
+			Version:      version,
 		})
 		if err != nil {
 			return bindError(err) // a bad address fails validation; this is the system's answer

@@ -67,7 +67,8 @@ type Health struct {
 	// IngestRate is the readings stored per second, lately (over a
 	// window of the caller's choosing).
 	IngestRate float64
-	// Stored counts the readings stored since start.
+	// Stored counts the readings stored since start (Store.Readings
+	// counts those the store holds).
 	Stored uint64
 	// Rejected counts the messages refused as malformed, ByReason by
 	// reason (in this order), RecentRejections the last few, newest
@@ -143,6 +144,13 @@ type Uplink struct {
 	NextAttempt time.Time
 }
 
+// Failing reports whether the uplink's last error came after its last
+// success: an error that a later send put behind it is past, shown but
+// not raised.
+func (u Uplink) Failing() bool {
+	return u.LastError != "" && u.LastErrorAt.After(u.LastSuccess)
+}
+
 // Retention is what retention does. Zero times are unknown or never.
 type Retention struct {
 	// Paused says why retention by age is paused; empty while it is not.
@@ -194,11 +202,12 @@ var pageHTML string
 // templates holds the page, its parts and the login page. It is parsed
 // once and only executed after that, which is safe from any goroutine.
 var templates = template.Must(template.New("page").Funcs(template.FuncMap{
-	"value": FormatValue,
-	"count": formatCount,
-	"num":   func(n int) string { return formatCount(uint64(max(n, 0))) },
-	"bytes": formatBytes,
-	"at":    at,
+	"value":  FormatValue,
+	"count":  formatCount,
+	"num":    func(n int) string { return formatCount(uint64(max(n, 0))) },
+	"plural": pluralAny,
+	"bytes":  formatBytes,
+	"at":     at,
 	"pct": func(a, b int64) string {
 		return strconv.FormatFloat(float64(a)/float64(b)*100, 'f', 0, 64) + " %"
 	},
@@ -312,7 +321,7 @@ func alerts(p Page, quiet int) []string {
 	if h.Paused != "" {
 		as = append(as, "ingest is paused: "+h.Paused)
 	}
-	if u := h.Uplink; u != nil && u.LastError != "" && u.LastErrorAt.After(u.LastSuccess) {
+	if u := h.Uplink; u != nil && u.Failing() {
 		as = append(as, "the uplink is failing: "+u.LastError)
 	}
 	if r := h.Retention; r != nil && r.Paused != "" {

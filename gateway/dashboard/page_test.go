@@ -327,3 +327,56 @@ func TestWritePage_ChartPages(t *testing.T) {
 		t.Errorf("a device with 5 metrics and no ChartPages gets a pager or a filter")
 	}
 }
+
+// TestWritePage_Counts checks that a count of one is said in the
+// singular and others in the plural, and that the ingest card says what
+// its count of stored readings counts.
+func TestWritePage_Counts(t *testing.T) {
+	p := testPage(1, 1, Range24h, false)
+	h := &p.Health
+	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplink.Pending, h.Retention.Removed = 1, 1, 1, 1, 1
+	h.Stored = 1
+	one := render(t, p)
+	for _, want := range []string{
+		"· 1 device</p>", "· 1 client</p>", "1 stored since start, 1 in the store",
+		"<b class=\"warn\">1</b> message on topics", "1 reading in ", "<b class=\"warn\">1</b> reading to send", "1 reading removed",
+	} {
+		if !strings.Contains(one, want) {
+			t.Errorf("page with one of each lacks %q", want)
+		}
+	}
+	p = testPage(2, 1, Range24h, false)
+	h = &p.Health
+	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplink.Pending, h.Retention.Removed = 0, 2, 1234, 2, 0
+	h.Stored = 1000
+	many := render(t, p)
+	for _, want := range []string{
+		"· 2 devices</p>", "· 0 clients</p>", "1,000 stored since start, 1,234 in the store",
+		"<b class=\"warn\">2</b> messages on topics", "1,234 readings in ", "<b class=\"warn\">2</b> readings to send", "0 readings removed",
+	} {
+		if !strings.Contains(many, want) {
+			t.Errorf("page with several of each lacks %q", want)
+		}
+	}
+}
+
+// TestWritePage_UplinkErrorPast shows the uplink's last error in red as
+// long as no send succeeded after it, and as past once one did.
+func TestWritePage_UplinkErrorPast(t *testing.T) {
+	p := testPage(1, 1, Range24h, false)
+	now := p.Now
+	u := p.Health.Uplink
+	u.LastError, u.LastErrorAt, u.LastSuccess = "503 Service Unavailable", now.Add(-10*time.Second), now.Add(-time.Minute)
+	failing := render(t, p)
+	if !strings.Contains(failing, `<p class="bad">Last error <time`) || !strings.Contains(failing, "the uplink is failing: 503 Service Unavailable") {
+		t.Errorf("an error after the last send is not shown as failing:\n%s", failing)
+	}
+	u.LastSuccess = now.Add(-time.Second)
+	past := render(t, p)
+	if strings.Contains(past, `<p class="bad">Last error`) || strings.Contains(past, "the uplink is failing") {
+		t.Errorf("an error before the last send is still shown as failing:\n%s", past)
+	}
+	if !strings.Contains(past, `<p class="muted">Last error <time`) || !strings.Contains(past, "before the last send: 503 Service Unavailable") {
+		t.Errorf("an error before the last send is not shown as past:\n%s", past)
+	}
+}

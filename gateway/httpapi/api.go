@@ -80,11 +80,11 @@ type MQTTStatus struct {
 	Mode      string `json:"mode"` // "embedded" or "external"
 	Address   string `json:"address"`
 	Connected bool   `json:"connected"` // embedded: listening; external: connected and subscribed
-	Clients   int64  `json:"clients,omitempty"`
+	Clients   int64  `json:"clients"`
 	// Refused counts what the embedded broker refused (connections,
 	// publishes, subscriptions, limits), by reason; see gateway.Refusals.
 	Refused         uint64            `json:"refused"`
-	RefusedByReason map[string]uint64 `json:"refused_by_reason,omitempty"`
+	RefusedByReason map[string]uint64 `json:"refused_by_reason"`
 }
 
 // Options configure the HTTP API. Store, Writer, Ingest, MQTT, Registry
