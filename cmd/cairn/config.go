@@ -452,17 +452,23 @@ func LoadConfig(path string) (*Config, error) {
 	defer f.Close()
 	cfg, err := ParseConfig(f)
 	if err == nil {
-		dir, aerr := filepath.Abs(filepath.Dir(path))
-		if aerr != nil {
-			dir = filepath.Dir(path)
-		}
-		cfg.resolvePaths(dir)
+		cfg.resolvePaths(configDir(path))
 		err = cfg.loadFiles()
 	}
 	if err != nil {
 		return nil, &configError{fmt.Errorf("%s: %w", path, err)}
 	}
 	return cfg, nil
+}
+
+// configDir returns the folder of the configuration file at path, against
+// which its relative paths are resolved: absolute where it can be made so.
+func configDir(path string) string {
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return filepath.Dir(path)
+	}
+	return dir
 }
 
 // loadFiles reads the files the configuration names (TLS certificates,

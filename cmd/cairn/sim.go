@@ -394,7 +394,8 @@ func walk(v, step float64) float64 {
 // the embedded broker's plain listener, else its TLS listener, trusting
 // the broker's own certificate (mqtt.embedded.tls.cert_file, with any CA
 // certificates it holds). An address on every interface is reached on
-// 127.0.0.1. Secret files the configuration names are not read.
+// 127.0.0.1. Relative paths are the configuration folder's, as for run;
+// secret files the configuration names are not read.
 func simBrokerFromConfig(path string) (string, *tls.Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -405,6 +406,7 @@ func simBrokerFromConfig(path string) (string, *tls.Config, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("sim: %s: %w", path, err)
 	}
+	cfg.resolvePaths(configDir(path))
 	e := cfg.MQTT.Embedded
 	if e == nil {
 		tc, err := TLSConfig{CAFile: cfg.MQTT.TLS.CAFile, ServerName: cfg.MQTT.TLS.ServerName}.clientConfig()
