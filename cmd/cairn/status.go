@@ -113,6 +113,9 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 		}
 	}
 	fmt.Fprintf(w, "mqtt:   %s broker %s, %s\n", st.MQTT.Mode, st.MQTT.Address, conn)
+	if m := st.MQTT; m.LastError != "" && m.LastErrorAt != nil {
+		fmt.Fprintf(w, "        last error %s (%s): %s\n", m.LastErrorAt.Format(time.RFC3339), attempts(m.FailedAttempts), m.LastError)
+	}
 	if st.MQTT.Refused > 0 {
 		reasons := gateway.SortedReasons(st.MQTT.RefusedByReason)
 		parts := make([]string, len(reasons))
@@ -268,6 +271,14 @@ func printUplink(w io.Writer, u *uplink.Status, r *rates) {
 			fmt.Fprintf(w, "        next attempt %s\n", u.NextAttempt.Format(time.RFC3339))
 		}
 	}
+}
+
+// attempts says how many attempts to connect failed.
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt failed"
+	}
+	return fmt.Sprintf("%d attempts failed", n)
 }
 
 // size formats a byte count for people.

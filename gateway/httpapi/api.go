@@ -84,6 +84,12 @@ type MQTTStatus struct {
 	// publishes, subscriptions, limits), by reason; see gateway.Refusals.
 	Refused         uint64            `json:"refused"`
 	RefusedByReason map[string]uint64 `json:"refused_by_reason,omitempty"`
+	// LastError says why the external broker could not be reached or
+	// refused cairn, at LastErrorAt, and FailedAttempts how many attempts
+	// failed since the last connection; cleared once connected.
+	LastError      string     `json:"last_error"`
+	LastErrorAt    *time.Time `json:"last_error_at"`
+	FailedAttempts int        `json:"failed_attempts"`
 }
 
 // Options configure the HTTP API. Store, Writer, Ingest, MQTT, Registry
