@@ -11,7 +11,8 @@
 //     that the binaries are static, stripped and stamped, that each .deb
 //     holds what docs/raspberry-pi.md says, and installs the amd64 one into
 //     a throw-away root with `dpkg --root` (maintainer scripts included),
-//     then reinstalls, removes and purges it.
+//     runs the Pi guide in it (as TestPiGuide_LetSensorsIn does), then
+//     reinstalls, removes and purges it.
 //   - TestInstallScript_DESTDIR runs scripts/install.sh into a throw-away
 //     root.
 //   - TestPiGuide_LetSensorsIn runs the commands of docs/raspberry-pi.md's

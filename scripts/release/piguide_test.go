@@ -26,23 +26,11 @@ import (
 const piGuideSection = "## Let sensors in"
 
 // TestPiGuide_LetSensorsIn installs cairn with scripts/install.sh into a
-// throw-away root and runs the commands of the Pi guide's "Let sensors in"
-// section, read from docs/raspberry-pi.md, in it (chroot), in a network
-// namespace of their own: `sudo X` as root, `sudo -u cairn X` as the
-// cairn user, `sudoedit` by merging the guide's YAML into the file,
-// `systemctl enable --now cairn` by starting the unit's ExecStart as its
-// User, `cairn status` as nobody, and mosquitto_pub with GATEWAY the
-// loopback address. The service must start, take a publish with the
-// password and refuse one without it. A command the test does not know
-// fails it, so the guide and the test cannot drift apart.
+// throw-away root and runs the Pi guide in it (runPiGuide); so does
+// TestRelease_BinariesAndDebs with the .deb.
 func TestPiGuide_LetSensorsIn(t *testing.T) {
 	needRoot(t)
 	need(t, "systemd-sysusers", "systemd")
-	need(t, "chroot", "coreutils")
-	need(t, "ip", "iproute2")
-	need(t, "mosquitto_pub", "mosquitto-clients")
-	steps, config := piGuideSteps(t, filepath.Join(repo, "docs/raspberry-pi.md"))
-
 	bin := filepath.Join(t.TempDir(), "cairn")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/cairn")
 	build.Dir = repo
@@ -51,11 +39,30 @@ func TestPiGuide_LetSensorsIn(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	root := t.TempDir()
+	run(t, []string{"DESTDIR=" + root}, "sh", filepath.Join(repo, "scripts/install.sh"), bin)
+	runPiGuide(t, root, "etc/systemd/system/cairn.service")
+}
+
+// runPiGuide runs the commands of the Pi guide's "Let sensors in"
+// section, read from docs/raspberry-pi.md, in root, where cairn was
+// installed with its unit at unit (chroot), in a network
+// namespace of their own: `sudo X` as root, `sudo -u cairn X` as the
+// cairn user, `sudoedit` by merging the guide's YAML into the file,
+// `systemctl enable --now cairn` by starting the unit's ExecStart as its
+// User, `cairn status` as nobody, and mosquitto_pub with GATEWAY the
+// loopback address. The service must start, take a publish with the
+// password and refuse one without it. A command the test does not know
+// fails it, so the guide and the test cannot drift apart.
+func runPiGuide(t *testing.T, root, unit string) {
+	t.Helper()
+	need(t, "chroot", "coreutils")
+	need(t, "ip", "iproute2")
+	need(t, "mosquitto_pub", "mosquitto-clients")
+	steps, config := piGuideSteps(t, filepath.Join(repo, "docs/raspberry-pi.md"))
 	if err := os.Chmod(root, 0o755); err != nil { // the cairn user walks it
 		t.Fatal(err)
 	}
-	run(t, []string{"DESTDIR=" + root}, "sh", filepath.Join(repo, "scripts/install.sh"), bin)
-	g := &piGuide{t: t, root: root, ns: testkit.NewNetns(t), config: config, password: "kitchen-Pa55-" + strconv.Itoa(os.Getpid())}
+	g := &piGuide{t: t, root: root, unit: unit, ns: testkit.NewNetns(t), config: config, password: "kitchen-Pa55-" + strconv.Itoa(os.Getpid())}
 	g.cairn = g.account("cairn")
 
 	for _, step := range steps {
@@ -187,6 +194,7 @@ const rootPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 type piGuide struct {
 	t        *testing.T
 	root     string
+	unit     string // the unit's path in root
 	ns       *testkit.Netns
 	config   []byte // the guide's YAML
 	password string // typed at cairn passwd, and SECRET of mosquitto_pub
@@ -331,7 +339,7 @@ func mergeYAML(dst, src *yaml.Node) {
 func (g *piGuide) startService() {
 	t := g.t
 	t.Helper()
-	unit := string(readFile(t, filepath.Join(g.root, "etc/systemd/system/cairn.service")))
+	unit := string(readFile(t, filepath.Join(g.root, g.unit)))
 	key := func(k string) string {
 		m := regexp.MustCompile(`(?m)^` + k + `=(.*)$`).FindStringSubmatch(unit)
 		if m == nil {

@@ -243,6 +243,7 @@ func installDeb(t *testing.T, deb, bin string) {
 	root := newDpkgRoot(t)
 	dpkg(t, root, "--install", deb)
 	checkInstalled(t, root, "/usr/bin/cairn", bin)
+	runPiGuide(t, root, "lib/systemd/system/cairn.service")
 	status := run(t, nil, "dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "--show", "--showformat=${Status}", "cairn")
 	if status != "install ok installed" {
 		t.Errorf("dpkg-query status %q", status)
