@@ -13,9 +13,8 @@ import (
 
 // notifier speaks systemd's notify protocol (sd_notify): READY=1 at once
 // (it runs once the store is open and the listeners are bound), then
-// WATCHDOG=1 at half the watchdog
-// interval for as long as ingest is healthy. Outside systemd (no
-// NOTIFY_SOCKET) it sends nothing.
+// WATCHDOG=1 at half the watchdog interval for as long as ingest is
+// healthy. Outside systemd (no NOTIFY_SOCKET) it sends nothing.
 //
 // Ingest is healthy when the writer's goroutine answers a ping within half
 // the interval (it is not stuck in a group commit, say on a disk that has
