@@ -69,6 +69,9 @@ mqtt:
 	if err != nil || !strings.Contains(string(out), "last error ") || !strings.Contains(string(out), reason) {
 		t.Errorf("cairn status: %v, want the last error with %q:\n%s", err, reason, out)
 	}
+	if code, body, err := api.fetch("/readyz"); err != nil || code != 503 || !strings.Contains(string(body), reason) {
+		t.Errorf("/readyz: %d %v, want 503 with %q:\n%s", code, err, reason, body)
+	}
 	code, page, err := api.fetch("/?part=health")
 	if err != nil || code != 200 || !strings.Contains(string(page), "Last error") || !strings.Contains(string(page), html.EscapeString(reason)) {
 		t.Errorf("dashboard health: %d %v, want the last error with %q:\n%s", code, err, reason, page)

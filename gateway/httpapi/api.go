@@ -205,7 +205,11 @@ func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if m := a.opts.MQTT(); !m.Connected {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: mqtt (%s %s) not connected\n", m.Mode, m.Address)
+		fmt.Fprintf(w, "not ready: mqtt (%s %s) not connected", m.Mode, m.Address)
+		if m.LastError != "" {
+			fmt.Fprintf(w, ": %s", m.LastError)
+		}
+		fmt.Fprintln(w)
 		return
 	}
 	if why := a.opts.Writer.PausedReason(); why != "" {
