@@ -28,7 +28,7 @@ type statusTarget struct {
 func findStatusTarget(config, url, token, tokenFile string) (statusTarget, error) {
 	var st statusTarget
 	if token != "" && tokenFile != "" {
-		return st, errors.New("status: -token and -token-file go apart: give one")
+		return st, errors.New("status: give -token or -token-file, not both")
 	}
 	var cfg *Config
 	if config != "" {
