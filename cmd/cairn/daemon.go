@@ -232,9 +232,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			ReadCoalesce: time.Duration(cfg.MQTT.ReadCoalesce),
 		})
 		mqttAddr = cfg.MQTT.URL
-		mqttStatus = func() httpapi.MQTTStatus {
-			return httpapi.MQTTStatus{Mode: "external", Address: cfg.MQTT.URL, Connected: sub.Connected()}
-		}
+		mqttStatus = func() httpapi.MQTTStatus { return externalStatus(cfg.MQTT.URL, sub.Connection()) }
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {
 			defer close(mqttStopped)
@@ -361,14 +359,16 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		g.Add(func() error { return r.run(ctx) }, func(error) { cancel() })
 	}
 
-	// systemd: READY=1 once MQTT is up, then watchdog pings while ingest
-	// is healthy (watchdog.go).
+	// systemd: READY=1 now that the store is open and the listeners are
+	// bound (an external broker that is down does not hold it: the log
+	// and the status say why it cannot be reached), then watchdog pings
+	// while ingest is healthy (watchdog.go).
 	{
 		interval, err := daemon.SdWatchdogEnabled(false)
 		if err != nil {
 			log.Warn("systemd watchdog", "err", err)
 		}
-		n := &notifier{up: func() bool { return mqttStatus().Connected }, writer: writer, interval: interval, log: log.With("component", "systemd")}
+		n := &notifier{writer: writer, interval: interval, log: log.With("component", "systemd")}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return n.run(ctx) }, func(error) { cancel() })
 	}

@@ -3,7 +3,7 @@
 //
 //	cairn run -config FILE            run the daemon
 //	cairn check-config -config FILE   validate a configuration file
-//	cairn status -config FILE         show how a running gateway is doing
+//	cairn status [-url ADDR]          show how a running gateway is doing
 //	cairn sim [flags]                 simulate sensors publishing readings
 //	cairn passwd -file FILE USER      add a broker user or change its password
 //	cairn version                     print version information
@@ -58,7 +58,7 @@ const usage = `usage: cairn <command> [flags]
 commands:
   run -config FILE            run the gateway
   check-config -config FILE   check a configuration file and exit
-  status [-config FILE]       show how a running cairn is doing
+  status [-url ADDR]          show how a running cairn is doing (cairn status -h)
   sim [flags]                 publish simulated sensor readings (cairn sim -h)
   passwd -file FILE USER      add a user of the embedded broker or change its password
   version                     print version information

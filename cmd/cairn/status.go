@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -24,26 +23,22 @@ import (
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "/etc/cairn/cairn.yaml", "configuration `file` (for http.listen)")
-	url := fs.String("url", "", "cairn's HTTP `address`, e.g. http://127.0.0.1:8080 (default: from the configuration)")
+	path := fs.String("config", "", "configuration `file` whose http.listen and http.token_file to use (default: none)")
+	url := fs.String("url", "", "cairn's HTTP `address`: host:port or a URL (default: the configuration's http.listen, else "+defaultStatusURL+")")
+	tokenArg := fs.String("token", "", "the bearer `token` of http.token_file (visible to other users in ps: prefer -token-file)")
+	tokenFile := fs.String("token-file", "", "`file` holding the bearer token (default: the configuration's http.token_file)")
 	sample := fs.Duration("sample", time.Second, "measure ingest and uplink rates over this `interval` (0: don't)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	base := *url
-	var token []byte
-	if base == "" {
-		cfg, err := LoadConfig(*path)
-		if err != nil {
-			return err
-		}
-		token = cfg.secrets.httpToken
-		host, port, _ := net.SplitHostPort(cfg.HTTP.Listen) // validated
-		if host == "" || host == "0.0.0.0" || host == "::" {
-			host = "127.0.0.1"
-		}
-		base = "http://" + net.JoinHostPort(host, port)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("status: unexpected argument %q", fs.Arg(0))
 	}
+	target, err := findStatusTarget(*path, *url, *tokenArg, *tokenFile)
+	if err != nil {
+		return err
+	}
+	base, token := target.base, target.token
 	client := &http.Client{Timeout: 5 * time.Second}
 	fetch := func() (httpapi.Status, error) {
 		var st httpapi.Status
@@ -56,9 +51,12 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			return st, fmt.Errorf("status: %w (is cairn running?)", err)
+			return st, fmt.Errorf("status: %w (is cairn running? -url or -config names another address)", err)
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized {
+			return st, fmt.Errorf("status: %s answered %s: %s", base, resp.Status, target.unauthorized())
+		}
 		if resp.StatusCode != http.StatusOK {
 			return st, fmt.Errorf("status: %s answered %s", base, resp.Status)
 		}
@@ -116,6 +114,9 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 		}
 	}
 	fmt.Fprintf(w, "mqtt:   %s broker %s, %s\n", st.MQTT.Mode, st.MQTT.Address, conn)
+	if m := st.MQTT; m.LastError != "" && m.LastErrorAt != nil {
+		fmt.Fprintf(w, "        last error %s (%s): %s\n", m.LastErrorAt.Format(time.RFC3339), quantity(int64(m.FailedAttempts), "attempt", "attempts")+" failed", m.LastError)
+	}
 	if st.MQTT.Refused > 0 {
 		reasons := gateway.SortedReasons(st.MQTT.RefusedByReason)
 		parts := make([]string, len(reasons))

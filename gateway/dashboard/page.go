@@ -98,6 +98,10 @@ type MQTT struct {
 	Connected bool
 	// Clients is the number of clients connected to the embedded broker.
 	Clients int64
+	// LastError says why the external broker could not be reached or
+	// refused cairn, at LastErrorAt; empty once connected.
+	LastError   string
+	LastErrorAt time.Time
 }
 
 // Count is a number of things of one name.
@@ -310,13 +314,22 @@ func newView(p Page, name string) (*view, error) {
 	return v, nil
 }
 
+// mqttReason is ": " and why MQTT is not connected, or "" when that is
+// not known.
+func mqttReason(m MQTT) string {
+	if m.LastError == "" {
+		return ""
+	}
+	return ": " + m.LastError
+}
+
 // alerts lists what needs a person's eye, in words; none when all is
 // well.
 func alerts(p Page, quiet int) []string {
 	var as []string
 	h := p.Health
 	if !h.MQTT.Connected {
-		as = append(as, "MQTT is not connected")
+		as = append(as, "MQTT is not connected"+mqttReason(h.MQTT))
 	}
 	if h.Paused != "" {
 		as = append(as, "ingest is paused: "+h.Paused)

@@ -85,6 +85,12 @@ type MQTTStatus struct {
 	// publishes, subscriptions, limits), by reason; see gateway.Refusals.
 	Refused         uint64            `json:"refused"`
 	RefusedByReason map[string]uint64 `json:"refused_by_reason"`
+	// LastError says why the external broker could not be reached or
+	// refused cairn, at LastErrorAt, and FailedAttempts how many attempts
+	// failed since the last connection; cleared once connected.
+	LastError      string     `json:"last_error"`
+	LastErrorAt    *time.Time `json:"last_error_at"`
+	FailedAttempts int        `json:"failed_attempts"`
 }
 
 // Options configure the HTTP API. Store, Writer, Ingest, MQTT, Registry
@@ -200,7 +206,11 @@ func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if m := a.opts.MQTT(); !m.Connected {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: mqtt (%s %s) not connected\n", m.Mode, m.Address)
+		fmt.Fprintf(w, "not ready: mqtt (%s %s) not connected", m.Mode, m.Address)
+		if m.LastError != "" {
+			fmt.Fprintf(w, ": %s", m.LastError)
+		}
+		fmt.Fprintln(w)
 		return
 	}
 	if why := a.opts.Writer.PausedReason(); why != "" {

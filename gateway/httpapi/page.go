@@ -176,13 +176,16 @@ func (a *API) health(now time.Time) (dashboard.Health, error) {
 	in := a.opts.Ingest.Stats()
 	m := a.opts.MQTT()
 	h := dashboard.Health{
-		MQTT:       dashboard.MQTT{Mode: m.Mode, Address: m.Address, Connected: m.Connected, Clients: m.Clients},
+		MQTT:       dashboard.MQTT{Mode: m.Mode, Address: m.Address, Connected: m.Connected, Clients: m.Clients, LastError: m.LastError},
 		IngestRate: a.rate.rate(time.Now(), ws.Stored),
 		Stored:     ws.Stored,
 		Rejected:   in.Rejected,
 		Unmatched:  in.Unmatched,
 		Paused:     a.opts.Writer.PausedReason(),
 		Store:      dashboard.Store{Readings: st.Readings, Series: st.Series, DiskBytes: st.DiskBytes},
+	}
+	if m.LastErrorAt != nil {
+		h.MQTT.LastErrorAt = *m.LastErrorAt
 	}
 	for _, name := range sortedKeys(in.ByReason) {
 		h.ByReason = append(h.ByReason, dashboard.Count{Name: name, N: in.ByReason[name]})

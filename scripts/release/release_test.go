@@ -288,6 +288,7 @@ func installDeb(t *testing.T, deb, bin string) {
 			t.Errorf("/usr/share/doc/cairn/%s: %v, want it installed with mode 0644", f, err)
 		}
 	}
+	runPiGuide(t, root, "lib/systemd/system/cairn.service")
 	status := run(t, nil, "dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "--show", "--showformat=${Status}", "cairn")
 	if status != "install ok installed" {
 		t.Errorf("dpkg-query status %q", status)
