@@ -35,13 +35,21 @@ func (s *Store) Latest(devices ...string) ([]Reading, error) {
 	for _, d := range devices {
 		want[d] = true
 	}
-	return s.latest(func(device string) bool { return want[device] })
+	return s.latest(func(device, _ string) bool { return want[device] })
 }
 
 // LatestAll returns the newest reading of every series of the store, as
 // Latest does for some devices.
 func (s *Store) LatestAll() ([]Reading, error) {
-	return s.latest(func(string) bool { return true })
+	return s.latest(func(string, string) bool { return true })
+}
+
+// LatestFunc returns the newest reading of each series for which keep
+// reports true, as Latest does for some devices; it reads only those.
+// keep is called with the index of series locked: it must not call the
+// store.
+func (s *Store) LatestFunc(keep func(device, metric string) bool) ([]Reading, error) {
+	return s.latest(keep)
 }
 
 // latestItem is a series whose newest reading latest looks for: r has
@@ -54,13 +62,12 @@ type latestItem struct {
 	sealed bool // not found in memory; the newest timestamp is in a sealed bucket
 }
 
-// latest returns the newest reading of each series whose device is
-// wanted.
-func (s *Store) latest(wanted func(device string) bool) ([]Reading, error) {
+// latest returns the newest reading of each series that is wanted.
+func (s *Store) latest(wanted func(device, metric string) bool) ([]Reading, error) {
 	var items []latestItem
 	s.mu.RLock()
 	for _, st := range s.series {
-		if st.last != math.MinInt64 && wanted(st.device) {
+		if st.last != math.MinInt64 && wanted(st.device, st.metric) {
 			items = append(items, latestItem{st: st, r: Reading{Device: st.device, Metric: st.metric, TS: st.last, Unit: st.unitName()}})
 		}
 	}

@@ -56,6 +56,10 @@ func TestStore_Latest(t *testing.T) {
 		if got, err := s.LatestAll(); err != nil || !reflect.DeepEqual(got, all) {
 			t.Errorf("%s: LatestAll = %+v, %v; want %+v", when, got, err, all)
 		}
+		keepT := func(_, metric string) bool { return metric == "t" }
+		if got, err := s.LatestFunc(keepT); err != nil || !reflect.DeepEqual(got, []Reading{all[0], all[2]}) {
+			t.Errorf("%s: LatestFunc(metric t) = %+v, %v; want %+v", when, got, err, []Reading{all[0], all[2]})
+		}
 		if got, err := s.Latest("attic"); err != nil || got != nil {
 			t.Errorf("%s: Latest(attic) = %+v, %v; want none", when, got, err)
 		}

@@ -35,6 +35,9 @@ type BrokerOptions struct {
 	// ReadCoalesce is how long a busy client's messages may gather before
 	// they are read (see gatherConn); 0 reads each as it comes.
 	ReadCoalesce time.Duration
+	// Version is cairn's version, which $SYS/broker/version gives as
+	// "cairn VERSION".
+	Version string
 }
 
 // BrokerSecurity configures authentication, ACLs and limits.
@@ -85,6 +88,7 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 		Logger:                 opts.Logger,
 		SysTopicResendInterval: 60,
 	})
+	srv.Info.Version = "cairn " + opts.Version
 	refusals := opts.Refusals
 	if refusals == nil {
 		refusals = NewRefusals(opts.Logger)

@@ -165,6 +165,7 @@ type Decoder struct {
 	doc       document          // the payload flattened, for presets and mappings
 	zone      *time.Location    // of times without an offset (nil: UTC)
 	lineTags  bool              // line protocol tags other than host name the series (telegraf)
+	deviceTag string            // with lineTags, the tag that names the device ("": host)
 	tags      []byte            // a line's other tags, k=v,k=v
 	units     *unitBook         // units learned from messages (may be nil)
 	// relLo and relHi bound the times of the last Decode's readings that

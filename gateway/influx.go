@@ -149,6 +149,19 @@ func unescapeLine(dst, raw []byte, esc string) []byte {
 	return dst
 }
 
+// isDeviceTag reports whether the raw tag key names the device with
+// lineTags: d.deviceTag, or host when it is "".
+func (d *Decoder) isDeviceTag(key []byte) bool {
+	if d.deviceTag == "" {
+		return string(key) == "host"
+	}
+	if bytes.IndexByte(key, '\\') < 0 {
+		return string(key) == d.deviceTag
+	}
+	d.key = unescapeLine(d.key[:0], key, escKey)
+	return string(d.key) == d.deviceTag
+}
+
 // line decodes the line p.s.
 func (p *lineParser) line() *RejectError {
 	p.skipSpaces()
@@ -180,10 +193,10 @@ func (p *lineParser) line() *RejectError {
 		case "host":
 			rank = 1
 		}
-		if p.d.lineTags { // Telegraf's: the host is the device, other tags name the series
-			if rank = 0; string(key) == "host" {
+		if p.d.lineTags { // Telegraf's: the host (or deviceTag) is the device, other tags name the series
+			if rank = 0; p.d.isDeviceTag(key) {
 				rank = 2
-			} else {
+			} else if string(key) != "host" { // the agent's host, with deviceTag
 				if len(p.d.tags) > 0 {
 					p.d.tags = append(p.d.tags, ',')
 				}

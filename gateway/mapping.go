@@ -3,7 +3,6 @@ package gateway
 import (
 	"fmt"
 	"math"
-	"path"
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
@@ -53,10 +52,8 @@ type Mapping struct {
 
 // Check reports the first problem with m's options.
 func (m *Mapping) Check() error {
-	for _, p := range append(append([]string(nil), m.Include...), m.Exclude...) {
-		if _, err := path.Match(p, ""); err != nil {
-			return fmt.Errorf("metric pattern %q: %v", p, err)
-		}
+	if err := (&Metrics{Include: m.Include, Exclude: m.Exclude}).Check(); err != nil {
+		return err
 	}
 	if m.MetricField != "" && m.ValueField == "" {
 		return fmt.Errorf("metric_field needs value_field")
@@ -404,25 +401,7 @@ func (m *Mapping) selects(name []byte) bool {
 	if len(m.Include) == 0 && len(m.Exclude) == 0 {
 		return true
 	}
-	s := string(name)
-	if len(m.Include) > 0 {
-		in := false
-		for _, p := range m.Include {
-			if ok, _ := path.Match(p, s); ok {
-				in = true
-				break
-			}
-		}
-		if !in {
-			return false
-		}
-	}
-	for _, p := range m.Exclude {
-		if ok, _ := path.Match(p, s); ok {
-			return false
-		}
-	}
-	return true
+	return (&Metrics{Include: m.Include, Exclude: m.Exclude}).selects(string(name))
 }
 
 // splitLast splits a dotted name at its last '.'.

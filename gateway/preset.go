@@ -27,6 +27,10 @@ type preset struct {
 	// the entry sets time_zone (the firmware writes local time).
 	local  bool
 	routes []presetRoute
+	// exclude are the metrics of the family's diagnostic noise (radio
+	// channel, memory, counters of the firmware's own), dropped unless a
+	// topic entry's metrics say otherwise: Route.Metrics.
+	exclude []string
 }
 
 // presetRoute is one route of a preset; "%base%" in its pattern stands for
@@ -100,8 +104,20 @@ func PresetRoutes(name, base string, zone *time.Location) ([]Route, error) {
 			return nil, fmt.Errorf("preset %s: base_topic %q: %v", name, base, err)
 		}
 		routes = append(routes, Route{Pattern: pat, Format: pr.format, Skip: pr.skip, Preset: name, Zone: zone, read: pr.read, lineTags: pr.lineTags, payloadDevice: pr.payloadDevice})
+		if len(p.exclude) > 0 {
+			routes[len(routes)-1].Metrics = &Metrics{Exclude: p.exclude}
+		}
 	}
 	return routes, nil
+}
+
+// PresetExclude returns the metric patterns the preset name drops by
+// default (nil for none).
+func PresetExclude(name string) []string {
+	if p := presets[name]; p != nil {
+		return slices.Clone(p.exclude)
+	}
+	return nil
 }
 
 // readJSON reads a preset's JSON document: it flattens the payload and

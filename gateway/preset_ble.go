@@ -8,7 +8,10 @@ import "time"
 // colons and all, in the payload's "id". The gateway's own system
 // readings, SYStoMQTT, are readings of the gateway.
 var openMQTTGatewayPreset = preset{
-	name: "openmqttgateway", base: "home",
+	// SYStoMQTT's memory, MQTT settings and receiver tuning; the
+	// gateway's uptime, tempc and rssi stay.
+	exclude: []string{"freemem", "freestack", "maxBlock", "mqttport", "mqttsecure", "actRec", "mhz", "RTL*"},
+	name:    "openmqttgateway", base: "home",
 	routes: []presetRoute{
 		{pattern: "%base%/{device}/LWT", skip: SkipAvailability},
 		{pattern: "%base%/+/commands/#", skip: SkipCommand},

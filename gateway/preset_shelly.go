@@ -58,7 +58,11 @@ func shellyValue(d *Decoder, dst []buffer.Reading, payload []byte, device, metri
 // generic status updates on DEVICE/status/COMPONENT. Readings are named
 // COMPONENT.field ("switch:0.apower").
 var shellyRPCPreset = preset{
-	name: "shelly-rpc",
+	// sys's memory, file system and configuration revisions, and the
+	// MQTT connection the message itself came over; sys.uptime, wifi.rssi
+	// and cloud.connected stay.
+	exclude: []string{"sys.ram_*", "sys.fs_*", "sys.*_rev", "sys.restart_required", "mqtt.connected"},
+	name:    "shelly-rpc",
 	routes: []presetRoute{
 		{pattern: "{device}/online", skip: SkipAvailability},
 		{pattern: "{device}/rpc", skip: SkipCommand},

@@ -27,6 +27,10 @@ var tasmotaPreset = preset{
 		{pattern: "stat/{device}/{metric}", read: tasmotaStat},
 		{pattern: "tele/{device}/+", skip: SkipMeta},
 	},
+	// STATE's firmware counters and radio details; UptimeSec, Wifi.RSSI
+	// and Wifi.Signal stay.
+	exclude: []string{"Heap", "Sleep", "LoadAvg", "MqttCount", "Wifi.AP", "Wifi.Channel",
+		"Wifi.LinkCount", "Wifi.DeepSleep", "Wifi.Heap", "Berry.*"},
 }
 
 // tasmotaUnits are the units of Tasmota's fields by key.

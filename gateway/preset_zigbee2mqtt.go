@@ -8,7 +8,9 @@ import "time"
 // name may hold '/'. The bridge's own topics, availability and the /set
 // and /get commands are skipped.
 var zigbee2mqttPreset = preset{
-	name: "zigbee2mqtt", base: "zigbee2mqtt",
+	// The firmware update's versions and progress; linkquality stays.
+	exclude: []string{"update.*", "update_available"},
+	name:    "zigbee2mqtt", base: "zigbee2mqtt",
 	routes: []presetRoute{
 		{pattern: "%base%/bridge/#", skip: SkipBridge},
 		{pattern: "%base%/{device+}/availability", skip: SkipAvailability},

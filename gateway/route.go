@@ -33,6 +33,12 @@ type Route struct {
 	Units map[string]string
 	// Checks are the limits readings must keep (see Checks).
 	Checks *Checks
+	// Metrics, if not nil, drops the readings it does not select (counted
+	// as ignored fields) before the checks.
+	Metrics *Metrics
+	// DeviceTag is the line protocol tag that names the device on a route
+	// of the telegraf preset ("" for host).
+	DeviceTag string
 
 	// read, if not nil, reads the messages instead of Format: a preset's
 	// reader.
@@ -86,8 +92,8 @@ func (d *Decoder) DecodeRoute(dst []buffer.Reading, r *Route, payload []byte, de
 	if r.Skip != "" {
 		return dst, 0, &SkipError{Kind: r.Skip, Detail: "topic of " + r.Pattern.String()}
 	}
-	d.zone, d.lineTags = r.Zone, r.lineTags
-	defer func() { d.zone, d.lineTags = nil, false }()
+	d.zone, d.lineTags, d.deviceTag = r.Zone, r.lineTags, r.DeviceTag
+	defer func() { d.zone, d.lineTags, d.deviceTag = nil, false, "" }()
 	switch {
 	case r.read != nil || r.Mapping != nil:
 		if err := d.begin(payload, device); err != nil {
@@ -105,6 +111,8 @@ func (d *Decoder) DecodeRoute(dst []buffer.Reading, r *Route, payload []byte, de
 		d.restamped, d.relN = 0, 0
 		return dst, 0, err
 	}
+	kept, dropped := r.Metrics.drop(out[len(dst):])
+	out, ignored = out[:len(dst)+len(kept)], ignored+dropped
 	for i := len(dst); i < len(out); i++ {
 		if u, ok := r.Units[out[i].Metric]; ok {
 			out[i].Unit = u

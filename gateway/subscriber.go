@@ -43,6 +43,7 @@ type Subscriber struct {
 	client    paho.Client
 	connected atomic.Bool
 	acks      chan paho.Message
+	state     *connState
 	// redial asks Run to drop the connection and dial again.
 	redial chan struct{}
 	log    *slog.Logger
@@ -60,6 +61,7 @@ func NewSubscriber(opts SubscriberOptions) *Subscriber {
 		redial:  make(chan struct{}, 1),
 		log:     opts.Logger,
 		filters: slices.Clone(opts.Filters),
+		state:   &connState{url: opts.URL, log: opts.Logger, now: time.Now},
 	}
 	co := paho.NewClientOptions().
 		AddBroker(opts.URL).
@@ -77,8 +79,14 @@ func NewSubscriber(opts SubscriberOptions) *Subscriber {
 		SetCustomOpenConnectionFn(openBatchConn(opts.ReadCoalesce)).
 		SetDefaultPublishHandler(s.handle).
 		SetOnConnectHandler(s.onConnect).
+		SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
+			if f, ok := n.(paho.ConnectionNotificationFailed); ok {
+				s.state.failed(f.Reason)
+			}
+		}).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			s.connected.Store(false)
+			s.state.broke("connection lost: " + explainConnectError(err))
 			s.log.Warn("lost connection to mqtt broker, reconnecting", "url", opts.URL, "err", err)
 		})
 	if opts.Username != "" {
@@ -94,6 +102,14 @@ func NewSubscriber(opts SubscriberOptions) *Subscriber {
 // Connected reports whether the subscriber is connected and subscribed.
 func (s *Subscriber) Connected() bool { return s.connected.Load() }
 
+// Connection says how the connection to the broker is doing: whether it
+// is up, and if not, why the last attempt failed.
+func (s *Subscriber) Connection() BrokerConnection {
+	c := s.state.get()
+	c.Connected = s.connected.Load()
+	return c
+}
+
 // onConnect subscribes on every (re)connection: the broker may have lost
 // the session.
 func (s *Subscriber) onConnect(c paho.Client) {
@@ -102,6 +118,7 @@ func (s *Subscriber) onConnect(c paho.Client) {
 	s.mu.Unlock()
 	if err := subscribe(c, filters); err != nil {
 		s.log.Error("subscribe failed, reconnecting", "url", s.opts.URL, "err", err)
+		s.state.broke(err.Error())
 		s.requestRedial()
 		return
 	}
@@ -110,7 +127,13 @@ func (s *Subscriber) onConnect(c paho.Client) {
 	} else {
 		s.forget(dropped)
 	}
+	failed, since := s.state.connected()
 	s.connected.Store(true)
+	if failed > 0 {
+		s.log.Info("connected to mqtt broker", "url", s.opts.URL, "client_id", s.opts.ClientID, "topics", filters,
+			"failed_attempts", failed, "failing_since", since.Format(time.RFC3339))
+		return
+	}
 	s.log.Info("connected to mqtt broker", "url", s.opts.URL, "client_id", s.opts.ClientID, "topics", filters)
 }
 

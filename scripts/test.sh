@@ -26,6 +26,7 @@ command -v qemu-arm >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 |
 command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || need_pkgs+=(systemd)
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || need_pkgs+=(e2fsprogs)
 command -v patch >/dev/null 2>&1 || need_pkgs+=(patch)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_pkgs+=(iproute2)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then

@@ -87,22 +87,24 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
-// Status says how the uplink is doing.
+// Status says how the uplink is doing. LastError stays after a later
+// success: the upstream is failing only while LastErrorAt is after
+// LastSuccess.
 type Status struct {
 	URL             string     `json:"url"`
 	Format          string     `json:"format"`
 	PendingReadings uint64     `json:"pending_readings"`
-	OldestPending   *time.Time `json:"oldest_pending,omitempty"` // timestamp of the first unsent reading
+	OldestPending   *time.Time `json:"oldest_pending"` // timestamp of the first unsent reading
 	SentReadings    uint64     `json:"sent_readings"`
 	SentBatches     uint64     `json:"sent_batches"`
 	Retries         uint64     `json:"retries"`
 	ParkedBatches   uint64     `json:"parked_batches"` // on disk in ParkDir, this run's and earlier ones
 	ParkedReadings  uint64     `json:"parked_readings"`
 	Skipped         uint64     `json:"skipped_readings"` // older than max_age, or not finite
-	LastSuccess     *time.Time `json:"last_success,omitempty"`
-	LastError       string     `json:"last_error,omitempty"`
-	LastErrorAt     *time.Time `json:"last_error_at,omitempty"`
-	NextAttempt     *time.Time `json:"next_attempt,omitempty"` // set while waiting to try a batch again
+	LastSuccess     *time.Time `json:"last_success"`
+	LastError       string     `json:"last_error"`
+	LastErrorAt     *time.Time `json:"last_error_at"`
+	NextAttempt     *time.Time `json:"next_attempt"` // set while waiting to try a batch again
 }
 
 // Uplink sends the outbox upstream. Create it with New and Run it.
@@ -126,6 +128,11 @@ type Uplink struct {
 	kept     []buffer.OutboxReading
 	gz       *gzip.Writer
 	zbuf     bytes.Buffer
+	// failingSince is when the upstream first failed to take a batch
+	// since it last took one, failedAttempts how often it failed since:
+	// the log says so once it takes one again.
+	failingSince   time.Time
+	failedAttempts int
 }
 
 // New checks opts and creates the Uplink of out.
@@ -523,6 +530,7 @@ func (u *Uplink) post(ctx context.Context, id string, body []byte, n int) error 
 		u.st.LastSuccess = &now
 		u.st.NextAttempt = nil
 		u.mu.Unlock()
+		u.recovered(now)
 		return nil
 	}
 	// checkRetry let through only what is not worth trying again: the
@@ -665,8 +673,23 @@ func (u *Uplink) checkRetry(ctx context.Context, resp *http.Response, err error)
 	u.mu.Lock()
 	u.st.LastError, u.st.LastErrorAt = msg, &now
 	u.mu.Unlock()
+	if u.failedAttempts == 0 {
+		u.failingSince = now
+	}
+	u.failedAttempts++
 	u.log.Warn("upstream did not take a batch; trying again", "err", msg)
 	return true, nil
+}
+
+// recovered logs, once the upstream took a batch at now after failing,
+// how long it failed and how many attempts it refused or missed.
+func (u *Uplink) recovered(now time.Time) {
+	if u.failedAttempts == 0 {
+		return
+	}
+	u.log.Info("upstream takes batches again", "failing_for", now.Sub(u.failingSince).Round(time.Millisecond),
+		"failed_attempts", u.failedAttempts, "url", redact(u.opts.URL))
+	u.failedAttempts, u.failingSince = 0, time.Time{}
 }
 
 // backoff is the wait before attempt n+1: what the upstream asked for with

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -73,7 +74,7 @@ type MQTTConfig struct {
 	URL        string          `yaml:"url"`
 	ClientID   string          `yaml:"client_id"`
 	Topics     []TopicConfig   `yaml:"topics"`
-	MaxPayload int             `yaml:"max_payload"` // bytes
+	MaxPayload ByteSize        `yaml:"max_payload"` // bytes, or with a unit: 256KiB
 	// MaxFutureSkew is how far ahead of the gateway's clock a reading may
 	// be; 0 means no limit.
 	MaxFutureSkew Duration `yaml:"max_future_skew"`
@@ -108,6 +109,9 @@ type TopicConfig struct {
 	UnitField   string        `yaml:"unit_field"`
 	StripPrefix string        `yaml:"strip_prefix"`
 	Metrics     MetricsFilter `yaml:"metrics"`
+	// DeviceTag is the line protocol tag that names the device, for
+	// preset telegraf (default host).
+	DeviceTag string `yaml:"device_tag"`
 
 	// Units are units by metric name; they win over a payload's or preset's.
 	Units map[string]string `yaml:"units"`
@@ -448,12 +452,23 @@ func LoadConfig(path string) (*Config, error) {
 	defer f.Close()
 	cfg, err := ParseConfig(f)
 	if err == nil {
+		cfg.resolvePaths(configDir(path))
 		err = cfg.loadFiles()
 	}
 	if err != nil {
 		return nil, &configError{fmt.Errorf("%s: %w", path, err)}
 	}
 	return cfg, nil
+}
+
+// configDir returns the folder of the configuration file at path, against
+// which its relative paths are resolved: absolute where it can be made so.
+func configDir(path string) string {
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return filepath.Dir(path)
+	}
+	return dir
 }
 
 // loadFiles reads the files the configuration names (TLS certificates,
@@ -515,7 +530,7 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	dec.KnownFields(true)
 	paths := keyPaths(&root)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, explainYAMLError(err, paths)
+		return nil, explainYAMLError(err, paths, containerPaths(&root))
 	}
 	if !slices.Contains(slices.Collect(maps.Values(paths)), "mqtt.embedded") {
 		cfg.MQTT.Embedded = nil // the default one, unless mqtt.url is unset
@@ -533,7 +548,7 @@ var (
 
 // explainYAMLError turns the decoder's "line N: …" messages into
 // "key.path: reason (line N)".
-func explainYAMLError(err error, paths map[int]string) error {
+func explainYAMLError(err error, paths map[int]string, containers map[nodeAt]string) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
@@ -547,12 +562,15 @@ func explainYAMLError(err error, paths map[int]string) error {
 		}
 		line, _ := strconv.Atoi(m[1]) // the regexp matched digits
 		reason := m[2]
+		key := paths[line]
 		if u := unknownRE.FindStringSubmatch(reason); u != nil {
 			reason = "unknown key"
-		} else {
-			reason = strings.Replace(reason, "cannot unmarshal", "cannot use", 1)
+		} else if msg, kind, ok := explainTypeError(reason); ok {
+			reason = msg
+			if p, ok := containers[nodeAt{line, kind}]; ok {
+				key = p
+			}
 		}
-		key := paths[line]
 		if key == "" {
 			key = "line " + m[1]
 			msgs = append(msgs, fmt.Sprintf("%s: %s", key, reason))
@@ -640,9 +658,12 @@ func (c *Config) Validate() error {
 		bad("mqtt.read_coalesce", "must be from 0s to %s (got %s)", Duration(maxReadCoalesce), m.ReadCoalesce)
 	}
 	if m.MaxPayload < 16 || m.MaxPayload > 16<<20 {
-		bad("mqtt.max_payload", "must be from 16 bytes to 16 MiB (got %d)", m.MaxPayload)
+		bad("mqtt.max_payload", "must be from 16 bytes to 16MiB (got %s)", m.MaxPayload)
 	}
-	if len(m.Topics) == 0 {
+	if m.Topics != nil && len(m.Topics) == 0 {
+		bad("mqtt.topics", "is empty: list at least one pattern or preset, or leave the key out for the default (%s)", defaultPattern)
+	}
+	if m.Topics == nil {
 		m.Topics = []TopicConfig{{Pattern: defaultPattern, Format: "auto"}}
 	}
 	c.routes = c.routes[:0]
@@ -905,7 +926,7 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 			bad(key+".pattern", "a preset has its own topics: set base_topic to move them, or drop preset to give a pattern")
 		case t.Format != "":
 			bad(key+".format", "a preset reads its own format")
-		case t.hasMapping():
+		case t.presetMapping():
 			bad(key+".preset", "a preset reads its own fields: mapping options (device_field, time_field, ...) need a pattern instead")
 		}
 		routes, err := gateway.PresetRoutes(t.Preset, t.BaseTopic, zone)
@@ -913,10 +934,14 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 			bad(key+".preset", "%v", err)
 			return nil
 		}
+		presetOptions(t, key, routes, bad)
 		return finish(routes)
 	}
 	if t.BaseTopic != "" {
 		bad(key+".base_topic", "base_topic moves a preset's topics: set preset too, or put the topic in pattern")
+	}
+	if t.DeviceTag != "" {
+		bad(key+".device_tag", "names the device's tag of preset telegraf: set preset: telegraf too")
 	}
 	p, err := gateway.ParsePattern(t.Pattern)
 	if err != nil {

@@ -5,9 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-gateway/cairn/gateway"
 )
 
 func TestLoadConfig_Example(t *testing.T) {
@@ -19,8 +22,15 @@ func TestLoadConfig_Example(t *testing.T) {
 	if err := want.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	// The example documents the defaults: it must mean the same as an
-	// empty file.
+	// The README's quick start keeps the data in ./data of the clone,
+	// beside configs/.
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.DataDir = filepath.Join(repo, "data")
+	// Otherwise the example documents the defaults: it must mean the same
+	// as an empty file.
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("configs/cairn.yaml differs from the defaults:\n got %+v\nwant %+v", cfg, want)
 	}
@@ -65,15 +75,26 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"unknown_key.bad.yaml":              "mqtt.embeded: unknown key (line 3)",
 		"unknown_topic_key.bad.yaml":        "mqtt.topics[0].fromat: unknown key (line 4)",
 		"http_listen_not_hostport.bad.yaml": `http.listen: want host:port (got "8080")`,
-		"bad_duration.bad.yaml":             "store.commit_interval: cannot use !!str `soon` into time.Duration (line 2)",
-		"wrong_type.bad.yaml":               "store.commit_max_readings: cannot use !!str `lots` into int (line 2)",
+		"bad_duration.bad.yaml":             `store.commit_interval: must be a duration such as 500ms, 2s or 5m (got "soon") (line 2)`,
+		"wrong_type.bad.yaml":               `store.commit_max_readings: must be a whole number (got "lots") (line 2)`,
 		"commit_zero.bad.yaml":              "store.commit_max_readings: must be from 1 to 100000 (got 0)",
 		"linger_too_long.bad.yaml":          "store.commit_linger: must be from 0s to 1s (got 2s)",
 		"commit_wait_long.bad.yaml":         "store.commit_wait: must be from 0s to 5s (got 10s)",
 		"commit_wait_readings_big.bad.yaml": "store.commit_wait_readings: must be from 0 to store.commit_max_readings (100) (got 500)",
 		"disk_reserve_small.bad.yaml":       "store.disk_reserve: must be auto or from 4MiB to 64GiB (got 1MiB)",
 		"max_series_zero.bad.yaml":          "store.max_series: must be from 1 to 10000000 (got 0)",
-		"metrics_readings_word.bad.yaml":    "http.metrics_readings: cannot use !!str `sometimes` into bool (line 2)",
+		"metrics_readings_word.bad.yaml":    `http.metrics_readings: must be true or false (got "sometimes") (line 2)`,
+		"topics_map.bad.yaml":               "mqtt.topics: must be a list; each entry starts with '-' (got a block of keys) (line 3)",
+		"units_list.bad.yaml":               "mqtt.topics[0].units: must be a block of keys, one 'key: value' a line (got a list) (line 4)",
+		"message_rate_word.bad.yaml":        `mqtt.embedded.limits.message_rate: must be a number (got "fast") (line 4)`,
+		"anonymous_word.bad.yaml":           `mqtt.embedded.allow_anonymous: must be true or false (got "sometimes") (line 3)`,
+		"http_scalar.bad.yaml":              `http: must be a block of keys, one 'key: value' a line (got "8080") (line 1)`,
+		"device_tag_pattern.bad.yaml":       "mqtt.topics[0].device_tag: names the device's tag of preset telegraf: set preset: telegraf too",
+		"device_tag_preset.bad.yaml":        "mqtt.topics[0].device_tag: only preset telegraf takes a device tag (got preset tasmota)",
+		"preset_metrics.bad.yaml":           `mqtt.topics[0].metrics: metric pattern "Wifi.[": syntax error in pattern`,
+		"topics_empty.bad.yaml":             "mqtt.topics: is empty: list at least one pattern or preset, or leave the key out for the default (sensors/{device}/telemetry)",
+		"max_payload_word.bad.yaml":         `mqtt.max_payload: cannot use "big" as a size (want e.g. auto, 0, 500MiB, 8GB or 1073741824) (line 2)`,
+		"max_payload_huge.bad.yaml":         "mqtt.max_payload: must be from 16 bytes to 16MiB (got 32MiB)",
 		"metrics_readings_series.bad.yaml":  "http.metrics_readings: takes store.max_series of at most 100000, the gauges of a scrape (got 200000)",
 		"series_per_device_big.bad.yaml":    "store.max_series_per_device: must be from 1 to store.max_series (500) (got 1000)",
 		"keep_recent_negative.bad.yaml":     "retention.keep_recent: must be 0 or more (got -1h0m0s)",
@@ -96,7 +117,7 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"mapping_format.bad.yaml":           "mqtt.topics[0].format: mapping options read JSON documents: want json or auto (got influx)",
 		"mapping_pattern.bad.yaml":          `mqtt.topics[0]: metric pattern "[a": syntax error in pattern`,
 		"bad_level.bad.yaml":                `log.level: must be debug, info, warn or error (got "loud")`,
-		"data_dir_list.bad.yaml":            "data_dir: cannot use !!seq into string (line 1)",
+		"data_dir_list.bad.yaml":            "data_dir: must be a text (put it in quotes if it looks like something else) (got a list) (line 1)",
 		"bucket_too_big.bad.yaml":           "store.bucket_samples: 9000 readings do not fit a bucket with store.memtable_mib 1 (at most 7281)",
 		"bad_retention.bad.yaml":            `retention.minute_stats_max_age: cannot use "forever" as a duration (want e.g. 90d, 5y, 36h or 0) (line 2)`,
 		"disk_cap_small.bad.yaml":           "retention.max_disk_bytes: must be auto, 0 (no cap) or at least 16MiB (got 1000)",
@@ -229,6 +250,17 @@ func TestLoadConfig_Presets(t *testing.T) {
 		}
 		if r.Preset == "tasmota" && (r.Zone == nil || r.Zone.String() != "Europe/Berlin") {
 			t.Errorf("tasmota route %s: zone %v", r.Pattern, r.Zone)
+		}
+		// An empty exclude keeps every field; without metrics, the
+		// preset's default excludes.
+		if r.Preset == "tasmota" && (r.Metrics == nil || r.Metrics.Include != nil || len(r.Metrics.Exclude) != 0) {
+			t.Errorf("tasmota route %s: metrics %+v, want none excluded", r.Pattern, r.Metrics)
+		}
+		if r.Preset == "zigbee2mqtt" && (r.Metrics == nil || !slices.Equal(r.Metrics.Exclude, gateway.PresetExclude("zigbee2mqtt"))) {
+			t.Errorf("zigbee2mqtt route %s: metrics %+v, want the default excludes", r.Pattern, r.Metrics)
+		}
+		if r.Preset == "telegraf" && r.DeviceTag != "source" {
+			t.Errorf("telegraf route %s: device tag %q, want source", r.Pattern, r.DeviceTag)
 		}
 	}
 }

@@ -82,7 +82,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		Logger:       log.With("component", "store"),
 	}, sigs, log)
 	if err != nil || store == nil {
-		return err
+		return storeError(err)
 	}
 	defer func() {
 		if err := store.Close(); err != nil {
@@ -133,7 +133,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	})
 	ingester := gateway.NewIngester(writer, gateway.IngesterOptions{
 		Routes:        cfg.routes,
-		MaxPayload:    cfg.MQTT.MaxPayload,
+		MaxPayload:    int(cfg.MQTT.MaxPayload),
 		MaxFutureSkew: time.Duration(cfg.MQTT.MaxFutureSkew),
 		Clock:         clock,
 		Logger:        log.With("component", "ingest"),
@@ -184,12 +184,16 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			Refusals:  gateway.NewRefusals(log.With("component", "broker")),
 
 			ReadCoalesce: time.Duration(cfg.MQTT.ReadCoalesce),
+			Version:      version,
 		})
 		if err != nil {
-			return err // a bad address fails validation; this is the system's answer
+			return bindError(err) // a bad address fails validation; this is the system's answer
 		}
 		brk = broker
 		mqttAddr = broker.Addr()
+		if mqttAddr == "" { // TLS only
+			mqttAddr = broker.TLSAddr()
+		}
 		if a := broker.TLSAddr(); a != "" {
 			log.Info("mqtt tls listener", "mqtt_tls", a, "client_certificates", tlsConfig.ClientCAs != nil)
 		}
@@ -230,9 +234,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 			ReadCoalesce: time.Duration(cfg.MQTT.ReadCoalesce),
 		})
 		mqttAddr = cfg.MQTT.URL
-		mqttStatus = func() httpapi.MQTTStatus {
-			return httpapi.MQTTStatus{Mode: "external", Address: cfg.MQTT.URL, Connected: sub.Connected()}
-		}
+		mqttStatus = func() httpapi.MQTTStatus { return externalStatus(cfg.MQTT.URL, sub.Connection()) }
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error {
 			defer close(mqttStopped)
@@ -327,7 +329,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
-		return fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
+		return bindError(fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err))
 	}
 	{
 		srv := &http.Server{
@@ -359,14 +361,16 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		g.Add(func() error { return r.run(ctx) }, func(error) { cancel() })
 	}
 
-	// systemd: READY=1 once MQTT is up, then watchdog pings while ingest
-	// is healthy (watchdog.go).
+	// systemd: READY=1 now that the store is open and the listeners are
+	// bound (an external broker that is down does not hold it: the log
+	// and the status say why it cannot be reached), then watchdog pings
+	// while ingest is healthy (watchdog.go).
 	{
 		interval, err := daemon.SdWatchdogEnabled(false)
 		if err != nil {
 			log.Warn("systemd watchdog", "err", err)
 		}
-		n := &notifier{up: func() bool { return mqttStatus().Connected }, writer: writer, interval: interval, log: log.With("component", "systemd")}
+		n := &notifier{writer: writer, interval: interval, log: log.With("component", "systemd")}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return n.run(ctx) }, func(error) { cancel() })
 	}

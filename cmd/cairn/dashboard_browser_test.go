@@ -37,7 +37,9 @@ func simDevices(n int) []string {
 // headless chromium, with `cairn sim` data for 20 devices: it loads
 // without errors, shows every device and a chart per metric of the
 // chosen device, the range buttons change the charts, a new reading
-// shows without a reload, and the keyboard reaches every control.
+// shows without a reload, and the keyboard reaches every control; a
+// device with 30 metrics is charted 12 at a time, reached with the
+// keyboard through the next page and the filter by name.
 //
 // With CAIRN_SCREENSHOT set to a file name (relative to the repository's
 // root), it writes a screenshot of the whole page there:
@@ -83,8 +85,59 @@ func TestDashboard_Browser(t *testing.T) {
 		t.Error("the page was reloaded")
 	}
 	b.checkProblems(t, "using the page")
+	checkManyMetrics(t, b, pub, base)
+	b.checkProblems(t, "the pages of charts")
 	checkPhone(t, b, base+"?device="+device)
 	b.checkProblems(t, "the page on a phone")
+}
+
+// checkManyMetrics publishes 30 metrics of a device "wide" and opens its
+// charts: 12 of them, with the keyboard the next page (Enter on its
+// link) and the filter (a name typed and Enter); a range button and the
+// refresh keep the filter; every control is reached with Tab.
+func checkManyMetrics(t *testing.T, b *browser, pub paho.Client, base string) {
+	t.Helper()
+	names := publishWide(t, pub, "wide", 30)
+	const captions = `[...document.querySelectorAll('[data-part="charts"] figcaption')].map(f => f.textContent.trim().replace(/^wide: /, "").split(" ")[0])`
+	const pager = `(document.querySelector('[data-part="charts"] .pager') || {textContent: "no pager"}).textContent.replace(/\s+/g, " ").trim()`
+	wantCharts := func(when string, metrics []string, says string) {
+		t.Helper()
+		waitJS(t, b, startTimeout, when+": the charts of "+strings.Join(metrics, " "),
+			fmt.Sprintf(`JSON.stringify(%s) === %q && %s.includes(%q)`, captions, jsArray(metrics), pager, says),
+			captions+`.join(" ") + " | " + `+pager)
+	}
+	b.do(t, "open the charts of wide", chromedp.Navigate(base+"?device=wide&range=24h"))
+	wantCharts("page 1", names[:12], "wide has 30 metrics; charts of 1–12, 12 a page.")
+
+	// enter focuses sel, types typed, and presses Enter, which loads a page.
+	enter := func(what, sel, typed string) {
+		t.Helper()
+		b.do(t, what, chromedp.Focus(chromedp.CSS(sel)))
+		if typed != "" {
+			b.do(t, what, chromedp.KeyEvent(typed))
+		}
+		b.do(t, what, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.KeyEvent(kb.Enter))(ctx, tg)
+			return err
+		}))
+	}
+	enter("Enter on the next page's link", `[data-part="charts"] a[rel="next"]`, "")
+	wantCharts("page 2", names[12:24], "Page 2 of 3")
+	if got := eval[string](t, b, `location.search`); !strings.Contains(got, "page=2") {
+		t.Errorf("the next page's link led to %s", got)
+	}
+	enter("type m002 and Enter in the filter", `#filter`, "m002")
+	wantCharts("filter m002", names[20:30], "10 with “m002” in the name")
+
+	b.do(t, "press 1h", chromedp.Click(chromedp.CSS(`form.ranges button[value="1h"]`)))
+	waitJS(t, b, startTimeout, "the 1h charts of m002", `location.search.includes("range=1h") && location.search.includes("filter=m002") && `+
+		`[...document.querySelectorAll('[data-part="charts"] svg desc')].every(d => d.textContent.includes("the 1 hour from"))`, `location.search`)
+	wantCharts("1h, filter m002", names[20:30], "10 with “m002” in the name")
+	// The next refresh of the charts part keeps the filter.
+	eval[bool](t, b, `document.activeElement.blur(), document.querySelector('[data-part="charts"] figure').dataset.old = "1", true`)
+	waitJS(t, b, 20*time.Second, "a refresh of the charts", `!document.querySelector('[data-part="charts"] figure[data-old]')`, pager)
+	wantCharts("refreshed, filter m002", names[20:30], "10 with “m002” in the name")
+	checkKeyboard(t, b)
 }
 
 // checkPhone loads the page at url in a phone's viewport (390 x 844 CSS

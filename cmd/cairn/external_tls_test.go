@@ -95,9 +95,9 @@ http:
 
 	// Not trusting the broker's certificate, or a wrong password: no
 	// connection in 3 seconds.
-	for _, c := range []struct{ name, ca, pass string }{
-		{"unknown CA", otherCA, good},
-		{"wrong password", caFile, bad},
+	for _, c := range []struct{ name, ca, pass, reason string }{
+		{"unknown CA", otherCA, good, "TLS: tls: failed to verify certificate"},
+		{"wrong password", caFile, bad, "not authorised"},
 	} {
 		d := startDaemon(t, config(c.ca, c.pass, "cairn-"+strings.ReplaceAll(c.name, " ", "-")))
 		api := newAPIClient(d.http)
@@ -106,6 +106,9 @@ http:
 				t.Errorf("%s: connected to the broker", c.name)
 				break
 			}
+		}
+		if st := statusAs[externalState](t, api); !strings.HasPrefix(st.MQTT.LastError, c.reason) {
+			t.Errorf("%s: mqtt.last_error %q, want it to begin %q", c.name, st.MQTT.LastError, c.reason)
 		}
 		if err := d.stop(); err != nil {
 			t.Errorf("%s: %v", c.name, err)

@@ -3,7 +3,7 @@
 //
 //	cairn run -config FILE            run the daemon
 //	cairn check-config -config FILE   validate a configuration file
-//	cairn status -config FILE         show how a running gateway is doing
+//	cairn status [-url ADDR]          show how a running gateway is doing
 //	cairn sim [flags]                 simulate sensors publishing readings
 //	cairn passwd -file FILE USER      add a broker user or change its password
 //	cairn version                     print version information
@@ -58,7 +58,7 @@ const usage = `usage: cairn <command> [flags]
 commands:
   run -config FILE            run the gateway
   check-config -config FILE   check a configuration file and exit
-  status [-config FILE]       show how a running cairn is doing
+  status [-url ADDR]          show how a running cairn is doing (cairn status -h)
   sim [flags]                 publish simulated sensor readings (cairn sim -h)
   passwd -file FILE USER      add a user of the embedded broker or change its password
   version                     print version information
@@ -85,16 +85,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// daemon that is still opening its store.
 		hups := hangups(ctx)
 		cfg, err := LoadConfig(path)
+		if err == nil {
+			err = startable(path, cfg)
+		}
 		if err != nil {
 			return err
 		}
-		return runDaemon(ctx, cfg, stderr, signals(ctx), reloadFrom(path, hups))
+		return inConfigFile(path, runDaemon(ctx, cfg, stderr, signals(ctx), reloadFrom(path, hups)))
 	case "check-config":
 		path, err := configFlag("check-config", args, stderr)
 		if err != nil {
 			return err
 		}
 		cfg, err := LoadConfig(path)
+		if err == nil {
+			err = startable(path, cfg)
+		}
 		if err != nil {
 			return err
 		}
@@ -149,11 +155,18 @@ func describe(c *Config) string {
 		c.DataDir, mqtt, len(c.MQTT.Topics), c.HTTP.Listen, up)
 }
 
+// listenOrEmpty names the embedded broker's listeners, "" if there is
+// no embedded broker.
 func (e *EmbeddedConfig) listenOrEmpty() string {
-	if e == nil {
+	switch {
+	case e == nil:
 		return ""
+	case e.TLSListen == "":
+		return e.Listen
+	case e.Listen == "":
+		return e.TLSListen + " (TLS)"
 	}
-	return e.Listen
+	return e.Listen + " and " + e.TLSListen + " (TLS)"
 }
 
 // signals delivers SIGINT and SIGTERM until ctx ends.

@@ -13,14 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-gateway/cairn/buffer/encoding"
-	"github.com/cairn-gateway/cairn/buffer/syncfile"
 	"github.com/cairn-gateway/cairn/gateway"
 )
 
 // runPasswd adds a user to a password file of the embedded broker, or
 // changes its password: cairn passwd -file FILE USER. The password is
 // asked for twice when stdin is a terminal, else read from stdin's first
-// line. The file is replaced whole, with mode 0600.
+// line. The file is replaced whole, keeping its owner and mode; a new one
+// is given to the service's group to read (passwordFileOwner).
 func runPasswd(args []string, stdin *os.File, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("passwd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -56,13 +56,14 @@ func runPasswd(args []string, stdin *os.File, stdout, stderr io.Writer) error {
 		return fmt.Errorf("passwd: %w", err)
 	}
 	out, changed := setPasswordLine(old, user, hash)
-	if err := syncfile.Replace(*file, out, 0o600); err != nil {
+	owner := passwordFileOwner(*file)
+	if err := owner.write(*file, out); err != nil {
 		return fmt.Errorf("passwd: %w", err)
 	}
 	if changed {
-		fmt.Fprintf(stdout, "changed the password of %s in %s\n", user, *file)
+		fmt.Fprintf(stdout, "changed the password of %s in %s (%s)\n", user, *file, owner)
 	} else {
-		fmt.Fprintf(stdout, "added %s to %s\n", user, *file)
+		fmt.Fprintf(stdout, "added %s to %s (%s)\n", user, *file, owner)
 	}
 	return nil
 }

@@ -18,8 +18,10 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 )
 
-// presetsConfig names one preset; retention by age is off, as the
-// documentation's examples are years old.
+// presetsConfig names one preset, with every field it reads (the
+// fixtures list them all; TestRun_PresetMetrics has the default
+// excludes); retention by age is off, as the documentation's examples are
+// years old.
 const presetsConfig = `
 data_dir: %DATA%
 mqtt:
@@ -27,6 +29,7 @@ mqtt:
     listen: "127.0.0.1:0"
   topics:
     - preset: %PRESET%
+      metrics: {exclude: []}
 %ZONE%
 http:
   listen: "127.0.0.1:0"

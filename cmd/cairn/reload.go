@@ -212,11 +212,24 @@ func routeFilters(routes []gateway.Route) []string {
 	return filters
 }
 
-// topicList returns the patterns of topics, for the log.
-func topicList(topics []TopicConfig) []string {
+// topicList names the entries of topics for the log, one after the
+// other: "preset tasmota", "preset zigbee2mqtt (base_topic z2m)",
+// "sensors/{device}/telemetry (auto)".
+func topicList(topics []TopicConfig) string {
 	out := make([]string, len(topics))
 	for i, t := range topics {
-		out[i] = t.Pattern + " (" + t.Format + ")"
+		switch {
+		case t.Preset != "" && t.BaseTopic != "":
+			out[i] = "preset " + t.Preset + " (base_topic " + t.BaseTopic + ")"
+		case t.Preset != "":
+			out[i] = "preset " + t.Preset
+		default:
+			format := t.Format
+			if format == "" {
+				format = "auto"
+			}
+			out[i] = t.Pattern + " (" + format + ")"
+		}
 	}
-	return out
+	return strings.Join(out, ", ")
 }

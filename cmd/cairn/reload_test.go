@@ -263,3 +263,37 @@ func TestNeedsRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestReload_LogsTopicEntries reloads a running cairn to presets and a
+// pattern without a format: the log names each entry as the file does.
+func TestReload_LogsTopicEntries(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, localConfig)
+	p := startCairn(t, cairnBinary.get(t), cfg)
+	rewrite(t, cfg, strings.ReplaceAll(testDefaults(`
+data_dir: %DATA%
+http:
+  listen: "127.0.0.1:0"
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+  topics:
+    - preset: tasmota
+    - preset: zigbee2mqtt
+      base_topic: z2m
+    - pattern: "lab/{device}/{metric}"
+      format: value
+    - pattern: "sensors/{device}/telemetry"
+`), "%DATA%", dir))
+	if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	line, err := p.out.WaitLine(`msg="reload: mqtt.topics applied"`, p.Exited(), startTimeout)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, p.out)
+	}
+	want := `topics="preset tasmota, preset zigbee2mqtt (base_topic z2m), lab/{device}/{metric} (value), sensors/{device}/telemetry (auto)"`
+	if !strings.Contains(line, want) {
+		t.Errorf("reload line:\n%s\nwant %s", line, want)
+	}
+}

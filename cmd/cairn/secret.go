@@ -28,22 +28,23 @@ func secretPath(name string) string {
 }
 
 // readSecret reads a password or token from a file, trimmed of surrounding
-// white space. It refuses a file that its group or others may read, and an
-// empty one: a secret that leaks or is missing should stop the start, not
+// white space. It refuses a file that its group or others may read (but a
+// file of root's that its group may read: checkSecretMode), and an empty
+// one: a secret that leaks or is missing should stop the start, not
 // be found later.
 func readSecret(name string) ([]byte, error) {
 	p := secretPath(name)
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, err
+		return nil, explainSecretOpen(p, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("%s is readable by group or others (mode %04o); run: chmod 600 %s", p, perm, p)
+	if err := checkSecretMode(p, fi); err != nil {
+		return nil, err
 	}
 	var b bytes.Buffer
 	if _, err := b.ReadFrom(f); err != nil {
@@ -91,7 +92,7 @@ func (t TLSConfig) clientConfig() (*tls.Config, error) {
 		}
 		cert, err := tls.LoadX509KeyPair(t.CertFile, secretPath(t.KeyFile))
 		if err != nil {
-			return nil, err
+			return nil, keyPairError(t.CertFile, secretPath(t.KeyFile), err)
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}

@@ -108,8 +108,8 @@ func (c *Config) validateEmbedded(bad func(key, format string, a ...any)) {
 	lim := e.Limits
 	if lim.MaxPacketSize < 1024 || lim.MaxPacketSize > 256<<20 {
 		bad("mqtt.embedded.limits.max_packet_size", "must be from 1024 bytes to 256 MiB (got %d)", lim.MaxPacketSize)
-	} else if lim.MaxPacketSize < c.MQTT.MaxPayload {
-		bad("mqtt.embedded.limits.max_packet_size", "must be at least mqtt.max_payload, %d (got %d)", c.MQTT.MaxPayload, lim.MaxPacketSize)
+	} else if lim.MaxPacketSize < int(c.MQTT.MaxPayload) {
+		bad("mqtt.embedded.limits.max_packet_size", "must be at least mqtt.max_payload, %d (got %d)", int64(c.MQTT.MaxPayload), lim.MaxPacketSize)
 	}
 	if lim.MaxClients < 1 || lim.MaxClients > 1000000 {
 		bad("mqtt.embedded.limits.max_clients", "must be from 1 to 1000000 (got %d)", lim.MaxClients)
@@ -161,7 +161,7 @@ func (t ServerTLSConfig) serverConfig() (*tls.Config, error) {
 	}
 	cert, err := tls.LoadX509KeyPair(t.CertFile, secretPath(t.KeyFile))
 	if err != nil {
-		return nil, err
+		return nil, keyPairError(t.CertFile, secretPath(t.KeyFile), err)
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if t.ClientCAFile != "" {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/dashboard"
 	"github.com/cairn-gateway/cairn/gateway/httpapi"
 	"github.com/cairn-gateway/cairn/uplink"
 )
@@ -23,26 +23,22 @@ import (
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "/etc/cairn/cairn.yaml", "configuration `file` (for http.listen)")
-	url := fs.String("url", "", "cairn's HTTP `address`, e.g. http://127.0.0.1:8080 (default: from the configuration)")
+	path := fs.String("config", "", "configuration `file` whose http.listen and http.token_file to use (default: none)")
+	url := fs.String("url", "", "cairn's HTTP `address`: host:port or a URL (default: the configuration's http.listen, else "+defaultStatusURL+")")
+	tokenArg := fs.String("token", "", "the bearer `token` of http.token_file (visible to other users in ps: prefer -token-file)")
+	tokenFile := fs.String("token-file", "", "`file` holding the bearer token (default: the configuration's http.token_file)")
 	sample := fs.Duration("sample", time.Second, "measure ingest and uplink rates over this `interval` (0: don't)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	base := *url
-	var token []byte
-	if base == "" {
-		cfg, err := LoadConfig(*path)
-		if err != nil {
-			return err
-		}
-		token = cfg.secrets.httpToken
-		host, port, _ := net.SplitHostPort(cfg.HTTP.Listen) // validated
-		if host == "" || host == "0.0.0.0" || host == "::" {
-			host = "127.0.0.1"
-		}
-		base = "http://" + net.JoinHostPort(host, port)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("status: unexpected argument %q", fs.Arg(0))
 	}
+	target, err := findStatusTarget(*path, *url, *tokenArg, *tokenFile)
+	if err != nil {
+		return err
+	}
+	base, token := target.base, target.token
 	client := &http.Client{Timeout: 5 * time.Second}
 	fetch := func() (httpapi.Status, error) {
 		var st httpapi.Status
@@ -55,9 +51,12 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			return st, fmt.Errorf("status: %w (is cairn running?)", err)
+			return st, fmt.Errorf("status: %w (is cairn running? -url or -config names another address)", err)
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized {
+			return st, fmt.Errorf("status: %s answered %s: %s", base, resp.Status, target.unauthorized())
+		}
 		if resp.StatusCode != http.StatusOK {
 			return st, fmt.Errorf("status: %s answered %s", base, resp.Status)
 		}
@@ -111,10 +110,13 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 	if st.MQTT.Connected {
 		conn = "connected"
 		if st.MQTT.Mode == "embedded" {
-			conn = fmt.Sprintf("listening, %d clients", st.MQTT.Clients)
+			conn = "listening, " + quantity(st.MQTT.Clients, "client", "clients")
 		}
 	}
 	fmt.Fprintf(w, "mqtt:   %s broker %s, %s\n", st.MQTT.Mode, st.MQTT.Address, conn)
+	if m := st.MQTT; m.LastError != "" && m.LastErrorAt != nil {
+		fmt.Fprintf(w, "        last error %s (%s): %s\n", m.LastErrorAt.Format(time.RFC3339), quantity(int64(m.FailedAttempts), "attempt", "attempts")+" failed", m.LastError)
+	}
 	if st.MQTT.Refused > 0 {
 		reasons := gateway.SortedReasons(st.MQTT.RefusedByReason)
 		parts := make([]string, len(reasons))
@@ -125,12 +127,13 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 	}
 	in := st.Ingest
 	if r != nil {
-		fmt.Fprintf(w, "ingest: now %.0f messages/s, %.0f readings/s stored\n        ", r.messages, r.stored)
+		fmt.Fprintf(w, "ingest: now %.0f messages/s, %.0f readings/s stored\n        since start ", r.messages, r.stored)
 	} else {
-		fmt.Fprint(w, "ingest: ")
+		fmt.Fprint(w, "ingest: since start ")
 	}
-	fmt.Fprintf(w, "%d messages, %d readings stored, %d duplicates, %d not stored, %d rejected",
-		in.Messages, in.Stored, in.Duplicates, in.Failed, in.Rejected)
+	fmt.Fprintf(w, "%s, %s stored, %s, %d not stored, %d rejected",
+		quantity(in.Messages, "message", "messages"), quantity(in.Stored, "reading", "readings"),
+		quantity(in.Duplicates, "duplicate", "duplicates"), in.Failed, in.Rejected)
 	if len(in.ByReason) > 0 {
 		reasons := in.Reasons()
 		parts := make([]string, len(reasons))
@@ -148,7 +151,7 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 		fmt.Fprintf(w, "        last rejected: %s on %s: %s\n", ex.Time.Format(time.RFC3339), ex.Topic, ex.Detail)
 	}
 	if in.Restamped > 0 {
-		fmt.Fprintf(w, "        %d readings given the receive time: their device's clock was never set (a date before 2000)\n", in.Restamped)
+		fmt.Fprintf(w, "        %s given the receive time: their device's clock was never set (a date before 2000)\n", quantity(in.Restamped, "reading", "readings"))
 	}
 	if len(in.Skipped) > 0 {
 		kinds := slices.Sorted(maps.Keys(in.Skipped))
@@ -163,15 +166,16 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 		for _, u := range in.RecentUnmatched[:min(3, len(in.RecentUnmatched))] {
 			topics = append(topics, u.Topic)
 		}
-		fmt.Fprintf(w, "        %d messages on topics no mqtt.topics pattern matches, not stored (last: %s): a device that does not show up needs a pattern for its topic\n",
-			in.Unmatched, strings.Join(topics, ", "))
+		fmt.Fprintf(w, "        %s on topics no mqtt.topics pattern matches, not stored (last: %s): a device that does not show up needs a pattern for its topic\n",
+			quantity(in.Unmatched, "message", "messages"), strings.Join(topics, ", "))
 	}
 	s := st.Store
-	fmt.Fprintf(w, "store:  %d readings in %d series, %s on disk, %d commits (%.2f ms each), %d commit errors, %d seal errors\n",
-		s.Readings, s.Series, size(s.DiskBytes), s.Commits, s.CommitMillis, s.CommitErrors, s.SealErrors)
+	fmt.Fprintf(w, "store:  %s in %d series, %s on disk, %s (%.2f ms each), %s, %s\n",
+		quantity(s.Readings, "reading", "readings"), s.Series, size(s.DiskBytes), quantity(s.Commits, "commit", "commits"), s.CommitMillis,
+		quantity(s.CommitErrors, "commit error", "commit errors"), quantity(s.SealErrors, "seal error", "seal errors"))
 	if s.MaxSeries > 0 || s.MaxSeriesPerDevice > 0 || in.Refused > 0 {
-		fmt.Fprintf(w, "        series: at most %s a device, %s in all; %d readings refused for a new series over a limit\n",
-			seriesLimit(s.MaxSeriesPerDevice), seriesLimit(s.MaxSeries), in.Refused)
+		fmt.Fprintf(w, "        series: at most %s a device, %s in all; %s refused for a new series over a limit\n",
+			seriesLimit(s.MaxSeriesPerDevice), seriesLimit(s.MaxSeries), quantity(in.Refused, "reading", "readings"))
 	}
 	if s.DiskReserveBytes > 0 {
 		fmt.Fprintf(w, "        %s free on its file system (ingest pauses below %s)", size(s.DiskFreeBytes), size(s.DiskReserveBytes))
@@ -185,7 +189,7 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 			size(s.ForeignBytes), strings.Join(s.ForeignFiles, ", "))
 	}
 	if s.Pruned > 0 || s.StatsPruned > 0 {
-		fmt.Fprintf(w, "        retention removed %d readings and %d aggregate records\n", s.Pruned, s.StatsPruned)
+		fmt.Fprintf(w, "        retention removed %s and %s\n", quantity(s.Pruned, "reading", "readings"), quantity(s.StatsPruned, "aggregate record", "aggregate records"))
 	}
 	printRetention(w, st.Retention)
 	printClock(w, st.Clock)
@@ -229,7 +233,7 @@ func printRetention(w io.Writer, r *buffer.RetentionStatus) {
 	if r.MaxDiskBytes > 0 {
 		capacity = fmt.Sprintf("%s of a %s cap", size(r.DiskBytes), size(r.MaxDiskBytes))
 	}
-	fmt.Fprintf(w, "retention: %s, %d readings removed, %d dropped unsent", capacity, r.RemovedReadings, r.DroppedUnsent)
+	fmt.Fprintf(w, "retention: %s, %s removed, %d dropped unsent", capacity, quantity(r.RemovedReadings, "reading", "readings"), r.DroppedUnsent)
 	if r.OldestReading != nil && r.NewestReading != nil {
 		fmt.Fprintf(w, ", readings from %s to %s", r.OldestReading.Format(time.RFC3339), r.NewestReading.Format(time.RFC3339))
 	}
@@ -245,20 +249,20 @@ func printUplink(w io.Writer, u *uplink.Status, r *rates) {
 		fmt.Fprintln(w, "uplink: off (no uplink.url): readings stay on this gateway")
 		return
 	}
-	fmt.Fprintf(w, "uplink: %s to %s: %d readings in %d batches sent, %d pending",
-		u.Format, u.URL, u.SentReadings, u.SentBatches, u.PendingReadings)
+	fmt.Fprintf(w, "uplink: %s to %s: %s in %s sent, %d pending",
+		u.Format, u.URL, quantity(u.SentReadings, "reading", "readings"), quantity(u.SentBatches, "batch", "batches"), u.PendingReadings)
 	if u.OldestPending != nil {
 		fmt.Fprintf(w, " (oldest from %s)", u.OldestPending.Format(time.RFC3339))
 	}
-	fmt.Fprintf(w, ", %d retries", u.Retries)
+	fmt.Fprintf(w, ", %s", quantity(u.Retries, "retry", "retries"))
 	if r != nil {
 		fmt.Fprintf(w, ", now %.0f readings/s", r.sent)
 	}
 	if u.ParkedBatches > 0 {
-		fmt.Fprintf(w, ", %d batches parked", u.ParkedBatches)
+		fmt.Fprintf(w, ", %s parked", quantity(u.ParkedBatches, "batch", "batches"))
 	}
 	if u.Skipped > 0 {
-		fmt.Fprintf(w, ", %d readings skipped", u.Skipped)
+		fmt.Fprintf(w, ", %s skipped", quantity(u.Skipped, "reading", "readings"))
 	}
 	fmt.Fprintln(w)
 	if u.LastSuccess != nil {
@@ -270,6 +274,11 @@ func printUplink(w io.Writer, u *uplink.Status, r *rates) {
 			fmt.Fprintf(w, "        next attempt %s\n", u.NextAttempt.Format(time.RFC3339))
 		}
 	}
+}
+
+// quantity writes n and the noun for n things: "1 client", "2 clients".
+func quantity[N int64 | uint64](n N, one, many string) string {
+	return fmt.Sprintf("%d %s", n, dashboard.Plural(n, one, many))
 }
 
 // size formats a byte count for people.

@@ -151,34 +151,8 @@ func TestNotify_ReadyAndWatchdog(t *testing.T) {
 	sock.waitFor(t, "STOPPING=1", time.Second)
 }
 
-// TestNotify_ReadyAfterSubscribed runs cairn against an external broker
-// that is not up yet: READY=1 waits until cairn has connected and
-// subscribed.
-func TestNotify_ReadyAfterSubscribed(t *testing.T) {
-	bin := cairnBinary.get(t)
-	sock := listenNotify(t)
-	broker := startMosquitto(t)
-	broker.stop(t)
-	cfg := writeConfig(t, t.TempDir(), `
-data_dir: %DATA%
-mqtt:
-  url: tcp://`+broker.addr()+`
-  client_id: cairn-notify-test
-http:
-  listen: "127.0.0.1:0"
-`)
-	p := startCairnEnv(t, bin, cfg, sock.env(0))
-	// The store is open and HTTP is up ("cairn started"), the broker is
-	// not: nothing yet, for a while.
-	if m, ok := sock.next(2 * time.Second); ok {
-		t.Fatalf("got %q before the broker is up", m)
-	}
-	broker.start(t)
-	sock.waitFor(t, "READY=1", startTimeout)
-	if _, err := p.out.WaitLine("connected to mqtt broker", p.Exited(), time.Second); err != nil {
-		t.Errorf("READY=1 before the subscriber logged its connection: %v\n%s", err, p.out)
-	}
-}
+// READY=1 with an external broker that is down or refuses cairn is
+// tested by checkBrokerError (external_errors_test.go).
 
 // TestNotify_NoWatchdogWhileIngestStuck runs cairn on cutfs and stalls its
 // disk's fsyncs: while a group commit waits for the disk, no watchdog ping

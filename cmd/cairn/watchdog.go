@@ -11,43 +11,31 @@ import (
 	"github.com/cairn-gateway/cairn/buffer"
 )
 
-// notifier speaks systemd's notify protocol (sd_notify): READY=1 once the
-// store is open and MQTT is up, then WATCHDOG=1 at half the watchdog
-// interval for as long as ingest is healthy. Outside systemd (no
-// NOTIFY_SOCKET) it sends nothing.
+// notifier speaks systemd's notify protocol (sd_notify): READY=1 at once
+// (it runs once the store is open and the listeners are bound), then
+// WATCHDOG=1 at half the watchdog interval for as long as ingest is
+// healthy. Outside systemd (no NOTIFY_SOCKET) it sends nothing.
 //
 // Ingest is healthy when the writer's goroutine answers a ping within half
 // the interval (it is not stuck in a group commit, say on a disk that has
 // stopped answering) and group commits are not failing. While it is not,
 // the pings stop and systemd restarts the service once WatchdogSec passes.
 type notifier struct {
-	up       func() bool // reports whether MQTT is up
 	writer   *buffer.Writer
 	interval time.Duration // systemd's watchdog interval; 0 for none
 	log      *slog.Logger
 }
 
-// readyPoll is how often the notifier checks whether MQTT is up.
-const readyPoll = 50 * time.Millisecond
-
 // run notifies until ctx ends and returns nil.
 func (n *notifier) run(ctx context.Context) error {
-	tick := time.NewTicker(readyPoll)
-	defer tick.Stop()
-	for !n.up() {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return nil
-		}
-	}
 	n.notify(daemon.SdNotifyReady)
 	if n.interval <= 0 {
 		<-ctx.Done()
 		return nil
 	}
 	every := n.interval / 2
-	tick.Reset(every)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	healthy := true
 	last := n.writer.Stats()
 	for {

@@ -23,6 +23,16 @@
 // device and range, so they work without the script too; with it, they
 // fetch the charts part alone and set aria-pressed.
 //
+// # Many metrics
+//
+// A device's metrics are charted a page at a time (ChartPages): the
+// caller charts only the metrics of the page asked for, says how many
+// there are, and the charts part then links to the pages before and
+// after, and the page offers a GET form that filters the metrics by
+// name (query filter). The script sends filter and page with the
+// charts part. A Device of the list may carry the latest values of its
+// first metrics only, and how many More it has.
+//
 // # Charts
 //
 // A Chart is drawn from the Stats records of one series: Range.Level

@@ -36,12 +36,29 @@ type Page struct {
 	Device string
 	Range  Range
 	// Charts are Device's charts over Range, one per metric, drawn in
-	// this order under their Chart.Title.
+	// this order under their Chart.Title: those of one page of its
+	// metrics (ChartPages).
 	Charts []Chart
+	ChartPages
 	// Location is the zone of the Charts whose Location is nil, and is
 	// named on the charts' part (data-tz): the page's script asks for
 	// the charts again with its own zone (tz) when it is another.
 	Location *time.Location
+}
+
+// ChartPages says which of Device's metrics Charts are: a device may
+// have far more metrics than a page can chart at a time (1,000 is not
+// rare), so they are charted PerPage at a time, in name order, and the
+// page links to the other pages and offers a filter by name. The zero
+// value is one page of every metric there is.
+type ChartPages struct {
+	// Metrics is how many metrics Device has, Matching how many of them
+	// have Filter in their name (all of them when Filter is "").
+	Metrics, Matching int
+	Filter            string
+	// Page is the page of the matching metrics that Charts are (from 1),
+	// of PerPage metrics each.
+	Page, PerPage int
 }
 
 // Health is how the gateway is doing.
@@ -50,7 +67,8 @@ type Health struct {
 	// IngestRate is the readings stored per second, lately (over a
 	// window of the caller's choosing).
 	IngestRate float64
-	// Stored counts the readings stored since start.
+	// Stored counts the readings stored since start (Store.Readings
+	// counts those the store holds).
 	Stored uint64
 	// Rejected counts the messages refused as malformed, ByReason by
 	// reason (in this order), RecentRejections the last few, newest
@@ -80,6 +98,10 @@ type MQTT struct {
 	Connected bool
 	// Clients is the number of clients connected to the embedded broker.
 	Clients int64
+	// LastError says why the external broker could not be reached or
+	// refused cairn, at LastErrorAt; empty once connected.
+	LastError   string
+	LastErrorAt time.Time
 }
 
 // Count is a number of things of one name.
@@ -126,6 +148,13 @@ type Uplink struct {
 	NextAttempt time.Time
 }
 
+// Failing reports whether the uplink's last error came after its last
+// success: an error that a later send put behind it is past, shown but
+// not raised.
+func (u Uplink) Failing() bool {
+	return u.LastError != "" && u.LastErrorAt.After(u.LastSuccess)
+}
+
 // Retention is what retention does. Zero times are unknown or never.
 type Retention struct {
 	// Paused says why retention by age is paused; empty while it is not.
@@ -137,11 +166,15 @@ type Retention struct {
 	OldestReading          time.Time
 }
 
-// Device is one device and the latest value of each of its metrics.
+// Device is one device and the latest value of each of its metrics, or
+// of the first of them when it has more than a row can show.
 type Device struct {
 	ID       string
 	LastSeen time.Time
 	Metrics  []Metric
+	// More is how many metrics the device has beyond Metrics; the row
+	// says how many, with a link to the device's charts.
+	More int
 }
 
 // Metric is the latest reading of one metric of a device.
@@ -173,10 +206,12 @@ var pageHTML string
 // templates holds the page, its parts and the login page. It is parsed
 // once and only executed after that, which is safe from any goroutine.
 var templates = template.Must(template.New("page").Funcs(template.FuncMap{
-	"value": FormatValue,
-	"count": formatCount,
-	"bytes": formatBytes,
-	"at":    at,
+	"value":  FormatValue,
+	"count":  formatCount,
+	"num":    func(n int) string { return formatCount(uint64(max(n, 0))) },
+	"plural": pluralAny,
+	"bytes":  formatBytes,
+	"at":     at,
 	"pct": func(a, b int64) string {
 		return strconv.FormatFloat(float64(a)/float64(b)*100, 'f', 0, 64) + " %"
 	},
@@ -189,6 +224,7 @@ type view struct {
 	Quiet   map[string]bool // devices flagged quiet
 	NQuiet  int
 	Charts  []renderedChart
+	Pager   pager
 	Ranges  []Range
 	Zone    string
 	Refresh int // seconds
@@ -263,6 +299,7 @@ func newView(p Page, name string) (*view, error) {
 	if name != "page" && name != PartCharts {
 		return v, nil
 	}
+	v.Pager = newPager(p)
 	var b svgBuf
 	for _, c := range p.Charts {
 		if c.Location == nil {
@@ -277,18 +314,27 @@ func newView(p Page, name string) (*view, error) {
 	return v, nil
 }
 
+// mqttReason is ": " and why MQTT is not connected, or "" when that is
+// not known.
+func mqttReason(m MQTT) string {
+	if m.LastError == "" {
+		return ""
+	}
+	return ": " + m.LastError
+}
+
 // alerts lists what needs a person's eye, in words; none when all is
 // well.
 func alerts(p Page, quiet int) []string {
 	var as []string
 	h := p.Health
 	if !h.MQTT.Connected {
-		as = append(as, "MQTT is not connected")
+		as = append(as, "MQTT is not connected"+mqttReason(h.MQTT))
 	}
 	if h.Paused != "" {
 		as = append(as, "ingest is paused: "+h.Paused)
 	}
-	if u := h.Uplink; u != nil && u.LastError != "" && u.LastErrorAt.After(u.LastSuccess) {
+	if u := h.Uplink; u != nil && u.Failing() {
 		as = append(as, "the uplink is failing: "+u.LastError)
 	}
 	if r := h.Retention; r != nil && r.Paused != "" {

@@ -131,7 +131,7 @@ func TestWritePage_Sections(t *testing.T) {
 	doc := render(t, p)
 	for _, want := range []string{
 		`<html lang="en">`, `<meta name="viewport"`,
-		`<body data-refresh="10" data-device="sensor-000" data-range="7d">`,
+		`<body data-refresh="10" data-device="sensor-000" data-range="7d" data-filter="" data-page="">`,
 		"Embedded broker <code>127.0.0.1:1883</code>", "20 clients",
 		"<b>10</b> readings/s", "bad_json 40", "unexpected end of input",
 		"zigbee2mqtt/bridge/state", "3.0 GiB</b> of 8.0 GiB cap (38 %)", "20.0 GiB free; ingest pauses below 256.0 MiB",
@@ -282,5 +282,101 @@ func TestFormats(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
+	}
+}
+
+// A device with more metrics than a page charts: the charts part says
+// how many there are, which are charted and links to the pages before
+// and after; the page offers the filter, and the range buttons and the
+// script keep the filter and the page. A device listed with some of its
+// metrics says how many more it has.
+func TestWritePage_ChartPages(t *testing.T) {
+	p := testPage(3, 5, Range90d, true)
+	p.Device = "sensor-000"
+	p.ChartPages = ChartPages{Metrics: 1000, Matching: 100, Filter: "<b>", Page: 2, PerPage: 5}
+	p.Devices[0].More = 995
+	doc := render(t, p)
+	for _, want := range []string{
+		`<body data-refresh="10" data-device="sensor-000" data-range="90d" data-filter="&lt;b&gt;" data-page="2">`,
+		`<input type="hidden" name="filter" value="&lt;b&gt;"><input type="hidden" name="page" value="2">`,
+		`<input id="filter" name="filter" type="search" value="&lt;b&gt;" maxlength="128">`,
+		`sensor-000 has 1,000 metrics, 100 with “&lt;b&gt;” in the name; charts of 6–10, 5 a page.`,
+		`<a href="?device=sensor-000&amp;filter=%3Cb%3E&amp;range=90d#charts" rel="prev">← Previous 5</a>`,
+		`<span>Page 2 of 20</span>`,
+		`<a href="?device=sensor-000&amp;filter=%3Cb%3E&amp;page=3&amp;range=90d#charts" rel="next">Next 5 →</a>`,
+		`<li><a href="?device=sensor-000&amp;range=90d#charts">995 more metrics</a></li>`,
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// The last page has no next, the first no previous; a filter that
+	// matches nothing says so.
+	p.ChartPages = ChartPages{Metrics: 12, Matching: 12, Page: 3, PerPage: 5}
+	p.Charts = p.Charts[:2]
+	if doc := render(t, p); !strings.Contains(doc, "charts of 11–12, 5 a page.") || strings.Contains(doc, `rel="next"`) || !strings.Contains(doc, `rel="prev"`) {
+		t.Errorf("the last page: no next link and a previous one wanted:\n%s", doc)
+	}
+	p.ChartPages, p.Charts = ChartPages{Metrics: 12, Filter: "zzz", Page: 1, PerPage: 5}, nil
+	if doc := render(t, p); !strings.Contains(doc, "No metric of sensor-000 has “zzz” in its name.") || strings.Contains(doc, `rel="prev"`) {
+		t.Errorf("a filter that matches nothing:\n%s", doc)
+	}
+	// Few metrics: nothing to say, no filter.
+	p = testPage(3, 5, Range24h, true)
+	if doc := render(t, p); strings.Contains(doc, `class="pager"`) || strings.Contains(doc, `id="filter"`) {
+		t.Errorf("a device with 5 metrics and no ChartPages gets a pager or a filter")
+	}
+}
+
+// TestWritePage_Counts checks that a count of one is said in the
+// singular and others in the plural, and that the ingest card says what
+// its count of stored readings counts.
+func TestWritePage_Counts(t *testing.T) {
+	p := testPage(1, 1, Range24h, false)
+	h := &p.Health
+	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplink.Pending, h.Retention.Removed = 1, 1, 1, 1, 1
+	h.Stored = 1
+	one := render(t, p)
+	for _, want := range []string{
+		"· 1 device</p>", "· 1 client</p>", "1 stored since start, 1 in the store",
+		"<b class=\"warn\">1</b> message on topics", "1 reading in ", "<b class=\"warn\">1</b> reading to send", "1 reading removed",
+	} {
+		if !strings.Contains(one, want) {
+			t.Errorf("page with one of each lacks %q", want)
+		}
+	}
+	p = testPage(2, 1, Range24h, false)
+	h = &p.Health
+	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplink.Pending, h.Retention.Removed = 0, 2, 1234, 2, 0
+	h.Stored = 1000
+	many := render(t, p)
+	for _, want := range []string{
+		"· 2 devices</p>", "· 0 clients</p>", "1,000 stored since start, 1,234 in the store",
+		"<b class=\"warn\">2</b> messages on topics", "1,234 readings in ", "<b class=\"warn\">2</b> readings to send", "0 readings removed",
+	} {
+		if !strings.Contains(many, want) {
+			t.Errorf("page with several of each lacks %q", want)
+		}
+	}
+}
+
+// TestWritePage_UplinkErrorPast shows the uplink's last error in red as
+// long as no send succeeded after it, and as past once one did.
+func TestWritePage_UplinkErrorPast(t *testing.T) {
+	p := testPage(1, 1, Range24h, false)
+	now := p.Now
+	u := p.Health.Uplink
+	u.LastError, u.LastErrorAt, u.LastSuccess = "503 Service Unavailable", now.Add(-10*time.Second), now.Add(-time.Minute)
+	failing := render(t, p)
+	if !strings.Contains(failing, `<p class="bad">Last error <time`) || !strings.Contains(failing, "the uplink is failing: 503 Service Unavailable") {
+		t.Errorf("an error after the last send is not shown as failing:\n%s", failing)
+	}
+	u.LastSuccess = now.Add(-time.Second)
+	past := render(t, p)
+	if strings.Contains(past, `<p class="bad">Last error`) || strings.Contains(past, "the uplink is failing") {
+		t.Errorf("an error before the last send is still shown as failing:\n%s", past)
+	}
+	if !strings.Contains(past, `<p class="muted">Last error <time`) || !strings.Contains(past, "before the last send: 503 Service Unavailable") {
+		t.Errorf("an error before the last send is not shown as past:\n%s", past)
 	}
 }

@@ -34,6 +34,7 @@ type Store interface {
 	Unit(device, metric string) string
 	Latest(devices ...string) ([]buffer.Reading, error)
 	LatestAll() ([]buffer.Reading, error)
+	LatestFunc(keep func(device, metric string) bool) ([]buffer.Reading, error)
 }
 
 // Writer is what the API reads of the group commit (a *buffer.Writer):
@@ -79,11 +80,17 @@ type MQTTStatus struct {
 	Mode      string `json:"mode"` // "embedded" or "external"
 	Address   string `json:"address"`
 	Connected bool   `json:"connected"` // embedded: listening; external: connected and subscribed
-	Clients   int64  `json:"clients,omitempty"`
+	Clients   int64  `json:"clients"`
 	// Refused counts what the embedded broker refused (connections,
 	// publishes, subscriptions, limits), by reason; see gateway.Refusals.
 	Refused         uint64            `json:"refused"`
-	RefusedByReason map[string]uint64 `json:"refused_by_reason,omitempty"`
+	RefusedByReason map[string]uint64 `json:"refused_by_reason"`
+	// LastError says why the external broker could not be reached or
+	// refused cairn, at LastErrorAt, and FailedAttempts how many attempts
+	// failed since the last connection; cleared once connected.
+	LastError      string     `json:"last_error"`
+	LastErrorAt    *time.Time `json:"last_error_at"`
+	FailedAttempts int        `json:"failed_attempts"`
 }
 
 // Options configure the HTTP API. Store, Writer, Ingest, MQTT, Registry
@@ -199,7 +206,11 @@ func (a *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if m := a.opts.MQTT(); !m.Connected {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: mqtt (%s %s) not connected\n", m.Mode, m.Address)
+		fmt.Fprintf(w, "not ready: mqtt (%s %s) not connected", m.Mode, m.Address)
+		if m.LastError != "" {
+			fmt.Fprintf(w, ": %s", m.LastError)
+		}
+		fmt.Fprintln(w)
 		return
 	}
 	if why := a.opts.Writer.PausedReason(); why != "" {

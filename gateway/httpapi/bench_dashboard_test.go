@@ -99,6 +99,15 @@ type dashInfo struct {
 
 func dashDevice(i int) string { return fmt.Sprintf("d%03d", i) }
 
+// shape says what a store holds, in words.
+func (info dashInfo) shape() string {
+	if info.Devices == 1 {
+		return fmt.Sprintf("%s x %d metrics x %d days, one reading an hour", dashWideDevice, info.Metrics, info.Days)
+	}
+	return fmt.Sprintf("d000 x %d metrics x %d days, %d devices x %d metrics x %d days, one a minute",
+		info.Metrics, info.Days, info.Devices-1, info.Metrics, info.OtherDays)
+}
+
 // dashDays returns the number of days in the environment variable name,
 // or def.
 func dashDays(b *testing.B, name string, def int) int {
@@ -117,14 +126,22 @@ func dashDays(b *testing.B, name string, def int) int {
 // it is not there, and what it holds.
 func dashStore(b *testing.B) (string, dashInfo) {
 	b.Helper()
-	dir := os.Getenv("CAIRN_BENCH_DASHBOARD_DIR")
-	if dir == "" {
-		b.Skip("CAIRN_BENCH_DASHBOARD_DIR is not set (scripts/bench.sh dashboard sets it)")
-	}
 	want := dashInfo{
 		Devices: dashDevices, Metrics: dashMetrics, End: dashEnd.Unix(),
 		Days:      dashDays(b, "CAIRN_BENCH_DASHBOARD_DAYS", 90),
 		OtherDays: dashDays(b, "CAIRN_BENCH_DASHBOARD_OTHER_DAYS", 7),
+	}
+	return keptStore(b, "CAIRN_BENCH_DASHBOARD_DIR", want, dashGenerate)
+}
+
+// keptStore returns the directory named by the environment variable env
+// with the store want describes, making it with generate if the
+// directory holds no such store, and what it holds.
+func keptStore(b *testing.B, env string, want dashInfo, generate func(*testing.B, string, dashInfo) dashInfo) (string, dashInfo) {
+	b.Helper()
+	dir := os.Getenv(env)
+	if dir == "" {
+		b.Skip(env + " is not set (scripts/bench.sh dashboard sets it)")
 	}
 	if raw, err := os.ReadFile(filepath.Join(dir, dashMarker)); err == nil {
 		var got dashInfo
@@ -153,7 +170,7 @@ func dashStore(b *testing.B) (string, dashInfo) {
 	if err := os.WriteFile(filepath.Join(dir, dashPartial), nil, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	info := dashGenerate(b, dir, want)
+	info := generate(b, dir, want)
 	raw, err := json.Marshal(info)
 	if err != nil {
 		b.Fatal(err)
@@ -164,8 +181,7 @@ func dashStore(b *testing.B) (string, dashInfo) {
 	if err := os.Remove(filepath.Join(dir, dashPartial)); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("dashboard store: generated %d readings (d000 x %d metrics x %d days, %d devices x %d metrics x %d days, one a minute) in %.1f s, %d bytes on disk",
-		info.Readings, info.Metrics, info.Days, info.Devices-1, info.Metrics, info.OtherDays, info.GenerateSec, info.Bytes)
+	b.Logf("dashboard store: generated %d readings (%s) in %.1f s, %d bytes on disk", info.Readings, info.shape(), info.GenerateSec, info.Bytes)
 	return dir, info
 }
 
@@ -313,12 +329,11 @@ func dashDirBytes(b *testing.B, dir string) int64 {
 	return n
 }
 
-// dashAPI opens the store of dashStore with its Writer running, and the
-// HTTP API over it with the gateway's clock at dashEnd, until the
-// benchmark ends.
-func dashAPI(b *testing.B) *httpapi.API {
+// dashAPI opens the store in dir with its Writer running, and the HTTP
+// API over it with the gateway's clock at dashEnd, until the benchmark
+// ends.
+func dashAPI(b *testing.B, dir string) *httpapi.API {
 	b.Helper()
-	dir, _ := dashStore(b)
 	s, err := buffer.Open(buffer.Options{Dir: dir})
 	if err != nil {
 		b.Fatal(err)
@@ -399,7 +414,13 @@ func BenchmarkDashboardChart90d(b *testing.B) {
 // answer: a chart with no data in it fails the benchmark, since the
 // store was made to fill every chart.
 func benchPage(b *testing.B, target, unit string, check func(body string) error) {
-	api := dashAPI(b)
+	dir, _ := dashStore(b)
+	benchPageOf(b, dir, target, unit, check)
+}
+
+// benchPageOf is benchPage over the store in dir.
+func benchPageOf(b *testing.B, dir, target, unit string, check func(body string) error) {
+	api := dashAPI(b, dir)
 	body := dashGet(b, api, target).Body.String()
 	if strings.Contains(body, `class="none"`) {
 		b.Fatalf("GET %s: a chart without data", target)

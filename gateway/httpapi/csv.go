@@ -1,7 +1,7 @@
 package httpapi
 
 import (
-	"encoding/csv"
+	"bufio"
 	"fmt"
 	"math"
 	"net/http"
@@ -66,9 +66,13 @@ func writeReadingsCSV(w http.ResponseWriter, device, metric string, rs []buffer.
 	}
 	cw := startCSV(w, name, "time", "metric", "value", "unit")
 	for _, r := range rs {
-		cw.Write([]string{r.Time().Format(time.RFC3339Nano), r.Metric, formatValue(r.Value), units[r.Metric]}) //nolint:errcheck // kept in cw
+		cw.plain(r.Time().Format(time.RFC3339Nano))
+		cw.text(r.Metric)
+		cw.plain(formatValue(r.Value))
+		cw.text(units[r.Metric])
+		cw.endRow()
 	}
-	cw.Flush()
+	cw.flush()
 }
 
 // writeStatsCSV answers the stats of a metric of device as CSV: a row a
@@ -77,25 +81,86 @@ func writeStatsCSV(w http.ResponseWriter, device, metric string, groups []buffer
 	cw := startCSV(w, []string{device, metric}, "start", "count", "sum", "min", "max", "sumsqr", "mean", "stddev", "unit")
 	for _, g := range groups {
 		st := g.Stats
-		cw.Write([]string{ //nolint:errcheck // kept in cw
-			time.Unix(0, g.Start).UTC().Format(time.RFC3339Nano), strconv.FormatUint(st.Count, 10),
-			formatValue(st.Sum), formatValue(st.Min), formatValue(st.Max), formatValue(st.SumSqr),
-			formatValue(st.Mean()), formatValue(st.StdDev()), unit,
-		})
+		cw.plain(time.Unix(0, g.Start).UTC().Format(time.RFC3339Nano))
+		cw.plain(strconv.FormatUint(st.Count, 10))
+		for _, v := range []float64{st.Sum, st.Min, st.Max, st.SumSqr, st.Mean(), st.StdDev()} {
+			cw.plain(formatValue(v))
+		}
+		cw.text(unit)
+		cw.endRow()
 	}
-	cw.Flush()
+	cw.flush()
 }
 
 // startCSV begins a CSV answer, to be saved as the file named by parts
 // joined with "-" (csvFilename), with its header row.
-func startCSV(w http.ResponseWriter, parts []string, header ...string) *csv.Writer {
+func startCSV(w http.ResponseWriter, parts []string, header ...string) *csvWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/csv; charset=utf-8")
 	h.Set("Content-Disposition", `attachment; filename="`+csvFilename(parts)+`"`)
 	w.WriteHeader(http.StatusOK)
-	cw := csv.NewWriter(w)
-	cw.Write(header) //nolint:errcheck // a write error stays in cw: the client went away
+	cw := &csvWriter{w: bufio.NewWriter(w)}
+	for _, name := range header {
+		cw.plain(name)
+	}
+	cw.endRow()
 	return cw
+}
+
+// csvWriter writes CSV as RFC 4180 has it, rows ending in "\n", with two
+// kinds of cell: plain cells (numbers, times, the header's names), which
+// are written as they are and must need no quoting, and text cells (names
+// and units, which come from the sensors), which are always quoted and
+// neutralised against formula injection (csvText). A write error is kept
+// by the bufio.Writer: the client went away, and there is no one to tell.
+type csvWriter struct {
+	w     *bufio.Writer
+	cells int // in the row being written
+}
+
+// plain writes a cell that needs no quoting.
+func (c *csvWriter) plain(s string) {
+	c.sep()
+	c.w.WriteString(s) //nolint:errcheck // kept in c.w
+}
+
+// text writes a cell of text from outside: csvText(s), quoted.
+func (c *csvWriter) text(s string) {
+	c.sep()
+	c.w.WriteByte('"')                                         //nolint:errcheck // kept in c.w
+	c.w.WriteString(strings.ReplaceAll(csvText(s), `"`, `""`)) //nolint:errcheck // kept in c.w
+	c.w.WriteByte('"')                                         //nolint:errcheck // kept in c.w
+}
+
+func (c *csvWriter) sep() {
+	if c.cells > 0 {
+		c.w.WriteByte(',') //nolint:errcheck // kept in c.w
+	}
+	c.cells++
+}
+
+func (c *csvWriter) endRow() {
+	c.w.WriteByte('\n') //nolint:errcheck // kept in c.w
+	c.cells = 0
+}
+
+func (c *csvWriter) flush() {
+	c.w.Flush() //nolint:errcheck // the client went away; nothing to do
+}
+
+// csvText returns the text of a cell so that a spreadsheet reads it as
+// text, never as a formula: one that begins with '=', '+', '-', '@', a
+// tab or a carriage return (the characters OWASP's CSV Injection page
+// lists) gets a single quote in front, which spreadsheets take as "this
+// is text" and do not show. Only text cells go through it, so a value
+// of -3.5 stays a number. Quoting the whole cell (csvWriter.text) keeps
+// a separator inside it ("a;=1+1" in a locale that splits on ';') from
+// starting a cell of its own.
+func csvText(s string) string {
+	if s != "" && strings.IndexByte("=+-@\t\r", s[0]) >= 0 {
+		return "'" + s
+	}
+	return s
 }
 
 // csvFilename is the name of a CSV file of parts (a device, a metric):

@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/gateway/dashboard"
 )
 
@@ -26,14 +29,22 @@ const (
 	// rateWindow is the span over which the page's ingest rate is
 	// measured (see rateSampler).
 	rateWindow = time.Minute
+	// chartsPerPage bounds the charts of one answer: a device's metrics
+	// are charted this many at a time (dashboard.ChartPages).
+	chartsPerPage = 12
+	// listedMetrics bounds the latest values the device list shows of
+	// one device; it says how many more there are.
+	listedMetrics = 12
 )
 
 // page answers GET / with the dashboard, and GET /?part=NAME with one
 // part of it (dashboard.WritePart): query device (default the first
-// device), range (1h, 24h, 7d, 90d; default 24h) and tz (an IANA zone;
-// UTC when empty or unknown). A bad range or part is a 400; a device
-// that has no readings is a 404 with the page without charts (or with
-// nothing, for a part).
+// device), range (1h, 24h, 7d, 90d; default 24h), tz (an IANA zone;
+// UTC when empty or unknown), and which of the device's metrics to
+// chart: filter (those with it in their name, in any case) and page
+// (from 1, chartsPerPage a page; one past the last is the last). A bad
+// range, part, page or filter is a 400; a device that has no readings
+// is a 404 with the page without charts (or with nothing, for a part).
 func (a *API) page(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	rng := dashboard.Range24h
@@ -43,6 +54,11 @@ func (a *API) page(w http.ResponseWriter, r *http.Request) {
 			a.failPage(w, http.StatusBadRequest, fmt.Errorf("range: %w", err))
 			return
 		}
+	}
+	cp, err := chartPages(v)
+	if err != nil {
+		a.failPage(w, http.StatusBadRequest, err)
+		return
 	}
 	part := v.Get("part")
 	switch part {
@@ -65,9 +81,9 @@ func (a *API) page(w http.ResponseWriter, r *http.Request) {
 		QuietAfter: quietAfter,
 		Range:      rng,
 		Location:   loc,
+		ChartPages: cp,
 	}
 	code := http.StatusOK
-	var err error
 	if part == "" || part == dashboard.PartHealth {
 		if p.Health, err = a.health(now); err != nil {
 			a.failPage(w, http.StatusInternalServerError, err)
@@ -92,7 +108,7 @@ func (a *API) page(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if p.Device != "" && (part == "" || part == dashboard.PartCharts) {
-		if p.Charts, err = a.charts(p.Device, rng, now); err != nil {
+		if err = a.charts(&p, now); err != nil {
 			a.failPage(w, http.StatusInternalServerError, err)
 			return
 		}
@@ -108,6 +124,22 @@ func (a *API) page(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeHTML(w, code, a.csp, buf.Bytes())
+}
+
+// chartPages reads the query's filter and page of charts.
+func chartPages(v url.Values) (dashboard.ChartPages, error) {
+	cp := dashboard.ChartPages{Filter: v.Get("filter"), Page: 1, PerPage: chartsPerPage}
+	if len(cp.Filter) > encoding.MaxMetricLen {
+		return cp, fmt.Errorf("filter: longer than a metric name can be (%d bytes)", encoding.MaxMetricLen)
+	}
+	if s := v.Get("page"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return cp, fmt.Errorf("page: must be a whole number from 1 (got %q)", s)
+		}
+		cp.Page = n
+	}
+	return cp, nil
 }
 
 // writeHTML answers code with the HTML body, under the policy csp.
@@ -144,13 +176,16 @@ func (a *API) health(now time.Time) (dashboard.Health, error) {
 	in := a.opts.Ingest.Stats()
 	m := a.opts.MQTT()
 	h := dashboard.Health{
-		MQTT:       dashboard.MQTT{Mode: m.Mode, Address: m.Address, Connected: m.Connected, Clients: m.Clients},
+		MQTT:       dashboard.MQTT{Mode: m.Mode, Address: m.Address, Connected: m.Connected, Clients: m.Clients, LastError: m.LastError},
 		IngestRate: a.rate.rate(time.Now(), ws.Stored),
 		Stored:     ws.Stored,
 		Rejected:   in.Rejected,
 		Unmatched:  in.Unmatched,
 		Paused:     a.opts.Writer.PausedReason(),
 		Store:      dashboard.Store{Readings: st.Readings, Series: st.Series, DiskBytes: st.DiskBytes},
+	}
+	if m.LastErrorAt != nil {
+		h.MQTT.LastErrorAt = *m.LastErrorAt
 	}
 	for _, name := range sortedKeys(in.ByReason) {
 		h.ByReason = append(h.ByReason, dashboard.Count{Name: name, N: in.ByReason[name]})
@@ -195,65 +230,79 @@ func (a *API) health(now time.Time) (dashboard.Health, error) {
 }
 
 // pageDevices lists the devices, the first maxDevicesLimit by name, with
-// the latest reading of each metric.
+// the latest reading of each metric, or of the first listedMetrics of
+// a device that has more: only those are read.
 func (a *API) pageDevices() ([]dashboard.Device, error) {
 	devs, _ := a.opts.Store.Devices("", maxDevicesLimit)
-	names := make([]string, len(devs))
+	out := make([]dashboard.Device, len(devs))
+	listed := make(map[string][]string, len(devs))
 	for i, d := range devs {
-		names[i] = d.Name
+		n := min(len(d.Metrics), listedMetrics)
+		out[i] = dashboard.Device{ID: d.Name, LastSeen: time.Unix(0, d.Last), Metrics: make([]dashboard.Metric, n), More: len(d.Metrics) - n}
+		for j, name := range d.Metrics[:n] {
+			out[i].Metrics[j] = dashboard.Metric{Name: name, Unit: d.Units[j]}
+		}
+		listed[d.Name] = d.Metrics[:n]
 	}
-	latest, err := a.opts.Store.Latest(names...)
+	latest, err := a.opts.Store.LatestFunc(func(device, metric string) bool {
+		_, found := slices.BinarySearch(listed[device], metric) // Devices sorts them
+		return found
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]dashboard.Device, len(devs))
-	for i, d := range devs {
-		n := 0 // latest is sorted by device, as devs is
-		for n < len(latest) && latest[n].Device == d.Name {
-			n++
-		}
-		byMetric := make(map[string]buffer.Reading, n)
-		for _, r := range latest[:n] {
-			byMetric[r.Metric] = r
-		}
-		latest = latest[n:]
-		out[i] = dashboard.Device{ID: d.Name, LastSeen: time.Unix(0, d.Last), Metrics: make([]dashboard.Metric, len(d.Metrics))}
-		for j, name := range d.Metrics {
-			m := dashboard.Metric{Name: name}
-			if j < len(d.Units) {
-				m.Unit = d.Units[j]
+	for i := range out {
+		ms := out[i].Metrics
+		for len(latest) > 0 && latest[0].Device == out[i].ID { // both sorted by device, then metric
+			r := latest[0]
+			latest = latest[1:]
+			j, ok := slices.BinarySearchFunc(ms, r.Metric, func(m dashboard.Metric, name string) int { return strings.Compare(m.Name, name) })
+			if !ok {
+				continue
 			}
-			if r, ok := byMetric[name]; ok {
-				m.Value, m.Time = r.Value, r.Time()
-				if r.Unit != "" {
-					m.Unit = r.Unit
-				}
+			ms[j].Value, ms[j].Time = r.Value, r.Time()
+			if r.Unit != "" {
+				ms[j].Unit = r.Unit
 			}
-			out[i].Metrics[j] = m
 		}
 	}
 	return out, nil
 }
 
-// charts draws a chart per metric of device over rng, ending at now:
-// the Stats records of rng.Level, and for a short range the raw
-// readings too (one more than a chart draws, so that it knows when
-// there are too many).
-func (a *API) charts(device string, rng dashboard.Range, now time.Time) ([]dashboard.Chart, error) {
+// charts draws p.Charts: a chart of p.Device over p.Range, ending at
+// now, for each metric of the page p.ChartPages names (whose Metrics
+// and Matching it sets, and whose Page it brings back to the last page
+// there is): the Stats records of the range's level, and for a short
+// range the raw readings too (one more than a chart draws, so that it
+// knows when there are too many). It reads only the page's metrics.
+func (a *API) charts(p *dashboard.Page, now time.Time) error {
+	device, rng, cp := p.Device, p.Range, &p.ChartPages
 	devs, _ := a.opts.Store.Devices(prevName(device), 1)
 	if len(devs) == 0 || devs[0].Name != device {
-		return nil, nil
+		return nil
 	}
-	from, to := rng.Window(now)
-	var out []dashboard.Chart
-	for i, metric := range devs[0].Metrics {
-		c := dashboard.Chart{Title: device + ": " + metric, From: from, To: to, Level: rng.Level()}
-		if i < len(devs[0].Units) {
-			c.Unit = devs[0].Units[i]
+	metrics, units := devs[0].Metrics, devs[0].Units
+	cp.Metrics = len(metrics)
+	if cp.Filter != "" {
+		want := strings.ToLower(cp.Filter)
+		var ms, us []string
+		for i, m := range metrics {
+			if strings.Contains(strings.ToLower(m), want) {
+				ms, us = append(ms, m), append(us, units[i])
+			}
 		}
+		metrics, units = ms, us
+	}
+	cp.Matching = len(metrics)
+	cp.Page = max(min(cp.Page, (len(metrics)+cp.PerPage-1)/cp.PerPage), 1)
+	first := min((cp.Page-1)*cp.PerPage, len(metrics))
+	last := min(first+cp.PerPage, len(metrics))
+	from, to := rng.Window(now)
+	for i, metric := range metrics[first:last] {
+		c := dashboard.Chart{Title: device + ": " + metric, Unit: units[first+i], From: from, To: to, Level: rng.Level()}
 		recs, _, err := a.opts.Store.StatsByLevel(device, metric, rng.Level(), from.UnixNano(), to.UnixNano())
 		if err != nil {
-			return nil, fmt.Errorf("stats of %s %s: %w", device, metric, err)
+			return fmt.Errorf("stats of %s %s: %w", device, metric, err)
 		}
 		c.Buckets = make([]dashboard.Bucket, len(recs))
 		for j, r := range recs {
@@ -262,16 +311,16 @@ func (a *API) charts(device string, rng dashboard.Range, now time.Time) ([]dashb
 		if rng.Raw() {
 			rs, err := a.opts.Store.Readings(buffer.Query{Device: device, Metric: metric, From: from.UnixNano(), To: to.UnixNano() + 1, Limit: 4*dashboard.MaxColumns + 1})
 			if err != nil {
-				return nil, fmt.Errorf("readings of %s %s: %w", device, metric, err)
+				return fmt.Errorf("readings of %s %s: %w", device, metric, err)
 			}
 			c.Points = make([]dashboard.Point, len(rs))
 			for j, r := range rs {
 				c.Points[j] = dashboard.Point{Time: r.Time(), Value: r.Value}
 			}
 		}
-		out = append(out, c)
+		p.Charts = append(p.Charts, c)
 	}
-	return out, nil
+	return nil
 }
 
 // prevName returns a name that sorts just before name, so that

