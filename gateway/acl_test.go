@@ -168,7 +168,8 @@ func TestParsePasswords(t *testing.T) {
 }
 
 // TestDefaultRules_Presets opens a device's own topics of the patterns
-// whose device is one level, and none of a bridge's or of skipped traffic.
+// whose device is one level, skipped traffic such as its last will
+// included, and none of a bridge's.
 func TestDefaultRules_Presets(t *testing.T) {
 	var routes []Route
 	for _, name := range []string{"tasmota", "zigbee2mqtt", "shelly", "homeassistant-statestream"} {
@@ -183,8 +184,8 @@ func TestDefaultRules_Presets(t *testing.T) {
 		got = append(got, r.Filter)
 	}
 	want := []string{
-		"tele/{username}/SENSOR", "tele/{username}/STATE", "stat/{username}/STATUS10", "stat/{username}/STATUS8", "stat/{username}/+",
-		"shellies/{username}/#",
+		"tele/{username}/LWT", "tele/{username}/SENSOR", "tele/{username}/STATE", "stat/{username}/STATUS10", "stat/{username}/STATUS8", "stat/{username}/+", "tele/{username}/+",
+		"shellies/{username}/online", "shellies/{username}/announce", "shellies/{username}/info", "shellies/{username}/command", "shellies/{username}/#",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("default rules:\n got %q\nwant %q", got, want)

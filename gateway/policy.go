@@ -51,14 +51,17 @@ func matchRoute(routes []Route, topic string) (i int, device, metric string) {
 // when its device id is one {device} level and the payload cannot name
 // another device. A pattern without {device} (the payload names the
 // device), whose device id spans levels or is joined from several (a
-// bridge's, publishing for many devices), a skipped route, and one whose
-// payload may name the device (Route.payloadDevice) are no user's own:
-// they are open only to those an ACL rule opens them to.
+// bridge's, publishing for many devices), and one whose payload may name
+// the device (Route.payloadDevice) are no user's own: they are open only
+// to those an ACL rule opens them to. A skipped route with one {device}
+// level is its device's own: a sensor's availability (its last will,
+// which the broker checks at CONNECT) and its command topics store
+// nothing, and a device that may not set its will cannot connect.
 //
 // The devices a user's own route stores are the user's name and, for a
 // Tasmota sensor with an Id, names under it (NAME/ID).
 func ownFilter(r *Route) string {
-	if !r.Pattern.HasDevice() || r.Skip != "" || r.payloadDevice {
+	if !r.Pattern.HasDevice() || r.payloadDevice {
 		return ""
 	}
 	levels := strings.Split(r.Pattern.String(), "/")

@@ -191,3 +191,41 @@ http:
 		t.Errorf("garage's unit after a trusted discovery message: %q, want °F", u)
 	}
 }
+
+// TestRun_SensorWithALastWill: a Tasmota with a password connects with
+// its default last will on tele/NAME/LWT, an availability topic that is
+// skipped, not stored: it is the sensor's own, so the broker lets the
+// will through at CONNECT and the sensor's STATE is stored. A will on
+// another device's LWT is refused.
+func TestRun_SensorWithALastWill(t *testing.T) {
+	bin := cairnBinary.get(t)
+	dir := t.TempDir()
+	passwd := filepath.Join(dir, "passwd")
+	addUser(t, passwd, "tasmota_1A2B3C", "t-secret")
+	cfg := `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+    password_file: ` + passwd + `
+  topics:
+    - preset: tasmota
+http:
+  listen: "127.0.0.1:0"
+`
+	p := startCairn(t, bin, writeConfig(t, t.TempDir(), cfg))
+	api := newAPIClient(p.http)
+	pub := func(will string) (string, error) {
+		return mosquittoPub(t, p.mqtt, "-u", "tasmota_1A2B3C", "-P", "t-secret", "-q", "1",
+			"--will-topic", will, "--will-payload", "Offline", "--will-retain",
+			"-t", "tele/tasmota_1A2B3C/STATE", "-m", `{"Time":"2024-05-01T12:00:00","UptimeSec":42}`)
+	}
+	if out, err := pub("tele/tasmota_1A2B3C/LWT"); err != nil {
+		t.Fatalf("mosquitto_pub with the sensor's own last will: %v\n%s", err, out)
+	}
+	waitReadings(t, api, "tasmota_1A2B3C", []float64{42})
+	if out, err := pub("tele/garage/LWT"); err == nil {
+		t.Errorf("mosquitto_pub with a will on another device's LWT: exited 0, want refused\n%s", out)
+	}
+	waitRefused(t, api, gateway.RefuseOtherDevice, 1)
+}
