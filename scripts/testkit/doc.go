@@ -7,7 +7,8 @@
 // unacknowledged messages (ConnectPublisher, ConnectWindow); small file
 // systems and filling them (MountFS, Fill) and the cutfs power-cut layer
 // (MountCutfs); the payload fixtures (LoadFixtures); and a store with its
-// Writer running for the test (StartWriter). It is for tests only;
+// Writer running for the test (StartWriter); an HTTP client from a
+// loopback address of its own (HTTPClientFrom). It is for tests only;
 // nothing in the cairn binary imports it, and of cairn's packages it
 // imports only buffer, whose own tests therefore keep their startWriter.
 package testkit
