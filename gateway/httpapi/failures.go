@@ -76,7 +76,7 @@ func (f *failures) wait(key netip.Addr, now time.Time) time.Duration {
 	defer f.mu.Unlock()
 	b := f.addrs[key]
 	if b == nil {
-		if len(f.addrs) < maxFailAddrs {
+		if f.sweep(now); len(f.addrs) < maxFailAddrs {
 			return 0
 		}
 		b = &f.other
@@ -100,22 +100,27 @@ func (f *failures) fail(key netip.Addr, now time.Time) {
 	b.tokens--
 }
 
+// sweep drops the full buckets when the table is full, at most once per
+// failEvery.
+func (f *failures) sweep(now time.Time) {
+	if len(f.addrs) < maxFailAddrs || now.Sub(f.swept) < failEvery {
+		return
+	}
+	f.swept = now
+	for k, b := range f.addrs {
+		if b.refill(now); b.tokens >= failBurst {
+			delete(f.addrs, k)
+		}
+	}
+}
+
 // add returns a new bucket for key, or the shared one when maxFailAddrs
-// addresses are still paying for their failures. Full buckets are
-// dropped, at most once per failEvery, when the table is full.
+// addresses are still paying for their failures.
 func (f *failures) add(key netip.Addr, now time.Time) *failBucket {
 	if f.addrs == nil {
 		f.addrs = make(map[netip.Addr]*failBucket)
 	}
-	if len(f.addrs) >= maxFailAddrs && now.Sub(f.swept) >= failEvery {
-		f.swept = now
-		for k, b := range f.addrs {
-			if b.refill(now); b.tokens >= failBurst {
-				delete(f.addrs, k)
-			}
-		}
-	}
-	if len(f.addrs) >= maxFailAddrs {
+	if f.sweep(now); len(f.addrs) >= maxFailAddrs {
 		return &f.other
 	}
 	b := &failBucket{}
