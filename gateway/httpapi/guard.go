@@ -175,8 +175,6 @@ func (g *Guard) authenticate(w http.ResponseWriter, r *http.Request) bool {
 				}
 				return true
 			}
-		}
-		if hasCookie {
 			clearSessionCookie(w, r) // a dead session: the browser may forget it
 		}
 		g.failures.fail(key, now)
