@@ -323,7 +323,10 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	if err != nil {
 		return err
 	}
-	handler, err := httpapi.NewGuard(api, httpapi.GuardOptions{Token: cfg.secrets.httpToken, QueryRate: cfg.HTTP.QueryRate, Registry: reg})
+	if anonymousHTTPBeyondLoopback(cfg.HTTP) {
+		log.Warn("http.allow_anonymous is true: anyone who can reach http.listen may read the API and the dashboard", "listen", cfg.HTTP.Listen, "allowed_hosts", cfg.HTTP.AllowedHosts)
+	}
+	handler, err := httpapi.NewGuard(api, httpapi.GuardOptions{Token: cfg.secrets.httpToken, AllowedHosts: cfg.HTTP.AllowedHosts, QueryRate: cfg.HTTP.QueryRate, Registry: reg})
 	if err != nil {
 		return err
 	}

@@ -447,7 +447,7 @@ func jsArray(strs []string) string {
 // a wrong one is refused, the right one leads to the page, and the
 // session is kept in a cookie the page's scripts cannot read.
 func TestDashboard_Login(t *testing.T) {
-	token := writeFile(t, t.TempDir(), "token", []byte("s3cret-token\n"), 0o600)
+	token := writeFile(t, t.TempDir(), "token", []byte("s3cret-token-0123\n"), 0o600)
 	c := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), dashboardConfig()+"  token_file: "+token+"\n"))
 	b := startBrowser(t)
 	// The page without a session, and the wrong token, are answered 401.
@@ -479,7 +479,7 @@ func TestDashboard_Login(t *testing.T) {
 	if cookies := sessionCookies(t, b); len(cookies) != 0 {
 		t.Errorf("after a wrong token: cookies %v, want none", cookies)
 	}
-	login("s3cret-token")
+	login("s3cret-token-0123")
 	if n := eval[int](t, b, `document.querySelectorAll('[data-part="devices"]').length`); n != 1 {
 		t.Fatalf("after the right token: no dashboard; page: %s", eval[string](t, b, `document.body.innerText`))
 	}
@@ -487,7 +487,7 @@ func TestDashboard_Login(t *testing.T) {
 		t.Errorf("after the right token the page is %s, want /", got)
 	}
 	cookies := sessionCookies(t, b)
-	if len(cookies) != 1 || !cookies[0].HTTPOnly || cookies[0].Value == "s3cret-token" {
+	if len(cookies) != 1 || !cookies[0].HTTPOnly || cookies[0].Value == "s3cret-token-0123" {
 		t.Errorf("after the right token: cookies %+v, want one HttpOnly %s that is not the token", cookies, "cairn_session")
 	}
 	if got := eval[string](t, b, `document.cookie`); got != "" {

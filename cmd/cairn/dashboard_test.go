@@ -17,7 +17,7 @@ import (
 // http.token_file the page first asks for the token, and the session it
 // starts opens the API too.
 func TestRun_DashboardHTTP(t *testing.T) {
-	token := writeFile(t, t.TempDir(), "token", []byte("s3cret-token\n"), 0o600)
+	token := writeFile(t, t.TempDir(), "token", []byte("s3cret-token-0123\n"), 0o600)
 	d := startDaemon(t, writeConfig(t, t.TempDir(), telemetryConfig(`{temperature: "°C"}`, "  token_file: "+token+"\n")))
 	pub := mustConnect(t, d.mqtt, "dashboard-publisher")
 	now := time.Now()
@@ -64,7 +64,7 @@ func TestRun_DashboardHTTP(t *testing.T) {
 	if res, _ := do(http.MethodGet, "/v1/devices", nil); res.StatusCode != http.StatusUnauthorized {
 		t.Errorf("GET /v1/devices without a session: %d, want 401", res.StatusCode)
 	}
-	res, _ := do(http.MethodPost, "/login", url.Values{"token": {"s3cret-token"}, "next": {"/"}})
+	res, _ := do(http.MethodPost, "/login", url.Values{"token": {"s3cret-token-0123"}, "next": {"/"}})
 	for _, ck := range res.Cookies() {
 		if ck.Name == "cairn_session" {
 			session = ck

@@ -48,6 +48,11 @@ type HTTPConfig struct {
 	// TokenFile holds a bearer token that every request but /healthz must
 	// carry; "" for none.
 	TokenFile string `yaml:"token_file"`
+	// AllowedHosts are the host names clients may reach the API by
+	// besides the loopback ones (checkHTTPOpen).
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// AllowAnonymous lets http.listen off loopback go without a token.
+	AllowAnonymous bool `yaml:"allow_anonymous"`
 	// QueryRate caps the query requests per second; 0 for no limit.
 	QueryRate float64 `yaml:"query_rate"`
 	// MetricsReadings puts the newest reading of each series on /metrics
@@ -144,6 +149,7 @@ func (c *Config) validateSecurity(bad func(key, format string, a ...any)) {
 	} else if m.Username != "" || m.PasswordFile != "" || m.TLS != (TLSConfig{}) {
 		bad("mqtt", "username, password_file and tls are for an external broker (mqtt.url)")
 	}
+	c.validateHTTPAccess(bad)
 	if c.HTTP.QueryRate < 0 {
 		bad("http.query_rate", "must be 0 (no limit) or more (got %g)", c.HTTP.QueryRate)
 	}
@@ -231,6 +237,8 @@ func (c *Config) loadSecurityFiles() error {
 	if c.HTTP.TokenFile != "" {
 		var err error
 		if sf.httpToken, err = readSecret(c.HTTP.TokenFile); err != nil {
+			fail("http.token_file", err)
+		} else if err := checkHTTPToken(c.HTTP.TokenFile, sf.httpToken); err != nil {
 			fail("http.token_file", err)
 		}
 	}

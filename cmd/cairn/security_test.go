@@ -378,7 +378,7 @@ func TestRun_SecretFileModes(t *testing.T) {
 	dir := t.TempDir()
 	passwd := filepath.Join(dir, "passwd")
 	addUser(t, passwd, "kitchen", "secret")
-	token := writeFile(t, dir, "token", []byte("let-me-in\n"), 0o644)
+	token := writeFile(t, dir, "token", []byte("let-me-in-let-me-in\n"), 0o644)
 	for _, c := range []struct{ name, yaml, file string }{
 		{"password file", "mqtt:\n  embedded:\n    listen: \"127.0.0.1:0\"\n    password_file: " + passwd + "\nhttp:\n  listen: \"127.0.0.1:0\"\n", passwd},
 		{"http token", "mqtt:\n  embedded:\n    listen: \"127.0.0.1:0\"\nhttp:\n  listen: \"127.0.0.1:0\"\n  token_file: " + token + "\n", token},
@@ -402,7 +402,7 @@ func TestRun_SecretFileModes(t *testing.T) {
 // TestRun_HTTPGuard: a bearer token guards every endpoint but /healthz;
 // no debug endpoints; oversized and too frequent queries are refused.
 func TestRun_HTTPGuard(t *testing.T) {
-	token := writeFile(t, t.TempDir(), "token", []byte("s3cret-token\n"), 0o600)
+	token := writeFile(t, t.TempDir(), "token", []byte("s3cret-token-0123\n"), 0o600)
 	d := startDaemon(t, writeConfig(t, t.TempDir(), localConfig+`  token_file: `+token+`
   query_rate: 2
 `))
@@ -423,7 +423,7 @@ func TestRun_HTTPGuard(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	const good = "s3cret-token"
+	const good = "s3cret-token-0123"
 	for _, c := range []struct {
 		path, tok string
 		want      int

@@ -1,7 +1,8 @@
 // Package httpapi is cairn's local HTTP API: health, status, the devices
 // and their readings and aggregates, the Prometheus metrics, and the
 // dashboard page (gateway/dashboard) filled in from them, behind a guard
-// (bearer token or login session, request size, query rate). It reads the store and
+// (Host check, bearer token or login session with failures limited per
+// client address, request size, query rate). It reads the store and
 // the counters of every part through the small interfaces below, which
 // cmd/cairn fills with the real parts.
 package httpapi

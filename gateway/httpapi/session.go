@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,8 +16,11 @@ import (
 
 // Sessions of the dashboard's login.
 const (
-	// sessionLifetime is how long a session lasts after its last use.
-	sessionLifetime = 30 * 24 * time.Hour
+	// sessionIdle is how long a session lasts after its last use.
+	sessionIdle = 30 * 24 * time.Hour
+	// sessionMaxAge is how long a session lasts at most after the login
+	// that started it, however often it is used.
+	sessionMaxAge = 90 * 24 * time.Hour
 	// maxSessions bounds the sessions kept; a new one beyond it drops
 	// the one used longest ago.
 	maxSessions = 64
@@ -28,11 +32,26 @@ const (
 // (a restart logs everyone out), each with its expiry. It is safe for
 // concurrent use.
 type sessions struct {
-	mu  sync.Mutex           // guards ids
-	ids map[string]time.Time // id → expiry
+	mu  sync.Mutex         // guards ids
+	ids map[string]session // by id
 }
 
-// create returns a new random session id valid until now+sessionLifetime.
+// session is the life of one session: it ends at idle, which each use
+// moves to sessionIdle later, or at end, sessionMaxAge after the login,
+// whichever comes first.
+type session struct {
+	idle, end time.Time
+}
+
+// expiry returns when s ends unless it is used again.
+func (s session) expiry() time.Time {
+	if s.end.Before(s.idle) {
+		return s.end
+	}
+	return s.idle
+}
+
+// create returns a new random session id, valid from now.
 func (s *sessions) create(now time.Time) string {
 	var b [32]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
@@ -40,43 +59,51 @@ func (s *sessions) create(now time.Time) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ids == nil {
-		s.ids = make(map[string]time.Time)
+		s.ids = make(map[string]session)
 	}
-	for k, exp := range s.ids {
-		if !now.Before(exp) {
+	for k, se := range s.ids {
+		if !now.Before(se.expiry()) {
 			delete(s.ids, k)
 		}
 	}
 	for len(s.ids) >= maxSessions {
 		var oldest string
-		for k, exp := range s.ids {
-			if oldest == "" || exp.Before(s.ids[oldest]) {
+		for k, se := range s.ids {
+			if oldest == "" || se.idle.Before(s.ids[oldest].idle) {
 				oldest = k
 			}
 		}
 		delete(s.ids, oldest)
 	}
-	s.ids[id] = now.Add(sessionLifetime)
+	s.ids[id] = session{idle: now.Add(sessionIdle), end: now.Add(sessionMaxAge)}
 	return id
+}
+
+// use reports whether id is a live session, extends it, and returns when
+// it ends unless it is used again.
+func (s *sessions) use(id string, now time.Time) (time.Time, bool) {
+	if id == "" {
+		return time.Time{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se, ok := s.ids[id]
+	if !ok {
+		return time.Time{}, false
+	}
+	if !now.Before(se.expiry()) {
+		delete(s.ids, id)
+		return time.Time{}, false
+	}
+	se.idle = now.Add(sessionIdle)
+	s.ids[id] = se
+	return se.expiry(), true
 }
 
 // valid reports whether id is a live session, and extends it.
 func (s *sessions) valid(id string, now time.Time) bool {
-	if id == "" {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	exp, ok := s.ids[id]
-	if !ok {
-		return false
-	}
-	if !now.Before(exp) {
-		delete(s.ids, id)
-		return false
-	}
-	s.ids[id] = now.Add(sessionLifetime)
-	return true
+	_, ok := s.use(id, now)
+	return ok
 }
 
 // remove ends the session id.
@@ -86,24 +113,14 @@ func (s *sessions) remove(id string) {
 	delete(s.ids, id)
 }
 
-// session returns the cookie of r's session if it is live, and extends
-// the session; nil if r has none.
-func (g *Guard) session(r *http.Request) *http.Cookie {
-	c, err := r.Cookie(dashboard.SessionCookie)
-	if err != nil || !g.sessions.valid(c.Value, time.Now()) {
-		return nil
-	}
-	return c
-}
-
-// setSessionCookie sets the cookie of session id, to last
-// sessionLifetime.
-func (g *Guard) setSessionCookie(w http.ResponseWriter, r *http.Request, id string) {
+// setSessionCookie sets the cookie of session id, to last until expiry,
+// when the session ends unless it is used again.
+func (g *Guard) setSessionCookie(w http.ResponseWriter, r *http.Request, id string, expiry time.Time) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     dashboard.SessionCookie,
 		Value:    id,
 		Path:     "/",
-		MaxAge:   int(sessionLifetime / time.Second),
+		MaxAge:   max(1, int(time.Until(expiry)/time.Second)),
 		HttpOnly: true,
 		Secure:   r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,
@@ -112,15 +129,10 @@ func (g *Guard) setSessionCookie(w http.ResponseWriter, r *http.Request, id stri
 
 // login answers POST /login: the form fields token and next. The right
 // token starts a session (its cookie) and redirects to next, a path on
-// this host; a wrong one answers the login form again with 401.
+// this host; a wrong one answers the login form again with 401, and
+// counts as a failed authentication of the client's address, which may
+// then have to wait (429).
 func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
-	if g.limited(w) {
-		return
-	}
-	if !g.logins.Allow() {
-		g.tooMany(w)
-		return
-	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
 	if err := r.ParseForm(); err != nil {
 		g.refused.WithLabelValues("too_large").Inc()
@@ -128,13 +140,21 @@ func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := dashboard.LocalPath(r.PostForm.Get("next"))
-	sum := sha256.Sum256([]byte(r.PostForm.Get("token")))
+	key, now := clientKey(r), time.Now()
+	if wait := g.failures.wait(key, now); wait > 0 {
+		g.tooManyFailures(w, wait, next, true)
+		return
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(r.PostForm.Get("token"))))
 	if subtle.ConstantTimeCompare(sum[:], g.token[:]) != 1 {
+		g.failures.fail(key, now)
 		g.refused.WithLabelValues("unauthorized").Inc()
 		g.writeLogin(w, http.StatusUnauthorized, next, "That is not the token.")
 		return
 	}
-	g.setSessionCookie(w, r, g.sessions.create(time.Now()))
+	id := g.sessions.create(now)
+	exp, _ := g.sessions.use(id, now)
+	g.setSessionCookie(w, r, id, exp)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
@@ -143,8 +163,13 @@ func (g *Guard) logout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(dashboard.SessionCookie); err == nil {
 		g.sessions.remove(c.Value)
 	}
-	http.SetCookie(w, &http.Cookie{Name: dashboard.SessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	clearSessionCookie(w, r)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// clearSessionCookie tells the browser to forget its session cookie.
+func clearSessionCookie(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: dashboard.SessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 }
 
 // writeLogin answers the login form with code.

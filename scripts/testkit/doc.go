@@ -7,8 +7,9 @@
 // unacknowledged messages (ConnectPublisher, ConnectWindow); small file
 // systems and filling them (MountFS, Fill) and the cutfs power-cut layer
 // (MountCutfs); a network namespace of a test's own, where fixed ports
-// are free (NewNetns); the payload fixtures (LoadFixtures); and a store with its
-// Writer running for the test (StartWriter). It is for tests only;
+// are free (NewNetns); the payload fixtures (LoadFixtures); a store with
+// its Writer running for the test (StartWriter); and an HTTP client from a
+// loopback address of its own (HTTPClientFrom). It is for tests only;
 // nothing in the cairn binary imports it, and of cairn's packages it
 // imports only buffer, whose own tests therefore keep their startWriter.
 package testkit
