@@ -75,7 +75,7 @@ func runPiGuide(t *testing.T, root, unit string) {
 
 	// The reading is there, and the password was needed for it.
 	out, err := g.chroot(nobody, "cairn", "status", "-sample", "0")
-	if err != nil || !strings.Contains(out, "1 messages, 1 readings stored") {
+	if err != nil || !strings.Contains(out, "1 message, 1 reading stored") {
 		t.Errorf("cairn status after the publish: %v, want the reading stored:\n%s", err, out)
 	}
 	if out, err := g.publish("-h", "127.0.0.1", "-u", "kitchen", "-P", "not-"+g.password, "-q", "1", "-t", "sensors/kitchen/telemetry", "-m", "{\"temperature\":1}"); err == nil {
