@@ -109,6 +109,12 @@ type Store struct {
 	// none); FreeBytes is what the file system has free (0: unknown),
 	// ReserveBytes the free space below which ingest pauses.
 	DiskBytes, MaxDiskBytes, FreeBytes, ReserveBytes int64
+	// Limit names what binds the store's size: "max_disk_bytes" (the
+	// cap), "free_space" (what the file system leaves beside the
+	// reserve, EffectiveMaxDiskBytes, is less than the cap) or "reserve"
+	// (less than the reserve is free); "" with no cap.
+	Limit                 string
+	EffectiveMaxDiskBytes int64
 }
 
 // Uplink is how sending upstream is doing. Zero times are unknown or

@@ -182,6 +182,7 @@ func (a *API) health(now time.Time) (dashboard.Health, error) {
 			return dashboard.Health{}, err
 		}
 		h.Store.MaxDiskBytes = rs.MaxDiskBytes
+		h.Store.Limit, h.Store.EffectiveMaxDiskBytes = string(rs.DiskLimit), rs.EffectiveMaxDiskBytes
 		h.Retention = &dashboard.Retention{
 			Paused:        rs.PausedReason,
 			LastRun:       deref(rs.LastRun),
