@@ -145,9 +145,13 @@ type Retention struct {
 
 // Device is one device and the latest value of each of its metrics.
 type Device struct {
-	ID       string
-	LastSeen time.Time
-	Metrics  []Metric
+	ID string
+	// LastSeen is when the gateway last heard from the device (zero:
+	// never), which says whether it is quiet; Newest is the time of its
+	// newest reading, as the reading says, shown where it is more than
+	// a minute apart from LastSeen.
+	LastSeen, Newest time.Time
+	Metrics          []Metric
 }
 
 // Metric is the latest reading of one metric of a device.
@@ -183,6 +187,7 @@ var templates = template.Must(template.New("page").Funcs(template.FuncMap{
 	"count": formatCount,
 	"bytes": formatBytes,
 	"at":    at,
+	"dated": dated,
 	"pct": func(a, b int64) string {
 		return strconv.FormatFloat(float64(a)/float64(b)*100, 'f', 0, 64) + " %"
 	},
@@ -193,6 +198,7 @@ var templates = template.Must(template.New("page").Funcs(template.FuncMap{
 type view struct {
 	Page
 	Quiet   map[string]bool // devices flagged quiet
+	Apart   map[string]bool // devices whose newest reading is dated apart from when they were last heard
 	NQuiet  int
 	Charts  []renderedChart
 	Ranges  []Range
@@ -265,6 +271,14 @@ func newView(p Page, name string) (*view, error) {
 			}
 		}
 	}
+	for _, d := range p.Devices {
+		if !d.Newest.IsZero() && !d.LastSeen.IsZero() && (d.Newest.Sub(d.LastSeen) > readingApart || d.LastSeen.Sub(d.Newest) > readingApart) {
+			if v.Apart == nil {
+				v.Apart = make(map[string]bool)
+			}
+			v.Apart[d.ID] = true
+		}
+	}
 	v.Alerts = alerts(p, v.NQuiet)
 	if name != "page" && name != PartCharts {
 		return v, nil
@@ -282,6 +296,10 @@ func newView(p Page, name string) (*view, error) {
 	}
 	return v, nil
 }
+
+// readingApart is how far a device's newest reading may be dated from
+// when it was last heard before the devices' list shows its date.
+const readingApart = time.Minute
 
 // alerts lists what needs a person's eye, in words; none when all is
 // well.
@@ -403,6 +421,12 @@ func at(now, t time.Time) template.HTML {
 	return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) +
 		`" data-t="` + strconv.FormatInt(t.UnixMilli(), 10) + `" data-f="a" title="` +
 		t.UTC().Format("2006-01-02 15:04:05 UTC") + `">` + ago(now, t) + `</time>`)
+}
+
+// dated writes t as a date and time in UTC, in a <time> element that
+// the page's script leaves as it is.
+func dated(t time.Time) template.HTML {
+	return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) + `">` + t.UTC().Format("2006-01-02 15:04 UTC") + `</time>`)
 }
 
 // ago says how long before now t was: "12 s ago", "3 min ago", "5 h

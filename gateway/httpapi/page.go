@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -195,6 +196,15 @@ func (a *API) health(now time.Time) (dashboard.Health, error) {
 	return h, nil
 }
 
+// nanosTime is ns since the epoch as a time; the zero time for
+// math.MinInt64, never.
+func nanosTime(ns int64) time.Time {
+	if ns == math.MinInt64 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
 // pageDevices lists the devices, the first maxDevicesLimit by name, with
 // the latest reading of each metric.
 func (a *API) pageDevices() ([]dashboard.Device, error) {
@@ -218,7 +228,7 @@ func (a *API) pageDevices() ([]dashboard.Device, error) {
 			byMetric[r.Metric] = r
 		}
 		latest = latest[n:]
-		out[i] = dashboard.Device{ID: d.Name, LastSeen: time.Unix(0, d.Last), Metrics: make([]dashboard.Metric, len(d.Metrics))}
+		out[i] = dashboard.Device{ID: d.Name, LastSeen: nanosTime(d.Heard), Newest: nanosTime(d.Last), Metrics: make([]dashboard.Metric, len(d.Metrics))}
 		for j, name := range d.Metrics {
 			m := dashboard.Metric{Name: name}
 			if j < len(d.Units) {
