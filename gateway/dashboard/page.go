@@ -117,6 +117,15 @@ type Store struct {
 	EffectiveMaxDiskBytes int64
 }
 
+// capInForce returns the cap that binds the store: MaxDiskBytes, or
+// EffectiveMaxDiskBytes when that is known and less.
+func (s Store) capInForce() int64 {
+	if s.EffectiveMaxDiskBytes > 0 {
+		return min(s.MaxDiskBytes, s.EffectiveMaxDiskBytes)
+	}
+	return s.MaxDiskBytes
+}
+
 // Uplink is how sending upstream is doing. Zero times are unknown or
 // never.
 type Uplink struct {
@@ -318,7 +327,7 @@ func alerts(p Page, quiet int) []string {
 	if r := h.Retention; r != nil && r.Paused != "" {
 		as = append(as, "retention is paused: "+r.Paused)
 	}
-	if s := h.Store; s.MaxDiskBytes > 0 && s.DiskBytes*10 > s.MaxDiskBytes*9 {
+	if s := h.Store; s.MaxDiskBytes > 0 && s.DiskBytes*10 > s.capInForce()*9 {
 		as = append(as, "the store is above 90 % of its cap")
 	}
 	switch {
