@@ -420,7 +420,11 @@ func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 			return err
 		}
 		if !deleted {
-			r.nothingLeft("data directory above the disk cap's low mark, and nothing left that retention may delete", size, limit, by)
+			msg := "data directory above the disk cap's low mark, and nothing left that retention may delete"
+			if by != LimitCap {
+				msg = "the file system leaves too little beside the reserve, and nothing is left to delete but the newest keep_recent of each series: ingest waits below the reserve until space is freed; lower retention.keep_recent or store.disk_reserve, or free space"
+			}
+			r.nothingLeft(msg, size, limit, by)
 			return nil
 		}
 		if err := r.compact(ctx, limit); err != nil {
@@ -504,13 +508,17 @@ func effectiveCap(limit, own, free, reserve int64) (int64, DiskLimit) {
 
 // setFull has the Writer stop taking batches while size is at the full
 // mark of limit, or take them again below the high mark, and logs the
-// change. While the reserve binds (by), the Headroom pauses ingest
-// instead.
+// change. Only the disk cap itself pauses (by LimitCap); for the free
+// space the Headroom does.
 func (r *Retention) setFull(ctx context.Context, size, limit int64, by DiskLimit) error {
 	r.mu.Lock()
 	was := r.full
-	// Below the reserve, the Headroom has ingest wait, and says why.
-	full := by != LimitReserve && atFull(size, limit, was)
+	// Only the cap itself has ingest wait at its full mark: what the file
+	// system leaves beside the reserve is kept by deleting, and the
+	// Headroom has ingest wait below the reserve. A full mark of that
+	// would stop ingest for good when what is left is the newest
+	// keep_recent, which only new readings let go.
+	full := by == LimitCap && atFull(size, limit, was)
 	r.full = full
 	r.mu.Unlock()
 	if full == was {
@@ -519,9 +527,6 @@ func (r *Retention) setFull(ctx context.Context, size, limit int64, by DiskLimit
 	reason := ""
 	if full {
 		reason = fmt.Sprintf("the data directory is at the disk cap (%s of %s)", formatBytes(size), formatBytes(limit))
-		if by != LimitCap {
-			reason = fmt.Sprintf("the data directory is at the disk cap (%s of %s, what its file system leaves beside the reserve)", formatBytes(size), formatBytes(limit))
-		}
 		r.log.Warn("data directory at the disk cap: ingest waits until retention has made room", "disk_bytes", size, "max_disk_bytes", limit, "limit", by)
 	} else {
 		r.log.Info("ingest resumes: the data directory is under the disk cap's high mark", "disk_bytes", size, "max_disk_bytes", limit, "limit", by)
