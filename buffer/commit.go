@@ -200,9 +200,6 @@ func (w *Writer) write() error {
 					return err
 				}
 				if dup {
-					if err := w.hear(txn, &budget, st.device); err != nil {
-						return err
-					}
 					w.results[i].Duplicates++
 					continue
 				}

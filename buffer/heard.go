@@ -13,9 +13,11 @@ import (
 // When a device was last heard. A reading's own time says when it was
 // read, by the device's clock, which may be years off; when cairn last
 // heard from the device is another matter, and the one that says whether
-// it is alive. A group commit hears every device that has a reading in
-// it, stored or a duplicate (a device that sends the same reading again
-// is alive), at the time the commit began, by the gateway's clock. The
+// it is alive. A group commit hears every device of which it stores a
+// reading, at the time the commit began, by the gateway's clock. A
+// duplicate is not heard: it is what a broker delivers again (a QoS 1
+// redelivery, a retained message at each subscription), not word from
+// the device. The
 // store keeps that time in memory for each device (Device.Heard), and on
 // disk under
 //
@@ -35,7 +37,7 @@ import (
 const heardResolution = time.Minute
 
 // hear notes that the part under way, in txn, heard device (a reading
-// of it is stored or a duplicate), and writes its heard time there when
+// of it is stored), and writes its heard time there when
 // the time recorded is heardResolution old or more and the entry fits
 // part. One that does not fit is written by a later part. Run goroutine
 // only.

@@ -44,10 +44,10 @@ func heardOf(s *Store) (heard, last map[string]int64) {
 	return heard, last
 }
 
-// A device is heard when a commit holds a reading of it, stored or a
-// duplicate, at the commit's time whatever the reading's own; the time
-// is written to the store when it first comes and then when it moves by
-// a minute, and is there again after a reopen.
+// A device is heard when a commit stores a reading of it, at the
+// commit's time whatever the reading's own, and not for a duplicate;
+// the time is written to the store when it first comes and then when it
+// moves by a minute, and is there again after a reopen.
 func TestStore_HeardByTheGatewaysClock(t *testing.T) {
 	dir := t.TempDir()
 	s, tw := openWriterOpts(t, dir, WriterOptions{})
@@ -70,14 +70,18 @@ func TestStore_HeardByTheGatewaysClock(t *testing.T) {
 		t.Errorf("stored heard times %v, want %v", stored, heard)
 	}
 
-	// A duplicate is heard in memory; within a minute, not written again.
+	// A duplicate is not heard; a new reading is, in memory, and within
+	// a minute it is not written again.
 	first := heard["old"]
 	if res := write(t, tw.Writer, Reading{Device: "old", Metric: "t", TS: old, Value: 1}); res.Duplicates != 1 {
 		t.Fatalf("got %+v, want a duplicate", res)
 	}
-	heard, _ = heardOf(s)
-	if heard["old"] <= first {
-		t.Errorf("after a duplicate, heard at %v, want after %v", time.Unix(0, heard["old"]), time.Unix(0, first))
+	if heard, _ = heardOf(s); heard["old"] != first {
+		t.Errorf("after a duplicate, heard at %v, want %v as before", time.Unix(0, heard["old"]), time.Unix(0, first))
+	}
+	write(t, tw.Writer, Reading{Device: "old", Metric: "t", TS: old + 1, Value: 1})
+	if heard, _ = heardOf(s); heard["old"] <= first {
+		t.Errorf("after a new reading, heard at %v, want after %v", time.Unix(0, heard["old"]), time.Unix(0, first))
 	}
 	if got := storedHeard(t, s)["old"]; got != first {
 		t.Errorf("stored heard time %v, want %v kept within a minute", time.Unix(0, got), time.Unix(0, first))

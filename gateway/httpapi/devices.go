@@ -19,7 +19,7 @@ type deviceJSON struct {
 	// metric has one.
 	Units map[string]string `json:"units,omitempty"`
 	// LastSeen is when cairn last heard from the device (a message that
-	// brought a reading, stored or a duplicate), by the gateway's clock,
+	// brought a reading it stored, not a duplicate), by the gateway's clock,
 	// to the minute across a restart; NewestReading is the time of the
 	// newest reading stored, as the reading says (the device's clock, or
 	// the receive time when the payload has none).
