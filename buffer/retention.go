@@ -359,7 +359,8 @@ func (r *Retention) compact(ctx context.Context, limit int64) error {
 // outbox keeps its own copy of unsent ones); then the oldest minute
 // records (those rolled up into hours); then the oldest unsent readings
 // of the outbox, which are counted (DroppedUnsent); and only when nothing
-// else is left and the disk cap itself binds, the newest raw readings.
+// else is left, the newest raw readings. The last two go only when the
+// disk cap itself binds: never to make room for other files.
 // Each step deletes about what must go, judged from the bytes per
 // reading, and is logged at warning level; the store is compacted after
 // it and measured again. Files in the data directory that are not
@@ -413,8 +414,8 @@ func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 			r.log.Warn("data directory still above the disk cap's low mark; going on at the next check", "disk_bytes", size, "max_disk_bytes", limit, "limit", by)
 			return nil
 		}
-		// The newest readings go for the cap alone, never to make room
-		// for what else fills the file system.
+		// Unsent and the newest readings go for the cap alone, never to
+		// make room for what else fills the file system.
 		deleted, err := r.dropOldest(ctx, &tier, p.KeepRecent, by == LimitCap, size, low, limit)
 		if err != nil {
 			return err
@@ -422,7 +423,7 @@ func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 		if !deleted {
 			msg := "data directory above the disk cap's low mark, and nothing left that retention may delete"
 			if by != LimitCap {
-				msg = "the file system leaves too little beside the reserve, and nothing is left to delete but the newest keep_recent of each series: ingest waits below the reserve until space is freed; lower retention.keep_recent or store.disk_reserve, or free space"
+				msg = "the file system leaves too little beside the reserve, and nothing is left to delete but readings not yet sent and the newest keep_recent of each series: ingest waits below the reserve until space is freed; lower retention.keep_recent or store.disk_reserve, or free space"
 			}
 			r.nothingLeft(msg, size, limit, by)
 			return nil
@@ -544,10 +545,12 @@ const (
 
 // dropOldest deletes the oldest data of the kind *tier names or, when it
 // has none left, of the next kind, and reports whether it deleted
-// anything. The newest raw readings (tierRecent) go only if recent. A kind, once done, is not gone back to within a pass: new
+// anything. A kind, once done, is not gone back to within a pass: new
 // readings keep arriving, and the raw readings of the newest hour must
-// not keep the outbox from ever being reached.
-func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.Duration, recent bool, size, low, limit int64) (bool, error) {
+// not keep the outbox from ever being reached. Unsent readings
+// (tierOutbox) and the newest raw ones (tierRecent) go only when the
+// disk cap itself binds (capBinds).
+func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.Duration, capBinds bool, size, low, limit int64) (bool, error) {
 	// The readings to delete: the share of the directory that must go.
 	readings := r.store.ReadingCount()
 	want := max(1, uint64(float64(readings)*float64(size-low)/float64(max(size, 1))))
@@ -578,6 +581,9 @@ func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.D
 		}
 		*tier = tierOutbox
 	}
+	if !capBinds {
+		return false, nil
+	}
 	if *tier == tierOutbox {
 		if pending := r.store.Outbox().Pending(); pending > 0 {
 			// The share of the outbox to go is the share of the directory
@@ -595,7 +601,7 @@ func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.D
 		}
 		*tier = tierRecent
 	}
-	if keepRecent <= 0 || !recent {
+	if keepRecent <= 0 {
 		return false, nil
 	}
 	n, from, to, _, err := r.writer.DropOldestRaw(ctx, -1, want)
