@@ -26,6 +26,9 @@ type groupCommit struct {
 	written   []writtenStats                         // records written by the commit part under way
 	units     map[*seriesState]unique.Handle[string] // units the commit part under way changes (unit.go)
 	outbox    encoding.OutboxEncoder                 // outbox entry of the commit part under way
+	heard     map[string]bool                        // devices the part under way heard: whether it writes their time (heard.go)
+	heardLast string                                 // the last of them, to look up the map once per run of one device's readings
+	heardAt   int64                                  // when the commit under way heard them (ns)
 }
 
 // journalWriter is the Writer's side of the journal: the entry of the
@@ -160,6 +163,7 @@ func (w *Writer) write() error {
 	defer func() {
 		clear(w.deltas) // what a failed part had gathered
 		clear(w.units)
+		w.forgetHeard()
 		for _, st := range w.touched {
 			st.touched = false
 			st.pend = st.pend[:0] // committed ones were moved to the journal's
@@ -170,6 +174,7 @@ func (w *Writer) write() error {
 		}
 	}()
 	var added uint64
+	w.heardAt = now.UnixNano()
 	w.outbox.Reset()
 	w.journal.entry.Reset()
 	txn, budget, err := w.newPart()
@@ -226,6 +231,9 @@ func (w *Writer) write() error {
 				if err := w.setUnit(txn, st, unit); err != nil {
 					return err
 				}
+			}
+			if err := w.hear(txn, &budget, st.device); err != nil {
+				return err
 			}
 			w.hold(st, smp)
 			w.journal.entry.Add(&r)
@@ -416,6 +424,7 @@ func (w *Writer) journaled(jkey []byte, total *uint64) {
 		st.unit = unit
 	}
 	clear(w.units)
+	w.heardCommitted()
 	s.mu.Unlock()
 	for _, st := range w.touched {
 		if len(st.pend) == 0 {

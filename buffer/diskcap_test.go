@@ -127,3 +127,32 @@ func TestRetention_DiskCapTakesTheOldestHours(t *testing.T) {
 		t.Errorf("the foreign file: %v", err)
 	}
 }
+
+// TestEffectiveCap checks the cap in force and what sets it: the disk cap
+// while the file system has room for it beside the reserve and its
+// resume margin, else what it has room for, and the reserve while less
+// than it is free.
+func TestEffectiveCap(t *testing.T) {
+	const mib = 1 << 20
+	reserve := int64(32 * mib) // resume margin: 4 MiB
+	tests := []struct {
+		name                  string
+		limit, own, free, res int64
+		want                  int64
+		wantBy                DiskLimit
+	}{
+		{"no cap", 0, 10 * mib, 100 * mib, reserve, 0, LimitNone},
+		{"room for the cap", 40 * mib, 10 * mib, 100 * mib, reserve, 40 * mib, LimitCap},
+		{"the free space binds", 60 * mib, 10 * mib, 60 * mib, reserve, 34 * mib, LimitFree},
+		{"exactly the cap", 40 * mib, 10 * mib, 66 * mib, reserve, 40 * mib, LimitCap},
+		{"less than the reserve free", 47 * mib, 17 * mib, 30 * mib, reserve, 11 * mib, LimitReserve},
+		{"nothing left", 47 * mib, 1 * mib, 0, reserve, 1, LimitReserve},
+		{"no reserve", 40 * mib, 10 * mib, 0, -1, 40 * mib, LimitCap},
+	}
+	for _, tt := range tests {
+		got, by := effectiveCap(tt.limit, tt.own, tt.free, tt.res)
+		if got != tt.want || by != tt.wantBy {
+			t.Errorf("%s: effectiveCap(%d, %d, %d, %d) = %d, %q; want %d, %q", tt.name, tt.limit, tt.own, tt.free, tt.res, got, by, tt.want, tt.wantBy)
+		}
+	}
+}

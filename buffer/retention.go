@@ -26,6 +26,12 @@ type RetentionOptions struct {
 	// age (default 1h); it runs sooner when the oldest raw reading
 	// expires (but not twice within a minute).
 	PruneEvery time.Duration
+	// Reserve is the free space below which the Headroom pauses ingest
+	// (HeadroomOptions.Reserve; DefaultDiskReserve of the store's
+	// memtable by default; below 0, none). The disk cap keeps it, and the
+	// margin above it at which ingest resumes, free on the file system,
+	// whatever else takes space there (effectiveCap).
+	Reserve int64
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives what retention removes. Nil means discard.
@@ -49,6 +55,10 @@ type Retention struct {
 	nextPrune time.Time // when it runs next (schedulePrune)
 	paused    string    // why retention by age is paused; empty when it is not
 	maxDisk   int64     // the disk cap, as of the last check
+	effective int64     // the cap in force at the last check (effectiveCap)
+	limitBy   DiskLimit // what set it
+	overHigh  bool      // the last check found the directory above the high mark, and said so
+	stuck     bool      // and found nothing left to delete, and said so
 	full      bool      // the Writer was told to take no batches
 	foreign   string    // names of the files not cairn's, as last logged
 	sizes     [2]sizeAt // the last two measurements of the directory, oldest first
@@ -66,6 +76,9 @@ func NewRetention(s *Store, w *Writer, opts RetentionOptions) *Retention {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Reserve == 0 {
+		opts.Reserve = DefaultDiskReserve(s.memTable)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -174,11 +187,11 @@ func (r *Retention) nextCheck() time.Duration {
 	defer r.mu.Unlock()
 	wait := r.opts.DiskCheck
 	s0, s1 := r.sizes[0], r.sizes[1]
-	if r.maxDisk <= 0 || s0.at.IsZero() || s1.bytes <= s0.bytes {
+	if r.effective <= 0 || s0.at.IsZero() || s1.bytes <= s0.bytes {
 		return wait
 	}
 	rate := float64(s1.bytes-s0.bytes) / s1.at.Sub(s0.at).Seconds()
-	room := diskHighMark*float64(r.maxDisk) - float64(s1.bytes)
+	room := diskHighMark*float64(r.effective) - float64(s1.bytes)
 	soon := time.Duration(room / rate / 2 * float64(time.Second))
 	return max(min(wait, soon), min(minDiskCheck, wait))
 }
@@ -232,7 +245,7 @@ func (r *Retention) PruneAge(ctx context.Context, now time.Time) error {
 	}
 	if u := r.store.Uncompacted(); removed > 0 && u*10 >= before {
 		r.mu.Lock()
-		limit := r.maxDisk
+		limit := r.effective
 		r.mu.Unlock()
 		return r.compact(ctx, limit)
 	}
@@ -326,7 +339,10 @@ func (r *Retention) compact(ctx context.Context, limit int64) error {
 				continue
 			}
 			if size, err := r.diskBytes(); err == nil && atFull(size, limit, false) {
-				if err := r.setFull(ctx, size, limit); err != nil && ctx.Err() == nil {
+				r.mu.Lock()
+				by := r.limitBy
+				r.mu.Unlock()
+				if err := r.setFull(ctx, size, limit, by); err != nil && ctx.Err() == nil {
 					r.log.Error("stopping ingest at the disk cap failed", "err", err)
 				}
 			}
@@ -335,55 +351,81 @@ func (r *Retention) compact(ctx context.Context, limit int64) error {
 }
 
 // EnforceDiskCap measures cairn's files in the data directory and, when
-// they are above the high mark of the disk cap, deletes the oldest data
-// until they are below the low mark, in small units, oldest first: raw
-// readings an hour of every series at a time, but never the newest
-// KeepRecent of a series (the outbox keeps its own copy of unsent ones);
-// then the oldest minute records (those rolled up into hours); then the
-// oldest unsent readings of the outbox, which are counted (DroppedUnsent);
-// and only when nothing else is left, the newest raw readings. Each step
-// deletes about what must go, judged from the bytes per reading, and is
-// logged at warning level; the store is compacted after it and measured
-// again. Files in the data directory that are not cairn's are not
-// counted and not deleted; they are reported (Status, and the log).
+// they are above the high mark of the cap in force (effectiveCap: the
+// disk cap, or less when the file system has not that much room beside
+// the reserve), deletes the oldest data until they are below the low
+// mark, in small units, oldest first: raw readings an hour of every
+// series at a time, but never the newest KeepRecent of a series (the
+// outbox keeps its own copy of unsent ones); then the oldest minute
+// records (those rolled up into hours); then the oldest unsent readings
+// of the outbox, which are counted (DroppedUnsent); and only when nothing
+// else is left, the newest raw readings. The last two go only when the
+// disk cap itself binds: never to make room for other files.
+// Each step deletes about what must go, judged from the bytes per
+// reading, and is logged at warning level; the store is compacted after
+// it and measured again. Files in the data directory that are not
+// cairn's are not counted and not deleted; they are reported (Status,
+// and the log).
 func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 	p, err := r.writer.RetentionPolicy(ctx)
 	if err != nil {
 		return err
 	}
-	limit, keepRecent := p.MaxDiskBytes, p.KeepRecent
-	r.mu.Lock()
-	r.maxDisk = limit
-	r.mu.Unlock()
 	size, err := r.diskBytes()
 	if err != nil {
 		return err
 	}
+	free, err := FreeBytes(r.store.dir)
+	if err != nil {
+		return err
+	}
+	limit, by := effectiveCap(p.MaxDiskBytes, size, free, r.opts.Reserve)
+	r.mu.Lock()
+	r.maxDisk, r.effective, r.limitBy = p.MaxDiskBytes, limit, by
+	logged := r.overHigh
+	r.overHigh = overHigh(size, limit)
+	if !r.overHigh {
+		r.stuck = false
+	}
+	r.mu.Unlock()
 	if !overHigh(size, limit) {
-		return r.setFull(ctx, size, limit)
+		return r.setFull(ctx, size, limit, by)
 	}
 	low := int64(diskLowMark * float64(limit))
-	r.log.Warn("data directory above the disk cap's high mark: deleting the oldest data", "disk_bytes", size, "max_disk_bytes", limit)
-	if err := r.setFull(ctx, size, limit); err != nil {
+	if !logged {
+		r.log.Warn("data directory above the disk cap's high mark: deleting the oldest data", "disk_bytes", size, "max_disk_bytes", limit, "limit", by, "free_bytes", free)
+	}
+	if err := r.setFull(ctx, size, limit, by); err != nil {
 		return err
 	}
 	defer func() {
+		// The deletes gave space back: the status says what binds now.
+		free, err := FreeBytes(r.store.dir)
 		r.mu.Lock()
 		r.lastRun = r.opts.Now()
+		if err == nil {
+			r.effective, r.limitBy = effectiveCap(p.MaxDiskBytes, size, free, r.opts.Reserve)
+		}
 		r.mu.Unlock()
 	}()
 	tier := tierRaw
 	for step, was := 0, size; size > low; step, was = step+1, size {
 		if step == maxDiskSteps {
-			r.log.Warn("data directory still above the disk cap's low mark; going on at the next check", "disk_bytes", size, "max_disk_bytes", limit)
+			r.log.Warn("data directory still above the disk cap's low mark; going on at the next check", "disk_bytes", size, "max_disk_bytes", limit, "limit", by)
 			return nil
 		}
-		deleted, err := r.dropOldest(ctx, &tier, keepRecent, size, low, limit)
+		// Unsent and the newest readings go for the cap alone, never to
+		// make room for what else fills the file system.
+		deleted, err := r.dropOldest(ctx, &tier, p.KeepRecent, by == LimitCap, size, low, limit)
 		if err != nil {
 			return err
 		}
 		if !deleted {
-			r.log.Error("data directory above the disk cap's low mark, and nothing left that retention may delete", "disk_bytes", size, "max_disk_bytes", limit)
+			msg := "data directory above the disk cap's low mark, and nothing left that retention may delete"
+			if by != LimitCap {
+				msg = "the file system leaves too little beside the reserve, and nothing is left to delete but readings not yet sent and the newest keep_recent of each series: ingest waits below the reserve until space is freed; lower retention.keep_recent or store.disk_reserve, or free space"
+			}
+			r.nothingLeft(msg, size, limit, by)
 			return nil
 		}
 		if err := r.compact(ctx, limit); err != nil {
@@ -392,29 +434,92 @@ func (r *Retention) EnforceDiskCap(ctx context.Context) error {
 		if size, err = r.diskBytes(); err != nil {
 			return err
 		}
-		if err := r.setFull(ctx, size, limit); err != nil {
+		if err := r.setFull(ctx, size, limit, by); err != nil {
 			return err
 		}
 		// The newest readings go only while that gives space back: a
 		// directory whose files are mostly not readings must not lose
 		// them all for nothing.
 		if tier == tierRecent && was-size < limit/100 {
-			r.log.Error("data directory above the disk cap's low mark, and deleting the newest readings gives no space back: raise retention.max_disk_bytes",
-				"disk_bytes", size, "max_disk_bytes", limit)
+			r.nothingLeft("data directory above the disk cap's low mark, and deleting the newest readings gives no space back: raise retention.max_disk_bytes", size, limit, by)
 			return nil
 		}
 	}
-	r.log.Warn("data directory back under the disk cap's low mark", "disk_bytes", size, "max_disk_bytes", limit)
+	r.mu.Lock()
+	r.overHigh, r.stuck = false, false
+	r.mu.Unlock()
+	r.log.Warn("data directory back under the disk cap's low mark", "disk_bytes", size, "max_disk_bytes", limit, "limit", by)
 	return nil
+}
+
+// nothingLeft logs msg, that the disk cap can delete nothing more, once
+// until the directory is under the high mark again.
+func (r *Retention) nothingLeft(msg string, size, limit int64, by DiskLimit) {
+	r.mu.Lock()
+	logged := r.stuck
+	r.stuck = true
+	r.mu.Unlock()
+	if !logged {
+		r.log.Error(msg, "disk_bytes", size, "max_disk_bytes", limit, "limit", by)
+	}
+}
+
+// DiskLimit names what bounds the data directory's size: the cap in
+// force is the disk cap, or what the file system leaves beside the
+// reserve when that is less (effectiveCap).
+type DiskLimit string
+
+const (
+	// LimitNone: no disk cap (retention.max_disk_bytes 0).
+	LimitNone DiskLimit = ""
+	// LimitCap: the disk cap, as configured or automatic.
+	LimitCap DiskLimit = "max_disk_bytes"
+	// LimitFree: the file system's free space; what cairn's files take
+	// and what is free, less the reserve and its resume margin, is less
+	// than the cap.
+	LimitFree DiskLimit = "free_space"
+	// LimitReserve: less than the reserve is free, so ingest waits
+	// (Headroom) until the cap's deletes or something else free space.
+	LimitReserve DiskLimit = "reserve"
+)
+
+// effectiveCap returns the cap in force for cairn's files, which take
+// own bytes, on a file system with free bytes free, and what sets it: the
+// disk cap limit, or, when less, own + free less the reserve and its
+// resume margin (at least 1 byte), so that the cap always leaves the
+// reserve free, whatever else is on the disk, and follows it as it
+// changes. Without a cap (limit 0) there is none; with a reserve below 0
+// it is the disk cap.
+func effectiveCap(limit, own, free, reserve int64) (int64, DiskLimit) {
+	if limit <= 0 {
+		return 0, LimitNone
+	}
+	if reserve < 0 {
+		return limit, LimitCap
+	}
+	room := max(own+free-reserve-resumeMargin(reserve), 1)
+	switch {
+	case free < reserve:
+		return min(room, limit), LimitReserve
+	case room < limit:
+		return room, LimitFree
+	}
+	return limit, LimitCap
 }
 
 // setFull has the Writer stop taking batches while size is at the full
 // mark of limit, or take them again below the high mark, and logs the
-// change.
-func (r *Retention) setFull(ctx context.Context, size, limit int64) error {
+// change. Only the disk cap itself pauses (by LimitCap); for the free
+// space the Headroom does.
+func (r *Retention) setFull(ctx context.Context, size, limit int64, by DiskLimit) error {
 	r.mu.Lock()
 	was := r.full
-	full := atFull(size, limit, was)
+	// Only the cap itself has ingest wait at its full mark: what the file
+	// system leaves beside the reserve is kept by deleting, and the
+	// Headroom has ingest wait below the reserve. A full mark of that
+	// would stop ingest for good when what is left is the newest
+	// keep_recent, which only new readings let go.
+	full := by == LimitCap && atFull(size, limit, was)
 	r.full = full
 	r.mu.Unlock()
 	if full == was {
@@ -423,9 +528,9 @@ func (r *Retention) setFull(ctx context.Context, size, limit int64) error {
 	reason := ""
 	if full {
 		reason = fmt.Sprintf("the data directory is at the disk cap (%s of %s)", formatBytes(size), formatBytes(limit))
-		r.log.Warn("data directory at the disk cap: ingest waits until retention has made room", "disk_bytes", size, "max_disk_bytes", limit)
+		r.log.Warn("data directory at the disk cap: ingest waits until retention has made room", "disk_bytes", size, "max_disk_bytes", limit, "limit", by)
 	} else {
-		r.log.Info("ingest resumes: the data directory is under the disk cap's high mark", "disk_bytes", size, "max_disk_bytes", limit)
+		r.log.Info("ingest resumes: the data directory is under the disk cap's high mark", "disk_bytes", size, "max_disk_bytes", limit, "limit", by)
 	}
 	return r.writer.setPause(ctx, PauseDiskCap, reason)
 }
@@ -442,8 +547,10 @@ const (
 // has none left, of the next kind, and reports whether it deleted
 // anything. A kind, once done, is not gone back to within a pass: new
 // readings keep arriving, and the raw readings of the newest hour must
-// not keep the outbox from ever being reached.
-func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.Duration, size, low, limit int64) (bool, error) {
+// not keep the outbox from ever being reached. Unsent readings
+// (tierOutbox) and the newest raw ones (tierRecent) go only when the
+// disk cap itself binds (capBinds).
+func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.Duration, capBinds bool, size, low, limit int64) (bool, error) {
 	// The readings to delete: the share of the directory that must go.
 	readings := r.store.ReadingCount()
 	want := max(1, uint64(float64(readings)*float64(size-low)/float64(max(size, 1))))
@@ -473,6 +580,9 @@ func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.D
 			return true, nil
 		}
 		*tier = tierOutbox
+	}
+	if !capBinds {
+		return false, nil
 	}
 	if *tier == tierOutbox {
 		if pending := r.store.Outbox().Pending(); pending > 0 {
@@ -552,6 +662,12 @@ type RetentionStatus struct {
 	DiskBytes      int64      `json:"disk_bytes"`
 	DiskMeasuredAt *time.Time `json:"disk_measured_at"`
 	MaxDiskBytes   int64      `json:"max_disk_bytes"`
+	// EffectiveMaxDiskBytes is the cap in force at the last check: the
+	// disk cap, or what the file system leaves beside the reserve when
+	// that is less; DiskLimit says which (LimitCap, LimitFree or
+	// LimitReserve; "" without a cap). 0 before the first check.
+	EffectiveMaxDiskBytes int64     `json:"effective_max_disk_bytes"`
+	DiskLimit             DiskLimit `json:"disk_limit"`
 }
 
 // Status returns what retention did. The size of the data directory is
@@ -561,7 +677,7 @@ type RetentionStatus struct {
 // directory nor has the Writer checkpoint at each call.
 func (r *Retention) Status() (RetentionStatus, error) {
 	r.mu.Lock()
-	st := RetentionStatus{PausedReason: r.paused, MaxDiskBytes: r.maxDisk}
+	st := RetentionStatus{PausedReason: r.paused, MaxDiskBytes: r.maxDisk, EffectiveMaxDiskBytes: r.effective, DiskLimit: r.limitBy}
 	if !r.lastRun.IsZero() {
 		t := r.lastRun.UTC()
 		st.LastRun = &t

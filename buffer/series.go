@@ -24,6 +24,11 @@ import (
 type deviceSeries struct {
 	name   string
 	series int
+	// heard is when cairn last heard from the device, in ns since the
+	// epoch by its own clock (math.MinInt64: never); heardSaved is the
+	// time the store holds for it, which only the Writer's goroutine (or
+	// Open) reads and writes (heard.go).
+	heard, heardSaved int64
 }
 
 // SeriesRefusal describes a reading the Writer refused because it would
@@ -51,7 +56,7 @@ func (s *Store) addSeries(id string, st *seriesState) {
 	s.series[id] = st
 	d := s.devices[st.device]
 	if d == nil {
-		d = &deviceSeries{name: st.device}
+		d = &deviceSeries{name: st.device, heard: math.MinInt64, heardSaved: math.MinInt64}
 		s.devices[st.device] = d
 	}
 	d.series++
@@ -159,13 +164,16 @@ func (s *Store) HasDevice(device string) bool {
 }
 
 // Device describes a device of the index: its metrics, sorted, the unit
-// of each (Units[i] is that of Metrics[i], "" when not known), and the
-// newest timestamp stored of any of them (ns since the epoch).
+// of each (Units[i] is that of Metrics[i], "" when not known), the
+// newest timestamp stored of any of them, and when cairn last heard from
+// it, by the gateway's clock (ns since the epoch; math.MinInt64: never;
+// see heard.go).
 type Device struct {
 	Name    string
 	Metrics []string
 	Units   []string
 	Last    int64
+	Heard   int64
 }
 
 // Devices returns the devices whose names sort after after ("": from the
@@ -190,7 +198,7 @@ func (s *Store) Devices(after string, limit int) ([]Device, bool) {
 	page := make(map[string]*Device, len(names))
 	for i, name := range names {
 		n := s.devices[name].series
-		out[i] = Device{Name: name, Metrics: make([]string, 0, n), Units: make([]string, 0, n), Last: math.MinInt64}
+		out[i] = Device{Name: name, Metrics: make([]string, 0, n), Units: make([]string, 0, n), Last: math.MinInt64, Heard: s.devices[name].heard}
 		page[name] = &out[i]
 	}
 	for _, st := range s.series {

@@ -176,7 +176,11 @@ func openNeed(memTable int64) int64 { return 2*memTable + 1<<20 }
 
 // resumeMargin is how far above the reserve the free space must be for
 // ingest to resume, so that it does not pause and resume at every check.
-func (h *Headroom) resumeMargin() int64 { return max(h.opts.Reserve/8, 1<<20) }
+func (h *Headroom) resumeMargin() int64 { return resumeMargin(h.opts.Reserve) }
+
+// resumeMargin is how far above reserve the free space must be for a
+// Headroom to resume ingest: an eighth of it, at least 1 MiB.
+func resumeMargin(reserve int64) int64 { return max(reserve/8, 1<<20) }
 
 // Run checks the free space every Check until ctx ends or the Writer
 // stops, and returns nil.

@@ -302,7 +302,7 @@ func Open(opts Options) (*Store, error) {
 		devices:  make(map[string]*deviceSeries),
 		oldest:   math.MaxInt64,
 	}
-	for _, step := range []func() error{s.moveOutbox, s.load, s.replayJournal, s.loadUnits, s.repair, s.dropBadNewest, s.recordSchema} {
+	for _, step := range []func() error{s.moveOutbox, s.load, s.replayJournal, s.loadUnits, s.loadHeard, s.repair, s.dropBadNewest, s.recordSchema} {
 		if err := step(); err != nil {
 			if isNoSpace(err) {
 				err = fmt.Errorf("%w: %w", ErrNoSpace, err)

@@ -86,6 +86,10 @@ func TestStore_UnitsKeptPerSeries(t *testing.T) {
 		t.Errorf("Unit of no series: got %q, want none", got)
 	}
 	devs, _ := s.Devices("", 10)
+	if h := time.Unix(0, devs[0].Heard); time.Since(h) > time.Minute || time.Since(h) < 0 {
+		t.Errorf("Devices: heard at %v, want within the test", h)
+	}
+	devs[0].Heard = 0 // heard.go's tests check it
 	if got, want := devs[0], (Device{Name: "kitchen", Metrics: []string{"h", "n", "t"}, Units: []string{"%RH", "", "°C"}, Last: ts + 4}); !reflect.DeepEqual(got, want) {
 		t.Errorf("Devices: got %+v, want %+v", got, want)
 	}

@@ -202,6 +202,7 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 			created:   make(map[string]*seriesState),
 			createdBy: make(map[string]*deviceSeries),
 			units:     make(map[*seriesState]unique.Handle[string]),
+			heard:     make(map[string]bool),
 			deltas:    make(map[statKey]aggregate.Stats),
 		},
 		journal: journalWriter{seq: s.journalNext()},

@@ -54,6 +54,10 @@ const (
 	//   'u' device 0x00 metric 0x00 → the unit, 1 to MaxUnitLen bytes of
 	//   UTF-8 without control characters (ValidUnit).
 	KindUnit KeyKind = 'u'
+	// KindHeard holds when cairn last heard from a device, by its own
+	// clock (to the minute: it is written when it moves by one):
+	//   's' device 0x00 → the time, 8 bytes as AppendTS writes it.
+	KindHeard KeyKind = 's'
 	// KindMeta holds store-wide values under a name: '_' name → value.
 	KindMeta KeyKind = '_'
 )
@@ -259,6 +263,24 @@ func ParseUnitKey(k []byte) (device, metric string, err error) {
 		return "", "", fmt.Errorf("%w: unit key without device and metric", ErrBadKey)
 	}
 	return string(head[:i]), string(head[i+1:]), nil
+}
+
+// AppendHeardKey appends the key of the time device was last heard to dst.
+func AppendHeardKey(dst []byte, device string) []byte {
+	return append(append(append(dst, byte(KindHeard)), device...), Sep)
+}
+
+// ParseHeardKey parses a key written by AppendHeardKey. The string it
+// returns is a copy; the key may be reused.
+func ParseHeardKey(k []byte) (device string, err error) {
+	if len(k) < 1+2 || KeyKind(k[0]) != KindHeard || k[len(k)-1] != Sep {
+		return "", fmt.Errorf("%w: not a heard key (%d bytes)", ErrBadKey, len(k))
+	}
+	d := k[1 : len(k)-1]
+	if bytes.IndexByte(d, Sep) >= 0 {
+		return "", fmt.Errorf("%w: heard key with a separator in its device", ErrBadKey)
+	}
+	return string(d), nil
 }
 
 // AppendMetaKey appends the key of the meta value name to dst.

@@ -132,6 +132,35 @@ func TestParseUnitKey_Bad(t *testing.T) {
 	}
 }
 
+func TestHeardKey_RoundTrip(t *testing.T) {
+	for _, d := range []string{"d", "kitchen/door", "a b"} {
+		k := AppendHeardKey(nil, d)
+		got, err := ParseHeardKey(k)
+		if err != nil || got != d {
+			t.Errorf("ParseHeardKey(%q) = %q, %v; want %q", k, got, err, d)
+		}
+	}
+	for _, k := range [][]byte{nil, []byte("s"), []byte("s\x00"), []byte("sd"), []byte("sd\x00m\x00"), []byte("ud\x00")} {
+		if _, err := ParseHeardKey(k); err == nil {
+			t.Errorf("ParseHeardKey(%q): got nil error", k)
+		}
+	}
+}
+
+func FuzzParseHeardKey(f *testing.F) {
+	f.Add(AppendHeardKey(nil, "d"))
+	f.Add([]byte("s\x00"))
+	f.Fuzz(func(t *testing.T, k []byte) {
+		device, err := ParseHeardKey(k)
+		if err != nil {
+			return
+		}
+		if got := AppendHeardKey(nil, device); !bytes.Equal(got, k) {
+			t.Fatalf("round trip: %x → %q → %x", k, device, got)
+		}
+	})
+}
+
 func FuzzParseUnitKey(f *testing.F) {
 	f.Add(AppendUnitKey(nil, "d", "m"))
 	f.Add([]byte("u\x00\x00"))

@@ -126,7 +126,11 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		MaxSeries:          cfg.Store.MaxSeries,
 		MaxSeriesPerDevice: cfg.Store.MaxSeriesPerDevice,
 	})
-	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{Now: clock.Now, Logger: log.With("component", "retention")})
+	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{
+		Reserve: int64(max(cfg.Store.DiskReserve, 0)), // the Headroom's: the cap leaves it free
+		Now:     clock.Now,
+		Logger:  log.With("component", "retention"),
+	})
 	headroom := buffer.NewHeadroom(store, writer, buffer.HeadroomOptions{
 		Reserve: int64(max(cfg.Store.DiskReserve, 0)), // auto: 0, the default
 		Logger:  log.With("component", "store"),

@@ -423,9 +423,11 @@ func TestRun_EmbeddedEndToEnd(t *testing.T) {
 
 // deviceDoc is one device as /v1/devices lists it.
 type deviceDoc struct {
-	Device   string   `json:"device"`
-	Metrics  []string `json:"metrics"`
-	LastSeen string   `json:"last_seen"`
+	Device  string   `json:"device"`
+	Metrics []string `json:"metrics"`
+	// NewestReading is the newest reading's own time; last_seen, when
+	// cairn heard the device, TestRun_LastSeenIsWhenHeard checks.
+	NewestReading string `json:"newest_reading"`
 }
 
 // devicesDoc returns what /v1/devices should list for the readings rs.
@@ -442,7 +444,7 @@ func devicesDoc(rs []buffer.Reading) []deviceDoc {
 	}
 	var out []deviceDoc
 	for dev, ms := range metrics {
-		d := deviceDoc{Device: dev, LastSeen: time.Unix(0, last[dev]).UTC().Format(time.RFC3339Nano)}
+		d := deviceDoc{Device: dev, NewestReading: time.Unix(0, last[dev]).UTC().Format(time.RFC3339Nano)}
 		for m := range ms {
 			d.Metrics = append(d.Metrics, m)
 		}

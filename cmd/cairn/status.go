@@ -238,8 +238,24 @@ func printRetention(w io.Writer, r *buffer.RetentionStatus) {
 		fmt.Fprintf(w, ", readings from %s to %s", r.OldestReading.Format(time.RFC3339), r.NewestReading.Format(time.RFC3339))
 	}
 	fmt.Fprintln(w)
+	printDiskLimit(w, r)
 	if r.PausedReason != "" {
 		fmt.Fprintf(w, "        %s\n", r.PausedReason)
+	}
+}
+
+// printDiskLimit says which limit binds the store's size: the disk cap,
+// the file system's free space, or the reserve.
+func printDiskLimit(w io.Writer, r *buffer.RetentionStatus) {
+	switch r.DiskLimit {
+	case buffer.LimitCap:
+		fmt.Fprintf(w, "        limit: the disk cap (%s)\n", size(r.EffectiveMaxDiskBytes))
+	case buffer.LimitFree:
+		fmt.Fprintf(w, "        limit: the file system's free space: %s for the store beside the reserve, less than the %s cap\n",
+			size(r.EffectiveMaxDiskBytes), size(r.MaxDiskBytes))
+	case buffer.LimitReserve:
+		fmt.Fprintf(w, "        limit: the reserve: less than it is free; ingest waits while the oldest data goes (%s for the store)\n",
+			size(r.EffectiveMaxDiskBytes))
 	}
 }
 

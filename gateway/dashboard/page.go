@@ -131,6 +131,21 @@ type Store struct {
 	// none); FreeBytes is what the file system has free (0: unknown),
 	// ReserveBytes the free space below which ingest pauses.
 	DiskBytes, MaxDiskBytes, FreeBytes, ReserveBytes int64
+	// Limit names what binds the store's size: "max_disk_bytes" (the
+	// cap), "free_space" (what the file system leaves beside the
+	// reserve, EffectiveMaxDiskBytes, is less than the cap) or "reserve"
+	// (less than the reserve is free); "" with no cap.
+	Limit                 string
+	EffectiveMaxDiskBytes int64
+}
+
+// capInForce returns the cap that binds the store: MaxDiskBytes, or
+// EffectiveMaxDiskBytes when that is known and less.
+func (s Store) capInForce() int64 {
+	if s.EffectiveMaxDiskBytes > 0 {
+		return min(s.MaxDiskBytes, s.EffectiveMaxDiskBytes)
+	}
+	return s.MaxDiskBytes
 }
 
 // Uplink is how sending upstream is doing. Zero times are unknown or
@@ -169,9 +184,13 @@ type Retention struct {
 // Device is one device and the latest value of each of its metrics, or
 // of the first of them when it has more than a row can show.
 type Device struct {
-	ID       string
-	LastSeen time.Time
-	Metrics  []Metric
+	ID string
+	// LastSeen is when the gateway last heard from the device (zero:
+	// never), which says whether it is quiet; Newest is the time of its
+	// newest reading, as the reading says, shown where it is more than
+	// a minute apart from LastSeen.
+	LastSeen, Newest time.Time
+	Metrics          []Metric
 	// More is how many metrics the device has beyond Metrics; the row
 	// says how many, with a link to the device's charts.
 	More int
@@ -212,6 +231,7 @@ var templates = template.Must(template.New("page").Funcs(template.FuncMap{
 	"plural": pluralAny,
 	"bytes":  formatBytes,
 	"at":     at,
+	"dated":  dated,
 	"pct": func(a, b int64) string {
 		return strconv.FormatFloat(float64(a)/float64(b)*100, 'f', 0, 64) + " %"
 	},
@@ -222,6 +242,7 @@ var templates = template.Must(template.New("page").Funcs(template.FuncMap{
 type view struct {
 	Page
 	Quiet   map[string]bool // devices flagged quiet
+	Apart   map[string]bool // devices whose newest reading is dated apart from when they were last heard
 	NQuiet  int
 	Charts  []renderedChart
 	Pager   pager
@@ -295,6 +316,14 @@ func newView(p Page, name string) (*view, error) {
 			}
 		}
 	}
+	for _, d := range p.Devices {
+		if !d.Newest.IsZero() && !d.LastSeen.IsZero() && (d.Newest.Sub(d.LastSeen) > readingApart || d.LastSeen.Sub(d.Newest) > readingApart) {
+			if v.Apart == nil {
+				v.Apart = make(map[string]bool)
+			}
+			v.Apart[d.ID] = true
+		}
+	}
 	v.Alerts = alerts(p, v.NQuiet)
 	if name != "page" && name != PartCharts {
 		return v, nil
@@ -323,6 +352,10 @@ func mqttReason(m MQTT) string {
 	return ": " + m.LastError
 }
 
+// readingApart is how far a device's newest reading may be dated from
+// when it was last heard before the devices' list shows its date.
+const readingApart = time.Minute
+
 // alerts lists what needs a person's eye, in words; none when all is
 // well.
 func alerts(p Page, quiet int) []string {
@@ -340,7 +373,7 @@ func alerts(p Page, quiet int) []string {
 	if r := h.Retention; r != nil && r.Paused != "" {
 		as = append(as, "retention is paused: "+r.Paused)
 	}
-	if s := h.Store; s.MaxDiskBytes > 0 && s.DiskBytes*10 > s.MaxDiskBytes*9 {
+	if s := h.Store; s.MaxDiskBytes > 0 && s.DiskBytes*10 > s.capInForce()*9 {
 		as = append(as, "the store is above 90 % of its cap")
 	}
 	switch {
@@ -443,6 +476,12 @@ func at(now, t time.Time) template.HTML {
 	return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) +
 		`" data-t="` + strconv.FormatInt(t.UnixMilli(), 10) + `" data-f="a" title="` +
 		t.UTC().Format("2006-01-02 15:04:05 UTC") + `">` + ago(now, t) + `</time>`)
+}
+
+// dated writes t as a date and time in UTC, in a <time> element that
+// the page's script leaves as it is.
+func dated(t time.Time) template.HTML {
+	return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) + `">` + t.UTC().Format("2006-01-02 15:04 UTC") + `</time>`)
 }
 
 // ago says how long before now t was: "12 s ago", "3 min ago", "5 h

@@ -360,6 +360,36 @@ func TestWritePage_Counts(t *testing.T) {
 	}
 }
 
+// The store card names the limit that binds, and the alert goes by the
+// cap in force.
+func TestWritePart_StoreLimit(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		limit     string
+		eff       int64
+		want      string
+		wantAlert bool
+	}{
+		{"max_disk_bytes", 100 * mib, "Limit: the cap", false},
+		{"free_space", 40 * mib, "Limit: the free space, 40.0 MiB for the store beside the reserve", true},
+		{"reserve", 20 * mib, "Limit: the reserve", true},
+		{"", 0, "", false},
+	} {
+		p := Page{Now: end, Health: Health{Store: Store{DiskBytes: 38 * mib, MaxDiskBytes: 100 * mib, Limit: tc.limit, EffectiveMaxDiskBytes: tc.eff}}}
+		var buf bytes.Buffer
+		if err := WritePart(&buf, PartHealth, p); err != nil {
+			t.Fatal(err)
+		}
+		doc := buf.String()
+		if tc.want != "" && !strings.Contains(doc, tc.want) || tc.want == "" && strings.Contains(doc, "Limit:") {
+			t.Errorf("limit %q: the store card says %q, want %q", tc.limit, doc, tc.want)
+		}
+		if got := strings.Contains(doc, "above 90 % of its cap"); got != tc.wantAlert {
+			t.Errorf("limit %q: alert %v, want %v", tc.limit, got, tc.wantAlert)
+		}
+	}
+}
+
 // TestWritePage_UplinkErrorPast shows the uplink's last error in red as
 // long as no send succeeded after it, and as past once one did.
 func TestWritePage_UplinkErrorPast(t *testing.T) {
@@ -378,5 +408,43 @@ func TestWritePage_UplinkErrorPast(t *testing.T) {
 	}
 	if !strings.Contains(past, `<p class="muted">Last error <time`) || !strings.Contains(past, "before the last send: 503 Service Unavailable") {
 		t.Errorf("an error before the last send is not shown as past:\n%s", past)
+	}
+}
+
+// A device is quiet by when it was last heard, and its newest reading's
+// date is shown where it is more than a minute apart from that.
+func TestWritePart_NewestReadingApart(t *testing.T) {
+	old := time.Date(2020, 2, 12, 15, 15, 46, 0, time.UTC)
+	p := Page{Now: end, QuietAfter: 15 * time.Minute, Devices: []Device{
+		{ID: "old-clock", LastSeen: end.Add(-5 * time.Second), Newest: old},
+		{ID: "on-time", LastSeen: end.Add(-5 * time.Second), Newest: end.Add(-6 * time.Second)},
+		{ID: "silent", LastSeen: end.Add(-time.Hour), Newest: end.Add(-time.Hour)},
+	}}
+	var buf bytes.Buffer
+	if err := WritePart(&buf, PartDevices, p); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, row := range strings.Split(buf.String(), "<tr")[1:] {
+		for _, d := range p.Devices {
+			if strings.Contains(row, ">"+d.ID+"</a>") {
+				rows[d.ID] = row
+			}
+		}
+	}
+	for _, tc := range []struct {
+		id           string
+		quiet, dated bool
+	}{{"old-clock", false, true}, {"on-time", false, false}, {"silent", true, false}} {
+		row := rows[tc.id]
+		if got := strings.Contains(row, `class="quiet"`); got != tc.quiet {
+			t.Errorf("%s: quiet %v, want %v: %s", tc.id, got, tc.quiet, row)
+		}
+		if got := strings.Contains(row, "newest reading dated"); got != tc.dated {
+			t.Errorf("%s: newest reading's date shown %v, want %v: %s", tc.id, got, tc.dated, row)
+		}
+	}
+	if !strings.Contains(rows["old-clock"], "2020-02-12 15:15 UTC") {
+		t.Errorf("old-clock: no date of its newest reading: %s", rows["old-clock"])
 	}
 }

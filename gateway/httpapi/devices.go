@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -16,8 +17,14 @@ type deviceJSON struct {
 	Metrics []string `json:"metrics"`
 	// Units maps each metric whose unit is known to it; absent when no
 	// metric has one.
-	Units    map[string]string `json:"units,omitempty"`
-	LastSeen string            `json:"last_seen"`
+	Units map[string]string `json:"units,omitempty"`
+	// LastSeen is when cairn last heard from the device (a message that
+	// brought a reading it stored, not a duplicate), by the gateway's clock,
+	// to the minute across a restart; NewestReading is the time of the
+	// newest reading stored, as the reading says (the device's clock, or
+	// the receive time when the payload has none).
+	LastSeen      string `json:"last_seen"`
+	NewestReading string `json:"newest_reading"`
 	// Latest maps each metric that has a raw reading stored to its
 	// newest one.
 	Latest map[string]latestJSON `json:"latest"`
@@ -38,6 +45,15 @@ func latestByMetric(rs []buffer.Reading) map[string]latestJSON {
 		out[r.Metric] = latestJSON{TS: r.Time().Format(time.RFC3339Nano), Value: r.Value, Unit: r.Unit}
 	}
 	return out
+}
+
+// formatNanos formats ns since the epoch as RFC 3339 in UTC; "" for
+// math.MinInt64, never.
+func formatNanos(ns int64) string {
+	if ns == math.MinInt64 {
+		return ""
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
 }
 
 // Page sizes of the devices endpoint: a page holds at most
@@ -82,7 +98,7 @@ func (a *API) devices(w http.ResponseWriter, r *http.Request) {
 		Next    string       `json:"next,omitempty"`
 	}{Devices: make([]deviceJSON, len(page))}
 	for i, d := range page {
-		out.Devices[i] = deviceJSON{Device: d.Name, Metrics: d.Metrics, LastSeen: time.Unix(0, d.Last).UTC().Format(time.RFC3339Nano)}
+		out.Devices[i] = deviceJSON{Device: d.Name, Metrics: d.Metrics, LastSeen: formatNanos(d.Heard), NewestReading: formatNanos(d.Last)}
 		n := 0 // latest is sorted by device, as page is
 		for n < len(latest) && latest[n].Device == d.Name {
 			n++

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -217,6 +218,7 @@ func (a *API) health(now time.Time) (dashboard.Health, error) {
 			return dashboard.Health{}, err
 		}
 		h.Store.MaxDiskBytes = rs.MaxDiskBytes
+		h.Store.Limit, h.Store.EffectiveMaxDiskBytes = string(rs.DiskLimit), rs.EffectiveMaxDiskBytes
 		h.Retention = &dashboard.Retention{
 			Paused:        rs.PausedReason,
 			LastRun:       deref(rs.LastRun),
@@ -229,6 +231,15 @@ func (a *API) health(now time.Time) (dashboard.Health, error) {
 	return h, nil
 }
 
+// nanosTime is ns since the epoch as a time; the zero time for
+// math.MinInt64, never.
+func nanosTime(ns int64) time.Time {
+	if ns == math.MinInt64 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
 // pageDevices lists the devices, the first maxDevicesLimit by name, with
 // the latest reading of each metric, or of the first listedMetrics of
 // a device that has more: only those are read.
@@ -238,7 +249,7 @@ func (a *API) pageDevices() ([]dashboard.Device, error) {
 	listed := make(map[string][]string, len(devs))
 	for i, d := range devs {
 		n := min(len(d.Metrics), listedMetrics)
-		out[i] = dashboard.Device{ID: d.Name, LastSeen: time.Unix(0, d.Last), Metrics: make([]dashboard.Metric, n), More: len(d.Metrics) - n}
+		out[i] = dashboard.Device{ID: d.Name, LastSeen: nanosTime(d.Heard), Newest: nanosTime(d.Last), Metrics: make([]dashboard.Metric, n), More: len(d.Metrics) - n}
 		for j, name := range d.Metrics[:n] {
 			out[i].Metrics[j] = dashboard.Metric{Name: name, Unit: d.Units[j]}
 		}
