@@ -24,7 +24,8 @@ import (
 
 // committer is the part of buffer.Writer the Ingester uses.
 type committer interface {
-	Submit(ctx context.Context, readings []buffer.Reading, done func(buffer.Result)) error
+	SubmitFrom(ctx context.Context, from string, readings []buffer.Reading, done func(buffer.Result)) error
+	Forget(from string)
 }
 
 // Clock is the gateway's wall clock and whether it is trusted
@@ -159,6 +160,16 @@ func (in *Ingester) SetRoutes(routes []Route) {
 // so that the sender moves on — or with an error when the readings could not
 // be stored, in which case the message must not be acknowledged.
 func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, recv time.Time, done func(error)) bool {
+	return in.IngestFrom(ctx, "", topic, payload, recv, done)
+}
+
+// IngestFrom is Ingest for a message that MQTT client from published to
+// the embedded broker. The group commit waits for the messages of other
+// publishers, never for from while it waits for its acknowledgements
+// (buffer.WriterOptions.Wait). Ingest, for the messages of an external
+// broker, whose publishers cairn does not see, counts each device as a
+// publisher of its own.
+func (in *Ingester) IngestFrom(ctx context.Context, from, topic string, payload []byte, recv time.Time, done func(error)) bool {
 	var route *Route
 	var device, metric string
 	routes := *in.routes.Load()
@@ -202,7 +213,7 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 		return true
 	}
 	in.readings.Add(uint64(len(readings)))
-	err = in.w.Submit(ctx, readings, func(res buffer.Result) {
+	err = in.w.SubmitFrom(ctx, from, readings, func(res buffer.Result) {
 		if res.Err != nil {
 			in.failed.Add(1)
 			done(res.Err)
@@ -225,12 +236,16 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 	return true
 }
 
+// Gone tells the group commit that MQTT client from has disconnected: no
+// commit waits for it any more.
+func (in *Ingester) Gone(from string) { in.w.Forget(from) }
+
 // Settle calls done, in order with the readings submitted before, once
 // they are settled: for a message on no configured topic that must not be
 // acknowledged ahead of the messages before it. done is called with nil,
 // or with an error when the store is stopping.
 func (in *Ingester) Settle(ctx context.Context, done func(error)) {
-	err := in.w.Submit(ctx, nil, func(res buffer.Result) { done(res.Err) })
+	err := in.w.SubmitFrom(ctx, "", nil, func(res buffer.Result) { done(res.Err) })
 	if err != nil {
 		done(fmt.Errorf("submit: %w", err))
 	}
