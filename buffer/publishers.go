@@ -5,10 +5,13 @@ import "time"
 // The commit policy: a group commit waits for more readings, up to
 // WriterOptions.Wait after its first came, only while a sensor that is
 // not in it has sent within the last Wait, and so may still join it. A
-// sensor is a device as one publisher sends it. A publisher that has
-// messages in the commit and sent nothing more while an earlier commit
-// held its messages waits for its PUBACKs: none of its sensors is waited
-// for, since it sends no more until the commit is done.
+// sensor is a device as one publisher sends it. A publisher that waits
+// for its PUBACKs (clocked) and has messages in the commit is not waited
+// for, none of its sensors, since it sends no more until the commit is
+// done. A publisher is taken to wait for its PUBACKs once it sent nothing
+// while a commit that waited held its messages, and no longer once it
+// sends while a commit holds them; a publisher that is gone (Forget) is
+// forgotten at once.
 //
 // A lone publisher that waits for each PUBACK is therefore never held up,
 // and a hundred sensors sending on their own clocks are gathered into a
@@ -34,8 +37,9 @@ type publisher struct {
 	batch   uint64    // the commit that holds its newest message
 	last    time.Time // when its newest message was taken
 	// clocked reports whether it waits for its PUBACKs: it sent nothing
-	// while the last commit that waited held its messages. A publisher
-	// starts out not clocked.
+	// while the last commit that waited held its messages, and has not
+	// sent while a commit held them since. A publisher starts out not
+	// clocked.
 	clocked bool
 }
 
