@@ -4,7 +4,8 @@ import "time"
 
 // The commit policy: a group commit waits for more readings, up to
 // WriterOptions.Wait after its first came, only while a sensor that is
-// not in it has sent within the last Wait, and so may still join it. A
+// not in it has sent within the last Wait, and so may still join it: up
+// to twice the longest time it took lately between two messages. A
 // sensor is a device as one publisher sends it. A publisher that waits
 // for its PUBACKs (clocked) and has messages in the commit is not waited
 // for, none of its sensors, since it sends no more until the commit is
@@ -21,11 +22,23 @@ import "time"
 // sender is one device as one publisher sends it: a node of the list of
 // senders, newest first.
 type sender struct {
-	key        senderKey
-	pub        *publisher
-	last       time.Time // when its newest message was taken
-	batch      uint64    // the commit that holds its newest message
+	key   senderKey
+	pub   *publisher
+	last  time.Time // when its newest message was taken
+	batch uint64    // the commit that holds its newest message
+	// gap is the longest time between two of its messages lately (each
+	// message takes an eighth off it); 0 until its second message.
+	gap        time.Duration
 	prev, next *sender
+}
+
+// due returns when s is expected to have sent again, if it still sends:
+// twice its gap after its last message, and no later than Wait after it.
+func (s *sender) due(wait time.Duration) time.Time {
+	if s.gap > 0 && 2*s.gap < wait {
+		return s.last.Add(2 * s.gap)
+	}
+	return s.last.Add(wait)
 }
 
 type senderKey struct{ from, device string }
@@ -115,6 +128,7 @@ func (p *publishers) touch(key senderKey, pub *publisher, now time.Time) {
 		p.senders[key] = s
 		pub.senders++
 	} else {
+		s.gap = max(now.Sub(s.last), s.gap-s.gap/8)
 		if s.batch == p.batch && s == p.head {
 			s.last = now
 			return
@@ -173,22 +187,24 @@ func (p *publishers) forget(from string) {
 	delete(p.pubs, from)
 }
 
-// maxSkipped bounds the senders until scans past that cannot join: the
-// senders of publishers that wait for their PUBACKs.
+// maxSkipped bounds the senders until scans past that cannot join: those
+// overdue, and those of publishers that wait for their PUBACKs.
 const maxSkipped = 256
 
 // until returns when the commit being gathered stops waiting for senders
-// not in it, at now: when the newest of those that may still join has
-// sent nothing for Wait. It returns the zero time if none may join.
+// not in it, at now: when the newest of those that may still join is due
+// and has not sent. It returns the zero time if none may join. Senders
+// that are overdue, and those of publishers that wait for their PUBACKs,
+// are passed over, maxSkipped of them at most.
 func (p *publishers) until(now time.Time) time.Time {
 	p.expire(now)
 	skipped := 0
 	for s := p.first; s != nil && skipped < maxSkipped; s = s.next {
-		end := s.last.Add(p.wait)
-		if !end.After(now) {
+		if !s.last.Add(p.wait).After(now) {
 			break // the rest are older
 		}
-		if s.pub.batch == p.batch && s.pub.clocked {
+		end := s.due(p.wait)
+		if !end.After(now) || s.pub.batch == p.batch && s.pub.clocked {
 			skipped++
 			continue
 		}

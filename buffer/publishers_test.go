@@ -177,3 +177,24 @@ func TestWriter_WaitGathersALightStream(t *testing.T) {
 		})
 	}
 }
+
+// TestWriter_WaitEndsWhenASensorIsOverdue: a sensor that sent a burst,
+// messages a few milliseconds apart, and then stopped is waited for only
+// until it is overdue (twice its longest gap), not for Wait (an hour
+// here): the end of a backlog drained from a broker does not wait.
+func TestWriter_WaitEndsWhenASensorIsOverdue(t *testing.T) {
+	_, w := testStoreWith(t, "", WriterOptions{Wait: time.Hour})
+	var last <-chan Result
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for i := range 10 {
+		<-tick.C
+		last = submitFrom(t, w, "burst", Reading{Device: "b", Metric: "m", TS: int64(i+1) * 1e9, Value: 1})
+	}
+	result(t, last, "the burst's last message")
+	before := w.Stats()
+	result(t, submitFrom(t, w, "a", Reading{Device: "a", Metric: "m", TS: 1e9, Value: 1}), "a's message after the burst")
+	if got := w.Stats().Commits - before.Commits; got != 1 {
+		t.Errorf("commits of a's message: got %d, want 1", got)
+	}
+}
