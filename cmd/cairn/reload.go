@@ -148,6 +148,7 @@ func needsRestart(a, b *Config) []string {
 	for _, c := range []*Config{&ac, &bc} {
 		c.MQTT.Topics, c.routes = nil, nil
 		c.Retention = RetentionConfig{}
+		c.Store.forgetRemoved() // they do nothing, and their lines may move
 		if uplinkChanges {
 			c.Uplink, c.uplink = UplinkConfig{}, nil
 		}

@@ -1,6 +1,10 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+
+	"gopkg.in/yaml.v3"
+)
 
 // commitPolicyNow says what decides a group commit now, for the warnings
 // about the keys it replaced.
@@ -24,4 +28,9 @@ func (c *Config) Warnings() []string {
 		}
 	}
 	return out
+}
+
+// forgetRemoved clears the keys of s that are accepted but no longer used.
+func (s *StoreConfig) forgetRemoved() {
+	s.OldCommitInterval, s.OldCommitLinger, s.OldCommitWaitReadings = yaml.Node{}, yaml.Node{}, yaml.Node{}
 }
