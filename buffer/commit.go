@@ -15,8 +15,6 @@ import (
 // the batches it gathers and the part of the commit under way. Used by
 // the Run goroutine only.
 type groupCommit struct {
-	lastStart time.Time // when the last commit began
-	busyUntil time.Time // commits that begin before it do not wait (see WaitReadings)
 	batch     []request
 	results   []Result
 	snap      *badger.Txn                            // read snapshot of the commit, if one was needed
@@ -40,56 +38,40 @@ type journalWriter struct {
 	keys  [][]byte               // the entries committed since the last checkpoint
 }
 
-// collect adds queued requests to w.batch until it holds MaxReadings,
-// or the queue is empty and Interval has passed since the last commit
-// began (and, while it holds fewer than WaitReadings readings, Wait since
-// its first request came, unless it follows a busy commit closely) and, with
-// Linger, no request came for Linger
-// (or lingerIntervals × Interval have passed), or ctx ends.
+// collect adds queued requests to w.batch until it holds MaxReadings, or
+// the queue is empty and no sensor that may still join it has sent within
+// Wait (publishers.go), or Wait has passed since its first request came,
+// or ctx ends.
 func (w *Writer) collect(ctx context.Context) {
 	n := len(w.batch[0].readings)
-	last := time.Now() // when the newest request came
-	first := last      // when the first came
+	first := time.Now()
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
-		if n >= w.opts.WaitReadings && last.Sub(first) < w.opts.Wait/2 {
-			w.busyUntil = last.Add(w.opts.Wait / 2)
-		}
 	}()
-	// The rest of a burst does not wait, however many commits it takes.
-	wait := !first.Before(w.busyUntil)
 	for n < w.opts.MaxReadings {
 		select {
 		case req := <-w.queue:
-			w.batch = append(w.batch, req)
-			n += len(req.readings)
-			if w.opts.Linger > 0 {
-				last = time.Now()
-			}
+			n += w.take(req)
 			continue
 		default:
 		}
+		if w.opts.Wait <= 0 {
+			return
+		}
 		now := time.Now()
-		until := w.lastStart.Add(w.opts.Interval)
-		if t := first.Add(w.opts.Wait); wait && n < w.opts.WaitReadings && t.After(until) {
-			until = t
-		}
+		until := first.Add(w.opts.Wait)
 		if !now.Before(until) {
-			if w.opts.Linger <= 0 || now.Sub(last) >= w.opts.Linger {
-				return
-			}
-			limit := w.lastStart.Add(lingerIntervals * w.opts.Interval)
-			if !now.Before(limit) {
-				return
-			}
-			until = last.Add(w.opts.Linger)
-			if limit.Before(until) {
-				until = limit
-			}
+			return
 		}
+		t := w.pubs.until(now)
+		if t.IsZero() {
+			return
+		}
+		until = minTime(until, t)
+		w.waits.Add(1)
 		if timer == nil {
 			timer = time.NewTimer(until.Sub(now))
 		} else {
@@ -97,9 +79,7 @@ func (w *Writer) collect(ctx context.Context) {
 		}
 		select {
 		case req := <-w.queue:
-			w.batch = append(w.batch, req)
-			n += len(req.readings)
-			last = time.Now()
+			n += w.take(req)
 		case <-timer.C:
 		case <-ctx.Done():
 			return
@@ -107,14 +87,26 @@ func (w *Writer) collect(ctx context.Context) {
 	}
 }
 
-// lingerIntervals bounds how long Linger may hold a commit: this many
-// Intervals from the start of the last one.
-const lingerIntervals = 5
+// take adds req to w.batch, or forgets its publisher if it is gone, and
+// returns the readings it added.
+func (w *Writer) take(req request) int {
+	if req.done == nil {
+		w.pubs.forget(req.from)
+		return 0
+	}
+	w.batch = append(w.batch, req)
+	if w.opts.Wait > 0 {
+		w.pubs.take(req.from, req.readings, req.sent, time.Now())
+	}
+	return len(req.readings)
+}
 
 // commit writes w.batch in one transaction, syncs, and reports results.
 func (w *Writer) commit() {
 	start := time.Now()
-	w.lastStart = start
+	if w.pubs.gathered() {
+		w.gathered.Add(1)
+	}
 	w.results = w.results[:0]
 	for range w.batch {
 		w.results = append(w.results, Result{})
@@ -128,6 +120,7 @@ func (w *Writer) commit() {
 	} else {
 		w.commits.Add(1)
 	}
+	w.pubs.done(time.Now()) // before any result: a publisher may answer at once
 	for i, req := range w.batch {
 		res := w.results[i]
 		if err != nil {

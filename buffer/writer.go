@@ -32,34 +32,14 @@ type Result struct {
 type WriterOptions struct {
 	// MaxReadings caps the readings of one group commit (default 10,000).
 	MaxReadings int
-	// Interval is the least time from the start of one group commit to the
-	// start of the next (default 0: commit as soon as the queue is empty).
-	// Readings that arrive in between join the next commit, so that a
-	// light, steady stream costs a few commits a second, not one per
-	// message; under load a commit takes longer than this anyway.
-	Interval time.Duration
-	// Linger is how long a commit, once Interval has passed, still waits
-	// for the next batch while batches keep coming less than Linger apart,
-	// up to lingerIntervals × Interval from the start of the last commit
-	// (default 0: it does not wait; nor with an Interval of 0). A burst (a
-	// bridge with many messages in flight) is committed once it pauses for
-	// Linger; a steady stream is gathered into fewer, larger commits, each
-	// costing a sync.
-	Linger time.Duration
-	// Wait is how long the first reading of a small group commit, one of
-	// fewer than WaitReadings readings, may wait for more before the
-	// commit starts (default 0: it does not wait). A light stream is then
-	// written in a few commits a second, not one per message: every
-	// commit syncs at least a page of Badger's log, and an SD card wears
-	// by the pages written. A commit of WaitReadings or more starts as
-	// Interval and Linger say.
+	// Wait is how long a group commit may wait for more readings after
+	// its first came (default 0: it does not wait). It waits only while a
+	// sensor not in it has sent within the last Wait, and never for a
+	// publisher that waits for its acknowledgements (publishers.go): a
+	// light stream from many sensors is then written in a few commits a
+	// second, not one per message, which spares an SD card, and a lone
+	// publisher is not held up.
 	Wait time.Duration
-	// WaitReadings is how many readings make a commit large enough not
-	// to wait (see Wait). After a commit that gathered as many in less
-	// than half of Wait, the commits that begin within half of Wait of
-	// its last reading do not wait either: readings are coming fast (the
-	// rest of a burst, however it is split, a publisher's next window).
-	WaitReadings int
 	// QueueSize is how many submitted batches may wait (default 4,096).
 	// Submit blocks when the queue is full.
 	QueueSize int
@@ -108,6 +88,7 @@ const MaxBucketSamples = 10000
 // WriterStats are the Writer's counters since it was created.
 type WriterStats struct {
 	Commits        uint64 // group commits synced
+	Gathered       uint64 // group commits that waited for other sensors to join
 	Stored         uint64 // readings stored
 	Duplicates     uint64 // readings that were already stored
 	Failures       uint64 // group commits that failed
@@ -139,6 +120,8 @@ type Writer struct {
 	closed    bool
 
 	commits, stored, duplicates, failures, syncNanos atomic.Uint64
+	gathered                                         atomic.Uint64
+	waits                                            atomic.Uint64 // times a commit began to wait for others (tests poll it)
 	sealed, sealErrors, pruned, prunedReadings       atomic.Uint64
 	checkpoints, refused                             atomic.Uint64
 	pausedWhy                                        atomic.Pointer[string] // PausedReason; nil when taking batches
@@ -146,6 +129,7 @@ type Writer struct {
 
 	// Used by the Run goroutine only, each job's state with the job:
 	groupCommit                        // the group commit (commit.go)
+	pubs        publishers             // who sent recently, for the commit policy (publishers.go)
 	journal     journalWriter          // the journal's entries it writes (commit.go; journal.go)
 	ckpt        checkpointState        // the checkpoint (checkpoint.go)
 	seal        sealer                 // sealing (seal.go)
@@ -157,8 +141,10 @@ type Writer struct {
 }
 
 type request struct {
+	from     string    // the publisher (SubmitFrom)
+	sent     time.Time // when it was submitted; zero with Wait 0
 	readings []Reading
-	done     func(Result)
+	done     func(Result) // nil: publisher from is gone (Forget)
 }
 
 // NewWriter creates the Writer of s. Don't forget to Run it.
@@ -206,11 +192,19 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 			deltas:    make(map[statKey]aggregate.Stats),
 		},
 		journal: journalWriter{seq: s.journalNext()},
+		pubs:    newPublishers(opts.Wait),
 		ckpt:    checkpointState{budget: newTxnBudget(s.db, 0), deltas: make(map[statKey]aggregate.Stats)},
 	}
 }
 
-// Submit queues readings for the next group commit. done is called exactly
+// Submit queues readings for the next group commit, from no publisher in
+// particular: SubmitFrom with from "".
+func (w *Writer) Submit(ctx context.Context, readings []Reading, done func(Result)) error {
+	return w.SubmitFrom(ctx, "", readings, done)
+}
+
+// SubmitFrom queues readings sent by publisher from (an MQTT client id)
+// for the next group commit. done is called exactly
 // once, from the Writer's goroutine, after the commit holding the readings
 // was synced (or failed); calls to done follow the order of Submit calls.
 // done must return quickly: it holds up every later result. A batch without
@@ -220,9 +214,13 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 // calls done, once the Writer is stopping, or ctx.Err() if ctx ends first.
 // A reading whose device id or metric name is not valid (CheckDevice,
 // CheckMetric) fails the whole batch at once, with an error naming it.
-func (w *Writer) Submit(ctx context.Context, readings []Reading, done func(Result)) error {
+func (w *Writer) SubmitFrom(ctx context.Context, from string, readings []Reading, done func(Result)) error {
 	if err := checkNames(readings); err != nil {
 		return fmt.Errorf("submit: %w", err)
+	}
+	req := request{from: from, readings: readings, done: done}
+	if w.opts.Wait > 0 {
+		req.sent = time.Now()
 	}
 	w.mu.RLock()
 	defer w.mu.RUnlock()
@@ -230,12 +228,30 @@ func (w *Writer) Submit(ctx context.Context, readings []Reading, done func(Resul
 		return ErrClosed
 	}
 	select {
-	case w.queue <- request{readings: readings, done: done}:
+	case w.queue <- req:
 		return nil
 	case <-w.stopping:
 		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// Forget tells the commit policy that publisher from is gone: no commit
+// waits for it any more. It never blocks: with the queue full, the
+// publisher is forgotten once it has sent nothing for Wait.
+func (w *Writer) Forget(from string) {
+	if w.opts.Wait <= 0 {
+		return
+	}
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return
+	}
+	select {
+	case w.queue <- request{from: from}:
+	default:
 	}
 }
 
@@ -257,7 +273,13 @@ func (w *Writer) Run(ctx context.Context) error {
 		}
 		select {
 		case req := <-queue:
-			w.batch = append(w.batch[:0], req)
+			if req.done == nil {
+				w.pubs.forget(req.from)
+				continue
+			}
+			w.batch = w.batch[:0]
+			w.pubs.begin()
+			w.take(req)
 			w.collect(ctx)
 			w.commit()
 		case <-w.ckpt.due.C:
@@ -297,13 +319,16 @@ func (w *Writer) stop() {
 	w.mu.Unlock()
 	for {
 		w.batch = w.batch[:0]
+		w.pubs.begin()
 		n := 0
 	drain:
 		for n < w.opts.MaxReadings {
 			select {
 			case req := <-w.queue:
-				w.batch = append(w.batch, req)
-				n += len(req.readings)
+				if req.done != nil {
+					w.batch = append(w.batch, req)
+					n += len(req.readings)
+				}
 			default:
 				break drain
 			}
@@ -364,6 +389,7 @@ func (w *Writer) Ping(ctx context.Context) error {
 func (w *Writer) Stats() WriterStats {
 	return WriterStats{
 		Commits:        w.commits.Load(),
+		Gathered:       w.gathered.Load(),
 		Stored:         w.stored.Load(),
 		Duplicates:     w.duplicates.Load(),
 		Failures:       w.failures.Load(),

@@ -261,11 +261,11 @@ func (h *ingestHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pack
 	ctx := context.Background()
 	switch pk.FixedHeader.Qos {
 	case 0:
-		h.in.ingest(ctx, routes, pk.TopicName, pk.Payload, now, func(error) {})
+		h.in.ingest(ctx, routes, cl.ID, pk.TopicName, pk.Payload, now, func(error) {})
 		return pk, nil
 	case 2:
 		errc := make(chan error, 1)
-		if !h.in.ingest(ctx, routes, pk.TopicName, pk.Payload, now, func(err error) { errc <- err }) {
+		if !h.in.ingest(ctx, routes, cl.ID, pk.TopicName, pk.Payload, now, func(err error) { errc <- err }) {
 			return pk, nil
 		}
 		if err := <-errc; err != nil {
@@ -283,7 +283,7 @@ func (h *ingestHook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Pack
 	// it here, before the message can settle and give its quota back.
 	cl.State.Inflight.DecreaseReceiveQuota()
 	s := q.add(&pk)
-	if !h.in.ingest(ctx, routes, pk.TopicName, pk.Payload, now, func(err error) { h.settle(cl, q, s, err) }) {
+	if !h.in.ingest(ctx, routes, cl.ID, pk.TopicName, pk.Payload, now, func(err error) { h.settle(cl, q, s, err) }) {
 		// Not ours, but it must not overtake the client's pending acks.
 		h.settle(cl, q, s, nil)
 	}
@@ -306,11 +306,15 @@ func held(pk packets.Packet) packets.Packet {
 }
 
 // OnDisconnect forgets the client's queue; what it still holds is routed
-// without acks when settled.
+// without acks when settled. No group commit waits for the client any
+// more.
 func (h *ingestHook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 	h.mu.Lock()
 	delete(h.queues, cl)
 	h.mu.Unlock()
+	if !cl.Net.Inline {
+		h.in.Gone(cl.ID)
+	}
 }
 
 func (h *ingestHook) queueFor(cl *mqtt.Client) *ackQueue {

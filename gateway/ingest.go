@@ -24,7 +24,8 @@ import (
 
 // committer is the part of buffer.Writer the Ingester uses.
 type committer interface {
-	Submit(ctx context.Context, readings []buffer.Reading, done func(buffer.Result)) error
+	SubmitFrom(ctx context.Context, from string, readings []buffer.Reading, done func(buffer.Result)) error
+	Forget(from string)
 }
 
 // Clock is the gateway's wall clock and whether it is trusted
@@ -159,12 +160,17 @@ func (in *Ingester) SetRoutes(routes []Route) {
 // so that the sender moves on — or with an error when the readings could not
 // be stored, in which case the message must not be acknowledged.
 func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, recv time.Time, done func(error)) bool {
-	return in.ingest(ctx, *in.routes.Load(), topic, payload, recv, done)
+	return in.ingest(ctx, *in.routes.Load(), "", topic, payload, recv, done)
 }
 
-// ingest is Ingest by routes instead of the Ingester's own: the embedded
-// broker's, by which the message was judged.
-func (in *Ingester) ingest(ctx context.Context, routes []Route, topic string, payload []byte, recv time.Time, done func(error)) bool {
+// ingest is Ingest by routes instead of the Ingester's own (the embedded
+// broker's, by which the message was judged), for a message that MQTT
+// client from published. The group commit waits for the messages of
+// other publishers, never for from while it waits for its
+// acknowledgements (buffer.WriterOptions.Wait). Ingest, for the messages
+// of an external broker, whose publishers cairn does not see, gives no
+// client: each device counts as a publisher of its own.
+func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic string, payload []byte, recv time.Time, done func(error)) bool {
 	i, device, metric := matchRoute(routes, topic)
 	if i < 0 {
 		in.unmatched.add(topic, recv)
@@ -201,7 +207,7 @@ func (in *Ingester) ingest(ctx context.Context, routes []Route, topic string, pa
 		return true
 	}
 	in.readings.Add(uint64(len(readings)))
-	err = in.w.Submit(ctx, readings, func(res buffer.Result) {
+	err = in.w.SubmitFrom(ctx, from, readings, func(res buffer.Result) {
 		if res.Err != nil {
 			in.failed.Add(1)
 			done(res.Err)
@@ -224,12 +230,16 @@ func (in *Ingester) ingest(ctx context.Context, routes []Route, topic string, pa
 	return true
 }
 
+// Gone tells the group commit that MQTT client from has disconnected: no
+// commit waits for it any more.
+func (in *Ingester) Gone(from string) { in.w.Forget(from) }
+
 // Settle calls done, in order with the readings submitted before, once
 // they are settled: for a message on no configured topic that must not be
 // acknowledged ahead of the messages before it. done is called with nil,
 // or with an error when the store is stopping.
 func (in *Ingester) Settle(ctx context.Context, done func(error)) {
-	err := in.w.Submit(ctx, nil, func(res buffer.Result) { done(res.Err) })
+	err := in.w.SubmitFrom(ctx, "", nil, func(res buffer.Result) { done(res.Err) })
 	if err != nil {
 		done(fmt.Errorf("submit: %w", err))
 	}

@@ -14,7 +14,9 @@ import (
 // rest as new series over the device's limit.
 type refusingWriter struct{}
 
-func (refusingWriter) Submit(_ context.Context, rs []buffer.Reading, done func(buffer.Result)) error {
+func (refusingWriter) Forget(string) {}
+
+func (refusingWriter) SubmitFrom(_ context.Context, _ string, rs []buffer.Reading, done func(buffer.Result)) error {
 	res := buffer.Result{Stored: min(len(rs), 1)}
 	if len(rs) > 1 {
 		res.Refused = len(rs) - 1

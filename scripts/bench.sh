@@ -7,7 +7,8 @@
 #   scripts/bench.sh [CASE...]     CASE: embedded_max external_drain embedded_paced
 #                                        external_paced embedded_pruning sealing
 #                                        uplink_drain uplink_backlog sdwear
-#                                        storage retention series dashboard
+#                                        window1 storage retention series
+#                                        dashboard
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -75,6 +76,15 @@
 #                   SDWEAR_POLL=S, the dashboard is open meanwhile: its
 #                   health, devices and 1h charts parts are fetched every
 #                   S seconds, as the page does every 10 s.
+#   window1         a lone publisher that waits for each PUBACK before it
+#                   sends the next message, at the default config: one
+#                   paho client, one device, QoS 1, window 1
+#                   (scripts/bench/window1) for WINDOW1_DURATION (10)
+#                   seconds: messages acknowledged a second (msgs_per_sec;
+#                   target at least 100) and the median PUBACK time; then
+#                   ten `mosquitto_pub -q 1` one after another, each a
+#                   process of its own: the seconds the ten took
+#                   (mosquitto_pub_10_s). Needs mosquitto-clients.
 #   storage         the store's own benchmarks (go test -bench ./buffer/):
 #                   bytes on disk per reading after sealing and compaction
 #                   for STORAGE_SERIES (1000) series x 1 Hz x STORAGE_HOURS
@@ -155,7 +165,7 @@
 #   BENCH_RUNS=N            runs per case (default 3)
 #   BENCH_CONFIG_EXTRA=...  YAML lines appended to the generated cairn config,
 #                           e.g. 'memory_limit_mib: 40' or
-#                           $'store:\n  commit_linger: 2ms' (don't repeat
+#                           $'store:\n  commit_wait: 0s' (don't repeat
 #                           data_dir, mqtt or http: the script sets those)
 #   BENCH_MOSQUITTO_EXTRA=...  lines appended to the generated mosquitto.conf
 #   BENCH_TIMEOUT=S         seconds to wait for all readings (default 300)
@@ -172,7 +182,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
-ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog sdwear storage retention series dashboard)
+ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog sdwear window1 storage retention series dashboard)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
@@ -194,6 +204,7 @@ PRUNING_WINDOW=8 # seconds each ingest rate of embedded_pruning is measured over
 SDWEAR_DURATION=${SDWEAR_DURATION:-600}
 SDWEAR_WARMUP=${SDWEAR_WARMUP:-60}
 SDWEAR_POLL=${SDWEAR_POLL:-}
+WINDOW1_DURATION=${WINDOW1_DURATION:-10}
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 FAILED=
@@ -231,6 +242,12 @@ if [[ " ${cases[*]} " == *" external_"* || " ${cases[*]} " == *" sealing "* ]] &
 	log "installing mosquitto"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mosquitto >/dev/null ||
 		die "apt-get install mosquitto failed"
+fi
+if [[ " ${cases[*]} " == *" window1 "* ]] && ! command -v mosquitto_pub >/dev/null; then
+	[ "$(id -u)" -eq 0 ] || die "mosquitto_pub not found; install it: sudo apt-get install mosquitto-clients"
+	log "installing mosquitto-clients"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mosquitto-clients >/dev/null ||
+		die "apt-get install mosquitto-clients failed"
 fi
 TCK=$(getconf CLK_TCK)
 
@@ -885,6 +902,29 @@ while True:
 	DETAIL="$bytes bytes written over ${SDWEAR_DURATION}s ($(fmt "$per_day" 3) GiB a day), $((c1 - c0)) commits, PUBACK p99 $(json_num ack_p99_ms "$out") ms"
 }
 
+case_window1() { # RUN-DIR
+	local dir=$1 mport hport out t0 t1 i
+	read -r mport hport <<<"$(free_ports 2)"
+	write_config "$dir/cairn.yaml" embedded "$mport" "$hport" "$dir/data"
+	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
+	wait_started "$CAIRN_PID" "$dir/cairn.log"
+	out=$(taskset -c 0 "$tmp/window1" -broker "tcp://127.0.0.1:$mport" -duration "${WINDOW1_DURATION}s" 2>"$dir/window1.err") ||
+		die "window1 failed: $(cat "$dir/window1.err")"
+	t0=$EPOCHREALTIME
+	for ((i = 0; i < 10; i++)); do
+		taskset -c 0 mosquitto_pub -h 127.0.0.1 -p "$mport" -q 1 -t sensors/seq/telemetry -m "{\"t\":$i}" ||
+			die "mosquitto_pub $i failed"
+	done
+	t1=$EPOCHREALTIME
+	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	stop "$CAIRN_PID" cairn
+	record window1 msgs_per_sec %.1f "$(json_num msgs_per_sec "$out")"
+	record window1 puback_p50_ms %.2f "$(json_num ack_p50_ms "$out")"
+	record window1 mosquitto_pub_10_s %.3f "$(calc "$t1 - $t0")"
+	RPS=$(calc "2 * $(json_num msgs_per_sec "$out")") OTHER=0
+	DETAIL="window 1: $(json_num msgs_per_sec "$out") messages/s, PUBACK median $(json_num ack_p50_ms "$out") ms; ten mosquitto_pub -q 1: $(fmt "$(calc "$t1 - $t0")" 3) s"
+}
+
 # record_paced CASE TICKS B0 B1 W0 W1 TARGET: the figures of a paced case,
 # from cairn's CPU ticks and core 1's busy ticks (B0, B1) over the wall
 # seconds W0 to W1, and TARGET readings stored; sets RPS, OTHER and DETAIL.
@@ -1023,6 +1063,9 @@ case_uplink_backlog() { # RUN-DIR
 
 log "building cairn"
 go build -o "$tmp/cairn" ./cmd/cairn || die "go build failed"
+if [[ " ${cases[*]} " == *" window1 "* ]]; then
+	go build -o "$tmp/window1" ./scripts/bench/window1 || die "go build ./scripts/bench/window1 failed"
+fi
 # The harness itself (polling, parsing) stays off cairn's core.
 taskset -cp 0 $$ >/dev/null
 

@@ -10,74 +10,133 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 )
 
-// TestRun_CommitWaitDefault runs cairn with the default commit policy: a
-// light stream (sensors sending on their own clock) is committed about
-// once a commit_wait, with every PUBACK within a second, and a burst of a
-// publisher with many messages in flight is committed at once.
-func TestRun_CommitWaitDefault(t *testing.T) {
-	d := startDaemon(t, writeConfig(t, t.TempDir(), localConfig+`store:
-  commit_wait: 750ms
-`))
-	api := newAPIClient(d.http)
-	commits := func() uint64 {
-		var st struct {
-			Store struct {
-				Commits uint64 `json:"commits"`
-			} `json:"store"`
-		}
-		if code := api.get(t, "/v1/status", &st); code != http.StatusOK {
-			t.Fatalf("GET /v1/status: %d", code)
-		}
-		return st.Store.Commits
-	}
-	c := mustConnect(t, d.mqtt, "light")
-	defer c.Disconnect(0)
+// commitPolicyConfig is cairn with the embedded broker and a commit_wait
+// of 5 s, the longest allowed: a commit that waits is plain to see.
+const commitPolicyConfig = localConfig + `store:
+  commit_wait: 5s
+`
 
-	// 60 messages of 2 readings, one every 25 ms: 80 readings a second.
-	before := commits()
-	start := time.Now()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var longest time.Duration
-	for i := range 60 {
-		at := time.Now()
-		tok := c.Publish(fmt.Sprintf("sensors/light-%d/telemetry", i%10), 1, false, fmt.Sprintf(`{"t":%d,"h":%d}`, i, i))
-		wg.Add(1)
-		go func(tok paho.Token) {
-			defer wg.Done()
+// storeCounts returns the group commits and the readings stored so far.
+func storeCounts(t *testing.T, api *apiClient) (commits, stored uint64) {
+	t.Helper()
+	var st struct {
+		Store struct {
+			Commits uint64 `json:"commits"`
+		} `json:"store"`
+		Ingest struct {
+			Stored uint64 `json:"stored"`
+		} `json:"ingest"`
+	}
+	if code := api.get(t, "/v1/status", &st); code != http.StatusOK {
+		t.Fatalf("GET /v1/status: %d", code)
+	}
+	return st.Store.Commits, st.Ingest.Stored
+}
+
+// TestRun_CommitPolicyLonePublisher: a paho client that waits for each
+// PUBACK before it sends the next message, alone on the broker, is not
+// held up by commit_wait (5 s here, so that a single wait shows): each
+// PUBACK comes once its reading is stored, and each message is a commit
+// of its own, at once. A client that has just sent and disconnected is
+// not waited for. A client that sends for several devices in turn waits
+// once, until it has shown that it waits for its PUBACKs.
+func TestRun_CommitPolicyLonePublisher(t *testing.T) {
+	d := startDaemon(t, writeConfig(t, t.TempDir(), commitPolicyConfig))
+	api := newAPIClient(d.http)
+	for _, devices := range []int{1, 4} {
+		// A client that is gone: nothing waits for it.
+		gone := mustConnect(t, d.mqtt, fmt.Sprintf("gone-%d", devices))
+		if tok := gone.Publish("sensors/gone/telemetry", 1, false, fmt.Sprintf(`{"t":%d}`, devices)); !tok.WaitTimeout(ackTimeout) || tok.Error() != nil {
+			t.Fatalf("the client that goes: no PUBACK (%v)", tok.Error())
+		}
+		gone.Disconnect(0)
+		c := mustConnect(t, d.mqtt, fmt.Sprintf("lone-%d", devices))
+		const n = 40
+		c0, s0 := storeCounts(t, api)
+		start := time.Now()
+		for i := range n {
+			tok := c.Publish(fmt.Sprintf("sensors/lone%d-%d/telemetry", devices, i%devices), 1, false, fmt.Sprintf(`{"t":%d}`, i))
 			if !tok.WaitTimeout(ackTimeout) || tok.Error() != nil {
-				t.Errorf("message %d: no PUBACK (%v)", i, tok.Error())
-				return
+				t.Fatalf("%d devices, message %d: no PUBACK (%v)", devices, i, tok.Error())
 			}
-			mu.Lock()
-			longest = max(longest, time.Since(at))
-			mu.Unlock()
-		}(tok)
-		time.Sleep(25 * time.Millisecond)
+			// Promise 1: acknowledged once stored.
+			if _, stored := storeCounts(t, api); stored < s0+uint64(i+1) {
+				t.Fatalf("%d devices, message %d acknowledged with %d readings stored; want %d", devices, i, stored-s0, i+1)
+			}
+		}
+		took := time.Since(start)
+		c.Disconnect(0)
+		c1, s1 := storeCounts(t, api)
+		if s1-s0 != n || c1-c0 != n {
+			t.Errorf("%d devices: %d readings stored in %d commits; want %d in %d", devices, s1-s0, c1-c0, n, n)
+		}
+		// A wait lasts until the sender waited for has not sent for
+		// commit_wait, 5 s. None for one device; one for several: the
+		// client's first message for a second device waits for the
+		// first, and that commit shows that the client sends nothing
+		// while it waits for a PUBACK.
+		waits := time.Duration(min(devices-1, 1))
+		if most := waits*5*time.Second + 4*time.Second; took > most {
+			t.Errorf("%d devices: %d messages took %s; want less than %s, %d commit_wait(s) of 5 s at most", devices, n, took, most, waits)
+		}
+		t.Logf("%d devices: %d messages in %s", devices, n, took.Round(time.Millisecond))
+	}
+}
+
+// TestRun_CommitPolicyGathersOtherSensors: sensors that send on their own
+// clock, each a client of its own, are gathered into few commits, and a
+// client that waits for each PUBACK is gathered with them while they
+// send: fewer commits than messages, every message stored.
+func TestRun_CommitPolicyGathersOtherSensors(t *testing.T) {
+	d := startDaemon(t, writeConfig(t, t.TempDir(), commitPolicyConfig))
+	api := newAPIClient(d.http)
+	const sensors, rounds = 5, 15
+	var clients []paho.Client
+	for i := range sensors {
+		c := mustConnect(t, d.mqtt, fmt.Sprintf("sensor-%d", i))
+		defer c.Disconnect(0)
+		clients = append(clients, c)
+	}
+	lone := mustConnect(t, d.mqtt, "lone")
+	defer lone.Disconnect(0)
+	c0, s0 := storeCounts(t, api)
+
+	var wg sync.WaitGroup
+	wait := func(what string, tok paho.Token) {
+		defer wg.Done()
+		if !tok.WaitTimeout(ackTimeout) || tok.Error() != nil {
+			t.Errorf("%s: no PUBACK (%v)", what, tok.Error())
+		}
+	}
+	// The sensors: one message each every 100 ms, not waiting for PUBACKs.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for r := range rounds {
+			<-tick.C
+			for i, c := range clients {
+				wg.Add(1)
+				go wait(fmt.Sprintf("sensor %d, round %d", i, r), c.Publish(fmt.Sprintf("sensors/sensor-%d/telemetry", i), 1, false, fmt.Sprintf(`{"t":%d}`, r)))
+			}
+		}
+	}()
+	// The lone client, each message after the PUBACK of the one before,
+	// while the sensors send.
+	const loneN = 5
+	for i := range loneN {
+		wg.Add(1)
+		wait(fmt.Sprintf("lone, message %d", i), lone.Publish("sensors/lone/telemetry", 1, false, fmt.Sprintf(`{"t":%d}`, i)))
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	n := commits() - before
-	if most := uint64(elapsed/(750*time.Millisecond)) + 2; n > most {
-		t.Errorf("a light stream of 60 messages over %s took %d commits; want at most %d (one a commit_wait)", elapsed, n, most)
+	c1, s1 := storeCounts(t, api)
+	messages := uint64(sensors*rounds + loneN)
+	if s1-s0 != messages {
+		t.Errorf("readings stored: got %d, want %d", s1-s0, messages)
 	}
-	if longest > time.Second {
-		t.Errorf("a PUBACK took %s; want at most a second", longest)
+	if commits := c1 - c0; commits*3 > messages {
+		t.Errorf("%d messages in %d commits; want at most one commit for three messages", messages, commits)
 	}
-	t.Logf("light stream: 60 messages over %s in %d commits, longest PUBACK %s", elapsed.Round(time.Millisecond), n, longest.Round(time.Millisecond))
-
-	// 100 messages in flight (200 readings): no waiting.
-	start = time.Now()
-	toks := make([]paho.Token, 100)
-	for i := range toks {
-		toks[i] = c.Publish(fmt.Sprintf("sensors/burst-%d/telemetry", i%10), 1, false, fmt.Sprintf(`{"t":%d,"h":%d}`, i, i))
-	}
-	for _, tok := range toks {
-		if !tok.WaitTimeout(ackTimeout) || tok.Error() != nil {
-			t.Fatalf("burst: no PUBACK (%v)", tok.Error())
-		}
-	}
-	if took := time.Since(start); took >= 750*time.Millisecond {
-		t.Errorf("a burst of 100 messages took %s to be acknowledged; want less than commit_wait", took)
-	}
+	t.Logf("%d messages in %d commits", messages, c1-c0)
 }

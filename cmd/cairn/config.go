@@ -141,17 +141,19 @@ func (t *TopicConfig) hasMapping() bool {
 
 // StoreConfig is the store: section.
 type StoreConfig struct {
-	CommitMaxReadings int           `yaml:"commit_max_readings"`
-	CommitInterval    time.Duration `yaml:"commit_interval"`
-	CommitLinger      time.Duration `yaml:"commit_linger"`
-	// CommitWait is how long a reading of a small commit (fewer than
-	// CommitWaitReadings) waits for others to join it.
-	CommitWait         time.Duration `yaml:"commit_wait"`
-	CommitWaitReadings int           `yaml:"commit_wait_readings"`
-	BucketSamples      int           `yaml:"bucket_samples"`
-	SealIdle           time.Duration `yaml:"seal_idle"`
-	MemTableMiB        int           `yaml:"memtable_mib"`
-	CacheMiB           int           `yaml:"cache_mib"`
+	CommitMaxReadings int `yaml:"commit_max_readings"`
+	// CommitWait is how long a group commit may wait for other sensors'
+	// readings to join it (buffer.WriterOptions.Wait).
+	CommitWait time.Duration `yaml:"commit_wait"`
+	// Keys of the commit policy before it, accepted with a warning
+	// (removed.go).
+	OldCommitInterval     yaml.Node     `yaml:"commit_interval"`
+	OldCommitLinger       yaml.Node     `yaml:"commit_linger"`
+	OldCommitWaitReadings yaml.Node     `yaml:"commit_wait_readings"`
+	BucketSamples         int           `yaml:"bucket_samples"`
+	SealIdle              time.Duration `yaml:"seal_idle"`
+	MemTableMiB           int           `yaml:"memtable_mib"`
+	CacheMiB              int           `yaml:"cache_mib"`
 	// DiskReserve is the free space on the data directory's file system
 	// below which ingest pauses (auto: buffer.DefaultDiskReserve).
 	DiskReserve ByteSize `yaml:"disk_reserve"`
@@ -412,10 +414,7 @@ func DefaultConfig() *Config {
 		Clock: ClockConfig{Trust: "auto"},
 		Store: StoreConfig{
 			CommitMaxReadings:  10000,
-			CommitInterval:     2 * time.Millisecond,
-			CommitLinger:       200 * time.Microsecond,
 			CommitWait:         750 * time.Millisecond,
-			CommitWaitReadings: 128,
 			BucketSamples:      200,
 			SealIdle:           time.Hour,
 			MemTableMiB:        4,
@@ -677,17 +676,8 @@ func (c *Config) Validate() error {
 	if s.CommitMaxReadings < 1 || s.CommitMaxReadings > 100000 {
 		bad("store.commit_max_readings", "must be from 1 to 100000 (got %d)", s.CommitMaxReadings)
 	}
-	if s.CommitInterval < 0 || s.CommitInterval > time.Second {
-		bad("store.commit_interval", "must be from 0s to 1s (got %s)", s.CommitInterval)
-	}
-	if s.CommitLinger < 0 || s.CommitLinger > time.Second {
-		bad("store.commit_linger", "must be from 0s to 1s (got %s)", s.CommitLinger)
-	}
 	if s.CommitWait < 0 || s.CommitWait > 5*time.Second {
 		bad("store.commit_wait", "must be from 0s to 5s (got %s)", s.CommitWait)
-	}
-	if s.CommitWaitReadings < 0 || s.CommitWaitReadings > s.CommitMaxReadings {
-		bad("store.commit_wait_readings", "must be from 0 to store.commit_max_readings (%d) (got %d)", s.CommitMaxReadings, s.CommitWaitReadings)
 	}
 	if s.BucketSamples < 2 || s.BucketSamples > buffer.MaxBucketSamples {
 		bad("store.bucket_samples", "must be from 2 to %d (got %d)", buffer.MaxBucketSamples, s.BucketSamples)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -47,14 +49,49 @@ func TestParseConfig_Empty(t *testing.T) {
 	if got := cfg.routes[0].Pattern.String(); got != "sensors/{device}/telemetry" {
 		t.Errorf("default topic: got %q", got)
 	}
-	if cfg.Store.CommitInterval != 2*time.Millisecond {
-		t.Errorf("commit_interval: got %v", cfg.Store.CommitInterval)
+	if cfg.Store.CommitWait != 750*time.Millisecond {
+		t.Errorf("commit_wait: got %v", cfg.Store.CommitWait)
 	}
-	if cfg.Store.CommitLinger != 200*time.Microsecond {
-		t.Errorf("commit_linger: got %v", cfg.Store.CommitLinger)
+	if w := cfg.Warnings(); len(w) > 0 {
+		t.Errorf("empty config: warnings %q", w)
 	}
 	if cfg.MQTT.ReadCoalesce != Duration(time.Millisecond) {
 		t.Errorf("read_coalesce: got %v", cfg.MQTT.ReadCoalesce)
+	}
+}
+
+// TestLoadConfig_RemovedCommitKeys: the keys of the commit policy that
+// store.commit_wait alone replaced are accepted, whatever their value,
+// each with a warning that names it, its line and what replaced it.
+func TestLoadConfig_RemovedCommitKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cairn.yaml")
+	old := "store:\n  commit_interval: 2ms\n  commit_linger: 200us\n  commit_wait: 1s\n  commit_wait_readings: 128\n"
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatalf("a config of the earlier commit policy: %v", err)
+	}
+	if cfg.Store.CommitWait != time.Second {
+		t.Errorf("commit_wait: got %v, want 1s", cfg.Store.CommitWait)
+	}
+	got := cfg.Warnings()
+	want := []string{"store.commit_interval (line 2)", "store.commit_linger (line 3)", "store.commit_wait_readings (line 5)"}
+	if len(got) != len(want) {
+		t.Fatalf("warnings: got %q, want %d", got, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w+": no longer used: ") || !strings.Contains(got[i], "store.commit_wait") {
+			t.Errorf("warning %d: got %q, want %q and what replaced it", i, got[i], w)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"check-config", "-config", path}, &stdout, &stderr); err != nil {
+		t.Fatalf("check-config: %v", err)
+	}
+	if !strings.Contains(stderr.String(), path+": warning: store.commit_linger (line 3): no longer used") {
+		t.Errorf("check-config's stderr: got %q, want the warnings", stderr.String())
 	}
 }
 
@@ -79,12 +116,10 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"http_anonymous_no_hosts.bad.yaml":  "http.allowed_hosts: http.listen 0.0.0.0:8080 is open without a token, which answers only loopback host names and these: list the names clients use to reach it",
 		"http_allowed_host_url.bad.yaml":    `http.allowed_hosts[1]: want a host name or an IP address, without scheme or port, such as gateway.local or 192.168.1.20 (got "http://gateway.local:8080")`,
 		"http_anonymous_and_token.bad.yaml": "http.allow_anonymous: true, but http.token_file is set: set one or the other",
-		"bad_duration.bad.yaml":             `store.commit_interval: must be a duration such as 500ms, 2s or 5m (got "soon") (line 2)`,
+		"bad_duration.bad.yaml":             `store.commit_wait: must be a duration such as 500ms, 2s or 5m (got "soon") (line 2)`,
 		"wrong_type.bad.yaml":               `store.commit_max_readings: must be a whole number (got "lots") (line 2)`,
 		"commit_zero.bad.yaml":              "store.commit_max_readings: must be from 1 to 100000 (got 0)",
-		"linger_too_long.bad.yaml":          "store.commit_linger: must be from 0s to 1s (got 2s)",
 		"commit_wait_long.bad.yaml":         "store.commit_wait: must be from 0s to 5s (got 10s)",
-		"commit_wait_readings_big.bad.yaml": "store.commit_wait_readings: must be from 0 to store.commit_max_readings (100) (got 500)",
 		"disk_reserve_small.bad.yaml":       "store.disk_reserve: must be auto or from 4MiB to 64GiB (got 1MiB)",
 		"max_series_zero.bad.yaml":          "store.max_series: must be from 1 to 10000000 (got 0)",
 		"metrics_readings_word.bad.yaml":    `http.metrics_readings: must be true or false (got "sometimes") (line 2)`,

@@ -47,6 +47,9 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	if err != nil {
 		return &configError{err}
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("config: " + w)
+	}
 	memoryLimit, envLimit := "unset", os.Getenv("GOMEMLIMIT")
 	if envLimit != "" {
 		memoryLimit = "GOMEMLIMIT=" + envLimit
@@ -114,10 +117,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}
 	writer := buffer.NewWriter(store, buffer.WriterOptions{
 		MaxReadings:        cfg.Store.CommitMaxReadings,
-		Interval:           cfg.Store.CommitInterval,
-		Linger:             cfg.Store.CommitLinger,
 		Wait:               cfg.Store.CommitWait,
-		WaitReadings:       cfg.Store.CommitWaitReadings,
 		BucketSamples:      cfg.Store.BucketSamples,
 		SealIdle:           cfg.Store.SealIdle,
 		Outbox:             cfg.uplink != nil,

@@ -40,7 +40,6 @@ mqtt:
 http:
   listen: "127.0.0.1:0"
 store:
-  commit_interval: 1ms
 `
 
 // t0 is 2023-11-14T22:13:20Z in Unix milliseconds.

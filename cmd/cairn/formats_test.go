@@ -30,7 +30,6 @@ mqtt:
 http:
   listen: "127.0.0.1:0"
 store:
-  commit_interval: 1ms
 retention:
   raw_max_age: 0
 `

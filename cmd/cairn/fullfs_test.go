@@ -205,7 +205,6 @@ func (p *bulkPublisher) publishFor(t *testing.T, addr, id string, n int, timeout
 }
 
 const fullDiskConfig = localConfig + `store:
-  commit_interval: 2ms
 retention:
   max_disk_bytes: %CAP%
 uplink:

@@ -73,11 +73,12 @@ func newLogLines() *logLines { return testkit.NewLines() }
 // writeConfig writes a config file into a new temporary directory and
 // returns its path. %DATA% in yaml is replaced by dataDir.
 //
-// Unless yaml sets store.commit_wait, it is set to 0s: most tests publish
-// a message and wait for its PUBACK before the next, and the default
-// wait, which spares an SD card, would hold each for 750 ms. The default
-// is measured by scripts/bench.sh sdwear, and tested by
-// TestRun_CommitWaitDefault and in package buffer.
+// Unless yaml sets store.commit_wait, it is set to 0s: a test whose
+// clients publish to devices of their own, or one after another, would
+// have one client's messages wait up to 750 ms for the others' (the wait
+// that spares an SD card). The default is measured by scripts/bench.sh
+// sdwear and window1, and tested by TestRun_CommitPolicy* and in package
+// buffer.
 func writeConfig(t *testing.T, dataDir, yaml string) string {
 	t.Helper()
 	return testkit.WriteConfig(t, dataDir, testDefaults(yaml))

@@ -104,6 +104,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintf(stderr, "%s: warning: %s\n", path, w)
+		}
 		fmt.Fprintf(stdout, "%s: ok (%s)\n", path, describe(cfg))
 		return nil
 	case "sim":

@@ -167,6 +167,7 @@ func needsRestart(a, b *Config) []string {
 			c.MQTT.Embedded = withACLFile(c.MQTT.Embedded, "")
 		}
 		c.Retention = RetentionConfig{}
+		c.Store.forgetRemoved() // they do nothing, and their lines may move
 		if uplinkChanges {
 			c.Uplink, c.uplink = UplinkConfig{}, nil
 		}

@@ -247,6 +247,7 @@ func TestNeedsRestart(t *testing.T) {
 		{"memory and data", "memory_limit_mib: 40\ndata_dir: /var/lib/cairn\n", []string{"data_dir", "memory_limit_mib"}},
 		{"uplink on", "uplink:\n  url: http://127.0.0.1:8428/write\n", []string{"uplink"}},
 		{"uplink settings", "uplink:\n  batch_readings: 100\n", []string{}},
+		{"keys no longer used", "store:\n  commit_interval: 2ms\n  commit_linger: 1ms\n  commit_wait_readings: 10\n", []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := ParseConfig(strings.NewReader(""))

@@ -473,7 +473,7 @@ mqtt:
 http:
   listen: "127.0.0.1:0"
 store:
-  commit_interval: %INTERVAL%
+  commit_wait: %WAIT%
 `
 
 // TestRun_BrokerLimits: a client over the message rate is slowed down,
@@ -483,11 +483,11 @@ store:
 func TestRun_BrokerLimits(t *testing.T) {
 	passwd := filepath.Join(t.TempDir(), "passwd")
 	addUser(t, passwd, "kitchen", "pass")
-	startWith := func(limit, interval string) (*inProcess, *apiClient) {
-		d := startDaemon(t, writeConfig(t, t.TempDir(), strings.NewReplacer("%PASSWD%", passwd, "%LIMIT%", limit, "%INTERVAL%", interval).Replace(limitsConfig)))
+	startWith := func(limit, wait string) (*inProcess, *apiClient) {
+		d := startDaemon(t, writeConfig(t, t.TempDir(), strings.NewReplacer("%PASSWD%", passwd, "%LIMIT%", limit, "%WAIT%", wait).Replace(limitsConfig)))
 		return d, newAPIClient(d.http)
 	}
-	d, api := startWith("max_inflight: 5", "1s")
+	d, api := startWith("max_inflight: 5", "5s")
 
 	// A connection that never sends its CONNECT is closed after 10 s.
 	idle, err := net.Dial("tcp", d.mqtt)
@@ -506,8 +506,16 @@ func TestRun_BrokerLimits(t *testing.T) {
 		idleClosed <- time.Since(start)
 	}()
 
-	// 5 in flight at most: one message, then 20 at once while the next
-	// commit is a second away.
+	// 5 in flight at most: 20 at once, while their commit waits for
+	// another client that has just sent (commit_wait 5s).
+	other, err := connectAs(d.mqtt, "other", mqttLogin{user: "kitchen", password: "pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Disconnect(0)
+	if tok := other.Publish("sensors/kitchen/telemetry", 1, false, `{"t":-1}`); !tok.WaitTimeout(ackTimeout) || tok.Error() != nil {
+		t.Fatalf("the other client's message: %v", tok.Error())
+	}
 	conn, err := net.Dial("tcp", d.mqtt)
 	if err != nil {
 		t.Fatal(err)
@@ -535,7 +543,7 @@ func TestRun_BrokerLimits(t *testing.T) {
 
 	// 60 messages at 20 a second, a burst of 20: at least 2 seconds.
 	first := api
-	d, api = startWith("message_rate: 20", "2ms")
+	d, api = startWith("message_rate: 20", "0s")
 	c, err := connectAs(d.mqtt, "fast", mqttLogin{user: "kitchen", password: "pass"})
 	if err != nil {
 		t.Fatal(err)

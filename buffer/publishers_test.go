@@ -1,0 +1,200 @@
+package buffer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// waitFor is how long a test waits for a result that a Writer which
+// does not wait gives at once; with a Wait of an hour, a Writer that
+// waits never gives it in time.
+const waitFor = 30 * time.Second
+
+// submitFrom submits rs from publisher from and returns the channel its
+// result comes on.
+func submitFrom(t *testing.T, w *Writer, from string, rs ...Reading) <-chan Result {
+	t.Helper()
+	ch := make(chan Result, 1)
+	if err := w.SubmitFrom(context.Background(), from, rs, func(r Result) { ch <- r }); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	return ch
+}
+
+// result waits for the result on ch.
+func result(t *testing.T, ch <-chan Result, what string) Result {
+	t.Helper()
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			t.Fatalf("%s: %v", what, res.Err)
+		}
+		return res
+	case <-time.After(waitFor):
+		t.Fatalf("%s: no result in %s: the commit waited", what, waitFor)
+		return Result{}
+	}
+}
+
+// TestWriter_LonePublisherDoesNotWait: a publisher that waits for each
+// result before it sends again is never waited for, with a Wait of an
+// hour: each of its messages is a commit of its own, at once, for one
+// device and for several in turn.
+func TestWriter_LonePublisherDoesNotWait(t *testing.T) {
+	_, w := testStoreWith(t, "", WriterOptions{Wait: time.Hour})
+	before := w.Stats()
+	const n = 40
+	for i := range n {
+		r := Reading{Device: "lone", Metric: "m", TS: int64(i+1) * 1e9, Value: float64(i)}
+		if res := result(t, submitFrom(t, w, "lone", r), fmt.Sprintf("message %d", i)); res.Stored != 1 {
+			t.Fatalf("message %d: got %+v, want 1 stored", i, res)
+		}
+	}
+	after := w.Stats()
+	if got := after.Commits - before.Commits; got != n {
+		t.Errorf("commits: got %d, want %d", got, n)
+	}
+	if got := after.Gathered - before.Gathered; got != 0 {
+		t.Errorf("commits that waited: got %d, want 0", got)
+	}
+}
+
+// TestWriter_ClockedPublisherOfManyDevices: a publisher that sends for
+// five devices in turn, each message after the result of the one before,
+// is waited for once (its other devices have sent); it sent nothing while
+// that commit waited, so it is not waited for again.
+func TestWriter_ClockedPublisherOfManyDevices(t *testing.T) {
+	_, w := testStoreWith(t, "", WriterOptions{Wait: 100 * time.Millisecond})
+	before := w.Stats()
+	const n = 40
+	for i := range n {
+		r := Reading{Device: fmt.Sprintf("bridged-%d", i%5), Metric: "m", TS: int64(i+1) * 1e9, Value: float64(i)}
+		result(t, submitFrom(t, w, "bridge", r), fmt.Sprintf("message %d", i))
+	}
+	after := w.Stats()
+	if got := after.Commits - before.Commits; got != n {
+		t.Errorf("commits: got %d, want %d", got, n)
+	}
+	if got := after.Gathered - before.Gathered; got != 1 {
+		t.Errorf("commits that waited: got %d, want 1 (the first after another device had sent)", got)
+	}
+}
+
+// TestWriter_WaitGathersOtherSensors: with a Wait of an hour, a message
+// from one publisher waits for another publisher that has sent recently,
+// and is committed together with that one's next message. Once the other
+// is gone (Forget), nothing waits for it.
+func TestWriter_WaitGathersOtherSensors(t *testing.T) {
+	_, w := testStoreWith(t, "", WriterOptions{Wait: time.Hour})
+	rd := func(dev string, ts int64) Reading { return Reading{Device: dev, Metric: "m", TS: ts * 1e9, Value: 1} }
+
+	// b alone: nobody else has sent, so it does not wait.
+	result(t, submitFrom(t, w, "b", rd("b", 1)), "b's first message")
+
+	before := w.Stats()
+	waits := w.waits.Load()
+	a := submitFrom(t, w, "a", rd("a", 1))
+	// a waits for b, which has sent within Wait and is not in a's commit.
+	for deadline := time.Now().Add(waitFor); w.waits.Load() == waits; {
+		if time.Now().After(deadline) {
+			t.Fatal("a's commit did not wait for b")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case res := <-a:
+		t.Fatalf("a's message was committed without waiting for b: %+v", res)
+	default:
+	}
+	b := submitFrom(t, w, "b", rd("b", 2))
+	result(t, a, "a's message")
+	result(t, b, "b's second message")
+	after := w.Stats()
+	if got := after.Commits - before.Commits; got != 1 {
+		t.Errorf("commits of a's message and b's second: got %d, want 1", got)
+	}
+	if got := after.Gathered - before.Gathered; got != 1 {
+		t.Errorf("commits that waited: got %d, want 1", got)
+	}
+
+	// b is gone: a's next message does not wait for it.
+	w.Forget("b")
+	before = w.Stats()
+	result(t, submitFrom(t, w, "a", rd("a", 2)), "a's message after b is gone")
+	if got := w.Stats().Commits - before.Commits; got != 1 {
+		t.Errorf("commits after b is gone: got %d, want 1", got)
+	}
+}
+
+// TestWriter_WaitGathersALightStream: sensors that send on their own
+// clock, not waiting for results, are gathered into few commits, whether
+// each is a publisher of its own or one publisher sends for all of them;
+// every reading is stored.
+func TestWriter_WaitGathersALightStream(t *testing.T) {
+	const wait = 100 * time.Millisecond
+	for _, oneClient := range []bool{false, true} {
+		t.Run(fmt.Sprintf("one client %v", oneClient), func(t *testing.T) {
+			s, w := testStoreWith(t, "", WriterOptions{Wait: wait})
+			before := w.Stats()
+			var wg sync.WaitGroup
+			const devices, rounds = 20, 15
+			tick := time.NewTicker(2 * time.Millisecond) // each device every 40 ms
+			defer tick.Stop()
+			for i := range devices * rounds {
+				<-tick.C
+				dev := fmt.Sprintf("s-%d", i%devices)
+				from := dev
+				if oneClient {
+					from = "sim"
+				}
+				wg.Add(1)
+				r := Reading{Device: dev, Metric: "m", TS: int64(i+1) * 1e9, Value: float64(i)}
+				if err := w.SubmitFrom(context.Background(), from, []Reading{r}, func(res Result) {
+					defer wg.Done()
+					if res.Err != nil || res.Stored != 1 {
+						t.Errorf("%s: %+v", dev, res)
+					}
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wg.Wait()
+			after := w.Stats()
+			commits := after.Commits - before.Commits
+			if n := uint64(devices * rounds); commits*5 > n {
+				t.Errorf("%d messages in %d commits; want at most one commit for five messages", n, commits)
+			}
+			if after.Gathered == before.Gathered {
+				t.Error("no commit waited for the others")
+			}
+			if got := s.ReadingCount(); got != devices*rounds {
+				t.Errorf("readings stored: got %d, want %d", got, devices*rounds)
+			}
+			t.Logf("%d messages in %d commits, %d of which waited", devices*rounds, commits, after.Gathered-before.Gathered)
+		})
+	}
+}
+
+// TestWriter_WaitEndsWhenASensorIsOverdue: a sensor that sent a burst,
+// messages a few milliseconds apart, and then stopped is waited for only
+// until it is overdue (twice its longest gap), not for Wait (an hour
+// here): the end of a backlog drained from a broker does not wait.
+func TestWriter_WaitEndsWhenASensorIsOverdue(t *testing.T) {
+	_, w := testStoreWith(t, "", WriterOptions{Wait: time.Hour})
+	var last <-chan Result
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for i := range 10 {
+		<-tick.C
+		last = submitFrom(t, w, "burst", Reading{Device: "b", Metric: "m", TS: int64(i+1) * 1e9, Value: 1})
+	}
+	result(t, last, "the burst's last message")
+	before := w.Stats()
+	result(t, submitFrom(t, w, "a", Reading{Device: "a", Metric: "m", TS: 1e9, Value: 1}), "a's message after the burst")
+	if got := w.Stats().Commits - before.Commits; got != 1 {
+		t.Errorf("commits of a's message: got %d, want 1", got)
+	}
+}
