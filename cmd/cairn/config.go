@@ -445,19 +445,31 @@ func (e *configError) Unwrap() error { return e.err }
 // LoadConfig reads, decodes and validates the file at path. Its errors name
 // the file, the key and the reason.
 func LoadConfig(path string) (*Config, error) {
+	cfg, err := readConfigFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.loadFiles(); err != nil {
+		return nil, &configError{fmt.Errorf("%s: %w", path, err)}
+	}
+	return cfg, nil
+}
+
+// readConfigFile decodes and validates the file at path and makes its
+// relative paths absolute against its folder, without reading the files
+// it names (LoadConfig does). Its errors name the file, the key and the
+// reason.
+func readConfigFile(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &configError{fmt.Errorf("config: %w", err)}
 	}
 	defer f.Close()
 	cfg, err := ParseConfig(f)
-	if err == nil {
-		cfg.resolvePaths(configDir(path))
-		err = cfg.loadFiles()
-	}
 	if err != nil {
 		return nil, &configError{fmt.Errorf("%s: %w", path, err)}
 	}
+	cfg.resolvePaths(configDir(path))
 	return cfg, nil
 }
 
