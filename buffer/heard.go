@@ -135,17 +135,7 @@ func (s *Store) loadHeard() error {
 	if len(drop) == 0 {
 		return nil
 	}
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, k := range drop {
-		if err = wb.Delete(k); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = wb.Flush()
-	}
-	if err != nil && !errors.Is(err, badger.ErrBlockedWrites) {
+	if err := s.deleteKeys(drop); err != nil && !errors.Is(err, badger.ErrBlockedWrites) {
 		s.log.Warn("could not delete the heard times of devices no longer stored; trying again at the next start", "devices", len(drop), "err", err)
 	}
 	return nil

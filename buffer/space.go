@@ -170,6 +170,11 @@ func NewHeadroom(s *Store, w *Writer, opts HeadroomOptions) *Headroom {
 		fileBytes: ReserveFileBytes(s.memTable)}
 }
 
+// Reserve returns the free space below which ingest pauses, the default
+// worked out: what RetentionOptions.Reserve must be for the disk cap to
+// leave it free.
+func (h *Headroom) Reserve() int64 { return h.opts.Reserve }
+
 // openNeed is the free space the store needs to open, or to start a new
 // memtable: its write-ahead log (twice the memtable) and a little more.
 func openNeed(memTable int64) int64 { return 2*memTable + 1<<20 }

@@ -150,20 +150,24 @@ func (s *Store) loadUnits() error {
 	if len(drop) == 0 {
 		return nil
 	}
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, k := range drop {
-		if err = wb.Delete(k); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = wb.Flush()
-	}
-	if err != nil {
+	if err := s.deleteKeys(drop); err != nil {
 		s.log.Warn("could not delete the units of series no longer stored; trying again at the next start", "units", len(drop), "err", err)
 		return nil
 	}
 	s.log.Info("deleted the units of series no longer stored", "units", len(drop), "loaded", loaded)
 	return nil
+}
+
+// deleteKeys deletes keys in one write batch, not synced: loadUnits and
+// loadHeard drop what Open found stale, which the next Open finds again
+// if the deletes are lost.
+func (s *Store) deleteKeys(keys [][]byte) error {
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
 }

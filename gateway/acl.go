@@ -112,13 +112,6 @@ func checkACLFilter(f string) error {
 	return nil
 }
 
-// defaultRules are the rules every authenticated client has: read and write
-// on the topics of each route that is a user's own (ownFilter), where the
-// device is the client's user name.
-func defaultRules(routes []Route) []ACLRule {
-	return newPolicy(routes, nil).defaults
-}
-
 // userRules are the filters one user may read and write, with {username}
 // replaced, under one policy. Safe for concurrent use once built.
 type userRules struct {

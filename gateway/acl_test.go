@@ -191,3 +191,10 @@ func TestDefaultRules_Presets(t *testing.T) {
 		t.Errorf("default rules:\n got %q\nwant %q", got, want)
 	}
 }
+
+// defaultRules are the rules every authenticated client has: read and write
+// on the topics of each route that is a user's own (ownFilter), where the
+// device is the client's user name.
+func defaultRules(routes []Route) []ACLRule {
+	return newPolicy(routes, nil).defaults
+}

@@ -8,14 +8,10 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// newTestGuard returns a guard with one user, kitchen, connected as cl on
-// a listener that lets no anonymous client in.
-func newTestGuard(t testing.TB) (*guardHook, *mqtt.Client) {
+// kitchenPasswords is a password file with one user, kitchen, whose
+// password is "pw".
+func kitchenPasswords(t testing.TB) *Passwords {
 	t.Helper()
-	p, err := ParsePattern("sensors/{device}/telemetry")
-	if err != nil {
-		t.Fatal(err)
-	}
 	hash, err := HashPassword([]byte("pw"))
 	if err != nil {
 		t.Fatal(err)
@@ -24,9 +20,20 @@ func newTestGuard(t testing.TB) (*guardHook, *mqtt.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pw
+}
+
+// newTestGuard returns a guard with one user, kitchen, connected as cl on
+// a listener that lets no anonymous client in.
+func newTestGuard(t testing.TB) (*guardHook, *mqtt.Client) {
+	t.Helper()
+	p, err := ParsePattern("sensors/{device}/telemetry")
+	if err != nil {
+		t.Fatal(err)
+	}
 	routes := []Route{{Pattern: p}}
 	h := &guardHook{
-		passwords: pw,
+		passwords: kitchenPasswords(t),
 		anonymous: map[string]bool{"tcp": false},
 		certUser:  map[string]bool{},
 		rate:      1e9,

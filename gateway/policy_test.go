@@ -379,16 +379,8 @@ func TestBroker_DecodesByTheRoutesItJudgedBy(t *testing.T) {
 	own := []Route{{Pattern: mustPattern("sensors/{device}/{metric}")}}               // the device is the topic's
 	bulk := []Route{{Pattern: mustPattern("sensors/+/{metric}"), Format: FormatJSON}} // the payload's
 	in := NewIngester(w, IngesterOptions{Routes: own})
-	hash, err := HashPassword([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw, err := ParsePasswords([]byte("kitchen:" + hash))
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := slog.New(slog.DiscardHandler)
-	b, err := NewBroker(BrokerOptions{Ingester: in, Logger: log, Security: BrokerSecurity{Passwords: pw, Routes: own}})
+	b, err := NewBroker(BrokerOptions{Ingester: in, Logger: log, Security: BrokerSecurity{Passwords: kitchenPasswords(t), Routes: own}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ type Route struct {
 	lineTags bool
 	// payloadDevice: the payload may name another device than the topic's
 	// {device} (a BLE MAC in "id", Telegraf's host tag), so the topic is no
-	// device's own: the default ACL opens it to no user (defaultRules).
+	// device's own: the default ACL opens it to no user (ownFilter).
 	payloadDevice bool
 }
 

@@ -99,9 +99,6 @@ func NewSubscriber(opts SubscriberOptions) *Subscriber {
 	return s
 }
 
-// Connected reports whether the subscriber is connected and subscribed.
-func (s *Subscriber) Connected() bool { return s.connected.Load() }
-
 // Connection says how the connection to the broker is doing: whether it
 // is up, and if not, why the last attempt failed.
 func (s *Subscriber) Connection() BrokerConnection {

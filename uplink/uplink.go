@@ -107,6 +107,12 @@ type Status struct {
 	NextAttempt     *time.Time `json:"next_attempt"` // set while waiting to try a batch again
 }
 
+// Failing reports whether the upstream is failing: its last error came
+// after its last success, or it never had one.
+func (s *Status) Failing() bool {
+	return s.LastError != "" && s.LastErrorAt != nil && (s.LastSuccess == nil || s.LastErrorAt.After(*s.LastSuccess))
+}
+
 // Uplink sends the outbox upstream. Create it with New and Run it.
 type Uplink struct {
 	out    Outbox

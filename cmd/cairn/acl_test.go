@@ -46,6 +46,26 @@ func deviceNames(t *testing.T, api *apiClient) []string {
 	return names
 }
 
+// userConfig adds user with password to a new password file and returns
+// a configuration (for writeConfig) of the embedded broker with that file
+// and mqtt.topics (list items indented by four spaces), and the HTTP API,
+// on ports picked at each start.
+func userConfig(t *testing.T, user, password, topics string) string {
+	t.Helper()
+	passwd := filepath.Join(t.TempDir(), "passwd")
+	addUser(t, passwd, user, password)
+	return `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+    password_file: ` + passwd + `
+  topics:
+` + topics + `http:
+  listen: "127.0.0.1:0"
+`
+}
+
 // payloadDeviceConfig has a topic whose payload names the device before
 // the sensors' own topics, as in the report of the hole it closes: the
 // first route decodes sensors/kitchen/bulk, and it is no user's own.
@@ -139,20 +159,8 @@ func TestRun_PayloadDeviceNeedsACLLine(t *testing.T) {
 // trusts (anonymous on loopback) does give it.
 func TestRun_UserNamedLikeABaseTopic(t *testing.T) {
 	bin := cairnBinary.get(t)
-	dir := t.TempDir()
-	passwd := filepath.Join(dir, "passwd")
-	addUser(t, passwd, "homeassistant", "ha-secret")
-	cfg := `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-    password_file: ` + passwd + `
-  topics:
-    - preset: esphome
-http:
-  listen: "127.0.0.1:0"
-`
+	cfg := userConfig(t, "homeassistant", "ha-secret", `    - preset: esphome
+`)
 	p := startCairn(t, bin, writeConfig(t, t.TempDir(), cfg))
 	api := newAPIClient(p.http)
 	const discovery = `{"unit_of_meas":"°F","stat_t":"garage/sensor/t/state"}`
@@ -199,20 +207,8 @@ http:
 // another device's LWT is refused.
 func TestRun_SensorWithALastWill(t *testing.T) {
 	bin := cairnBinary.get(t)
-	dir := t.TempDir()
-	passwd := filepath.Join(dir, "passwd")
-	addUser(t, passwd, "tasmota_1A2B3C", "t-secret")
-	cfg := `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-    password_file: ` + passwd + `
-  topics:
-    - preset: tasmota
-http:
-  listen: "127.0.0.1:0"
-`
+	cfg := userConfig(t, "tasmota_1A2B3C", "t-secret", `    - preset: tasmota
+`)
 	p := startCairn(t, bin, writeConfig(t, t.TempDir(), cfg))
 	api := newAPIClient(p.http)
 	pub := func(will string) (string, error) {

@@ -444,19 +444,31 @@ func (e *configError) Unwrap() error { return e.err }
 // LoadConfig reads, decodes and validates the file at path. Its errors name
 // the file, the key and the reason.
 func LoadConfig(path string) (*Config, error) {
+	cfg, err := readConfigFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.loadFiles(); err != nil {
+		return nil, &configError{fmt.Errorf("%s: %w", path, err)}
+	}
+	return cfg, nil
+}
+
+// readConfigFile decodes and validates the file at path and makes its
+// relative paths absolute against its folder, without reading the files
+// it names (LoadConfig does). Its errors name the file, the key and the
+// reason.
+func readConfigFile(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &configError{fmt.Errorf("config: %w", err)}
 	}
 	defer f.Close()
 	cfg, err := ParseConfig(f)
-	if err == nil {
-		cfg.resolvePaths(configDir(path))
-		err = cfg.loadFiles()
-	}
 	if err != nil {
 		return nil, &configError{fmt.Errorf("%s: %w", path, err)}
 	}
+	cfg.resolvePaths(configDir(path))
 	return cfg, nil
 }
 
@@ -584,35 +596,47 @@ func explainYAMLError(err error, paths map[int]string, containers map[nodeAt]str
 // sequence item that starts there, like "mqtt.topics[0].format".
 func keyPaths(root *yaml.Node) map[int]string {
 	paths := make(map[int]string)
-	var walk func(n *yaml.Node, path string)
-	walk = func(n *yaml.Node, path string) {
+	walkYAML(root, func(n, key *yaml.Node, path string) {
+		switch {
+		case key != nil:
+			paths[key.Line] = path
+		case path != "": // a sequence item
+			if _, ok := paths[n.Line]; !ok { // a key on the line names it better
+				paths[n.Line] = path
+			}
+		}
+	})
+	return paths
+}
+
+// walkYAML calls visit for root and every node under it, parents first,
+// with its key path ("mqtt.topics[0].format"; "" for the document and
+// its top node); key is the key of a map's value, nil for anything else.
+func walkYAML(root *yaml.Node, visit func(n, key *yaml.Node, path string)) {
+	var walk func(n, key *yaml.Node, path string)
+	walk = func(n, key *yaml.Node, path string) {
+		visit(n, key, path)
 		switch n.Kind {
 		case yaml.DocumentNode:
 			for _, c := range n.Content {
-				walk(c, path)
+				walk(c, nil, path)
 			}
 		case yaml.MappingNode:
 			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
+				k := n.Content[i]
 				p := k.Value
 				if path != "" {
-					p = path + "." + k.Value
+					p = path + "." + p
 				}
-				paths[k.Line] = p
-				walk(v, p)
+				walk(n.Content[i+1], k, p)
 			}
 		case yaml.SequenceNode:
 			for i, c := range n.Content {
-				p := fmt.Sprintf("%s[%d]", path, i)
-				if _, ok := paths[c.Line]; !ok { // a key on the line names it better
-					paths[c.Line] = p
-				}
-				walk(c, p)
+				walk(c, nil, fmt.Sprintf("%s[%d]", path, i))
 			}
 		}
 	}
-	walk(root, "")
-	return paths
+	walk(root, nil, "")
 }
 
 // Validate checks every value and fills in what is derived from them. Its

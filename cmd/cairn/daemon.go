@@ -126,14 +126,14 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		MaxSeries:          cfg.Store.MaxSeries,
 		MaxSeriesPerDevice: cfg.Store.MaxSeriesPerDevice,
 	})
-	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{
-		Reserve: int64(max(cfg.Store.DiskReserve, 0)), // the Headroom's: the cap leaves it free
-		Now:     clock.Now,
-		Logger:  log.With("component", "retention"),
-	})
 	headroom := buffer.NewHeadroom(store, writer, buffer.HeadroomOptions{
 		Reserve: int64(max(cfg.Store.DiskReserve, 0)), // auto: 0, the default
 		Logger:  log.With("component", "store"),
+	})
+	retention := buffer.NewRetention(store, writer, buffer.RetentionOptions{
+		Reserve: headroom.Reserve(), // the cap leaves it free
+		Now:     clock.Now,
+		Logger:  log.With("component", "retention"),
 	})
 	ingester := gateway.NewIngester(writer, gateway.IngesterOptions{
 		Routes:        cfg.routes,

@@ -109,7 +109,7 @@ func TestRun_ExternalBrokerDown(t *testing.T) {
 // with a password file that has another password for cairn's user, then
 // sets cairn's password there and has Mosquitto reload it.
 func TestRun_ExternalBrokerRefusesCredentials(t *testing.T) {
-	broker, passwd := startMosquittoAuth(t, "cairn", "not-what-cairn-has")
+	broker, passwd := startMosquittoAuth(t, "cairn", "not-what-cairn-has", "")
 	pass := writeFile(t, t.TempDir(), "mqtt-pass", []byte("what-cairn-has\n"), 0o600)
 	keys := "  username: cairn\n  password_file: " + pass + "\n"
 	checkBrokerError(t, "tcp://"+broker.addr(), keys, "not authorised: the broker refused cairn's credentials, CONNACK return code 5", func() {
@@ -121,13 +121,11 @@ func TestRun_ExternalBrokerRefusesCredentials(t *testing.T) {
 }
 
 // startMosquittoAuth starts Mosquitto on a free port of 127.0.0.1 that
-// lets in only user with password, from the password file it returns.
-func startMosquittoAuth(t *testing.T, user, password string) (*mosquitto, string) {
+// lets in only user with password, from the password file it returns;
+// listener holds more lines for its listener (TLS), or is "".
+func startMosquittoAuth(t *testing.T, user, password, listener string) (*mosquitto, string) {
 	t.Helper()
-	bin := "/usr/sbin/mosquitto"
-	if p, err := exec.LookPath("mosquitto"); err == nil {
-		bin = p
-	}
+	bin := mosquittoBin(t)
 	me, err := currentUser()
 	if err != nil {
 		t.Fatal(err)
@@ -141,10 +139,10 @@ allow_anonymous false
 password_file %s
 user %s
 listener %d 127.0.0.1
-log_dest stderr
+%slog_dest stderr
 log_type error
 log_type warning
-`, pw, me, m.port)
+`, pw, me, m.port, listener)
 	if err := os.WriteFile(m.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}

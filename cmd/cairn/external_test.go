@@ -30,13 +30,7 @@ type mosquitto struct {
 // startMosquitto starts a Mosquitto broker on a free port of 127.0.0.1.
 func startMosquitto(t *testing.T) *mosquitto {
 	t.Helper()
-	bin, err := exec.LookPath("mosquitto")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/mosquitto"); serr != nil {
-			t.Fatalf("this test needs the Mosquitto broker (%v): apt-get install mosquitto", err)
-		}
-		bin = "/usr/sbin/mosquitto"
-	}
+	bin := mosquittoBin(t)
 	u, err := user.Current()
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +57,20 @@ log_type notice
 	}
 	m.start(t)
 	return m
+}
+
+// mosquittoBin returns the path of the Mosquitto broker, which is not
+// on every PATH (/usr/sbin).
+func mosquittoBin(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("mosquitto")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/mosquitto"); serr != nil {
+			t.Fatalf("this test needs the Mosquitto broker (%v): apt-get install mosquitto", err)
+		}
+		bin = "/usr/sbin/mosquitto"
+	}
+	return bin
 }
 
 // addr returns the broker's host:port.

@@ -2,10 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"os/user"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -16,43 +13,14 @@ import (
 // client certificate signed by ca and a user name and password.
 func startMosquittoTLS(t *testing.T, ca *testCA, user, password string) *mosquitto {
 	t.Helper()
-	bin := "/usr/sbin/mosquitto"
-	if p, err := exec.LookPath("mosquitto"); err == nil {
-		bin = p
-	}
-	passwdBin, err := exec.LookPath("mosquitto_passwd")
-	if err != nil {
-		t.Fatalf("this test needs mosquitto_passwd (%v): apt-get install mosquitto", err)
-	}
 	dir := t.TempDir()
 	cert, key := ca.issue(t, "broker", true)
-	pw := filepath.Join(dir, "passwd")
-	if out, err := exec.Command(passwdBin, "-c", "-b", pw, user, password).CombinedOutput(); err != nil {
-		t.Fatalf("mosquitto_passwd: %v\n%s", err, out)
-	}
-	me, err := currentUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &mosquitto{bin: bin, conf: filepath.Join(dir, "mosquitto.conf"), port: freePort(t)}
-	conf := fmt.Sprintf(`per_listener_settings false
-allow_anonymous false
-password_file %s
-user %s
-listener %d 127.0.0.1
-cafile %s
+	m, _ := startMosquittoAuth(t, user, password, fmt.Sprintf(`cafile %s
 certfile %s
 keyfile %s
 require_certificate true
 tls_version tlsv1.2
-log_dest stderr
-log_type error
-log_type warning
-`, pw, me, m.port, writeFile(t, dir, "ca.pem", ca.pem, 0o644), writeFile(t, dir, "broker.pem", cert, 0o644), writeFile(t, dir, "broker.key", key, 0o600))
-	if err := os.WriteFile(m.conf, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	m.start(t)
+`, writeFile(t, dir, "ca.pem", ca.pem, 0o644), writeFile(t, dir, "broker.pem", cert, 0o644), writeFile(t, dir, "broker.key", key, 0o600)))
 	return m
 }
 

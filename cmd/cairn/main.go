@@ -84,10 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// From here on a SIGHUP reloads the file; it must not kill a
 		// daemon that is still opening its store.
 		hups := hangups(ctx)
-		cfg, err := LoadConfig(path)
-		if err == nil {
-			err = startable(path, cfg)
-		}
+		cfg, err := loadStartable(path)
 		if err != nil {
 			return err
 		}
@@ -97,10 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		cfg, err := LoadConfig(path)
-		if err == nil {
-			err = startable(path, cfg)
-		}
+		cfg, err := loadStartable(path)
 		if err != nil {
 			return err
 		}

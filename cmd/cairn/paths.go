@@ -100,13 +100,18 @@ func dataDirError(dir, what, step string, err error) error {
 	return fmt.Errorf("data_dir: %s %s: %s: %w", what, dir, step, err)
 }
 
-// startable checks what run needs of the machine beyond the file itself:
-// that the data directory can be made and written.
-func startable(path string, cfg *Config) error {
-	if err := checkDataDir(cfg.DataDir); err != nil {
-		return &configError{fmt.Errorf("%s: %w", path, err)}
+// loadStartable loads the configuration at path (LoadConfig) and checks
+// what run needs of the machine beyond the file itself: that the data
+// directory can be made and written. run and check-config start here.
+func loadStartable(path string) (*Config, error) {
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		return nil, &configError{fmt.Errorf("%s: %w", path, err)}
+	}
+	return cfg, nil
 }
 
 // inConfigFile puts the configuration file's name before a configuration

@@ -89,19 +89,8 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 	applied := []string{}
 	old := r.cfg
 	next := *old
-	if r.broker != nil && (!reflect.DeepEqual(old.MQTT.Topics, cfg.MQTT.Topics) || aclChanged(old, cfg)) {
-		// A publish is judged for the route that decodes it: the routes
-		// and the ACL change at once, and before the Ingester's.
-		acl := old.secrets.acl
-		if aclChanged(old, cfg) {
-			acl = cfg.secrets.acl
-			next.MQTT.Embedded = withACLFile(next.MQTT.Embedded, cfg.MQTT.Embedded.ACLFile)
-			next.secrets.acl = acl
-			applied = append(applied, "mqtt.embedded.acl_file")
-			r.log.Info("reload: mqtt.embedded.acl_file applied", "file", cfg.MQTT.Embedded.ACLFile)
-		}
-		r.broker.SetRoutes(cfg.routes, acl)
-	}
+	// Before the Ingester's routes (below).
+	applied = append(applied, r.applyBrokerPolicy(cfg, &next)...)
 	if !reflect.DeepEqual(old.MQTT.Topics, cfg.MQTT.Topics) {
 		// Routes change first: a message on a new filter that arrived
 		// before its route would be acknowledged without being stored.
@@ -150,6 +139,29 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 		}
 	}
 	r.cfg = &next
+	return applied
+}
+
+// applyBrokerPolicy gives the embedded broker the routes of cfg and, when
+// it changed, its ACL file's rules, recorded in next, at once: a publish
+// is judged for the route that decodes it. It does nothing when neither
+// changed or there is no embedded broker, and returns the keys it applied
+// besides mqtt.topics.
+func (r *reloader) applyBrokerPolicy(cfg, next *Config) []string {
+	old := r.cfg
+	if r.broker == nil || (reflect.DeepEqual(old.MQTT.Topics, cfg.MQTT.Topics) && !aclChanged(old, cfg)) {
+		return nil
+	}
+	var applied []string
+	acl := old.secrets.acl
+	if aclChanged(old, cfg) {
+		acl = cfg.secrets.acl
+		next.MQTT.Embedded = withACLFile(next.MQTT.Embedded, cfg.MQTT.Embedded.ACLFile)
+		next.secrets.acl = acl
+		applied = append(applied, "mqtt.embedded.acl_file")
+		r.log.Info("reload: mqtt.embedded.acl_file applied", "file", cfg.MQTT.Embedded.ACLFile)
+	}
+	r.broker.SetRoutes(cfg.routes, acl)
 	return applied
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,21 +17,9 @@ import (
 // SIGHUP that adds an ACL file opens the payload's topic to it.
 func TestReload_ACLFollowsTopics(t *testing.T) {
 	bin := cairnBinary.get(t)
-	dir := t.TempDir()
-	passwd := filepath.Join(dir, "passwd")
-	addUser(t, passwd, "kitchen", "kitchen-secret")
-	before := `
-data_dir: %DATA%
-mqtt:
-  embedded:
-    listen: "127.0.0.1:0"
-    password_file: ` + passwd + `
-  topics:
-    - pattern: "sensors/{device}/telemetry"
+	before := userConfig(t, "kitchen", "kitchen-secret", `    - pattern: "sensors/{device}/telemetry"
       format: json
-http:
-  listen: "127.0.0.1:0"
-`
+`)
 	after := strings.Replace(before, `    - pattern: "sensors/{device}/telemetry"
       format: json`, `    - pattern: "sensors/+/telemetry"
       format: json
@@ -106,7 +93,7 @@ http:
 	}
 
 	// An ACL line, added with another SIGHUP, opens the topic to it.
-	acl := writeFile(t, dir, "acl", []byte("user kitchen\nwrite sensors/+/telemetry\n"), 0o644)
+	acl := writeFile(t, t.TempDir(), "acl", []byte("user kitchen\nwrite sensors/+/telemetry\n"), 0o644)
 	rewrite(t, cfg, strings.ReplaceAll(strings.Replace(after, "    password_file:", "    acl_file: "+acl+"\n    password_file:", 1), "%DATA%", data))
 	if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)

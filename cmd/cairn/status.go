@@ -284,7 +284,7 @@ func printUplink(w io.Writer, u *uplink.Status, r *rates) {
 	if u.LastSuccess != nil {
 		fmt.Fprintf(w, "        last success %s\n", u.LastSuccess.Format(time.RFC3339))
 	}
-	if u.LastError != "" && u.LastErrorAt != nil && (u.LastSuccess == nil || u.LastErrorAt.After(*u.LastSuccess)) {
+	if u.Failing() {
 		fmt.Fprintf(w, "        last error %s: %s\n", u.LastErrorAt.Format(time.RFC3339), u.LastError)
 		if u.NextAttempt != nil {
 			fmt.Fprintf(w, "        next attempt %s\n", u.NextAttempt.Format(time.RFC3339))

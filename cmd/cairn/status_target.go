@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 )
 
@@ -32,15 +31,10 @@ func findStatusTarget(config, url, token, tokenFile string) (statusTarget, error
 	}
 	var cfg *Config
 	if config != "" {
-		f, err := os.Open(config)
-		if err != nil {
-			return st, &configError{fmt.Errorf("config: %w", err)}
+		var err error
+		if cfg, err = readConfigFile(config); err != nil {
+			return st, err
 		}
-		defer f.Close()
-		if cfg, err = ParseConfig(f); err != nil {
-			return st, &configError{fmt.Errorf("%s: %w", config, err)}
-		}
-		cfg.resolvePaths(configDir(config))
 	}
 	switch {
 	case url != "":

@@ -20,34 +20,14 @@ type nodeAt struct {
 // starts on, to its key path ("mqtt.topics", "mqtt.topics[0]").
 func containerPaths(root *yaml.Node) map[nodeAt]string {
 	paths := make(map[nodeAt]string)
-	var walk func(n *yaml.Node, path string)
-	walk = func(n *yaml.Node, path string) {
+	walkYAML(root, func(n, _ *yaml.Node, path string) {
 		if (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) && path != "" {
 			at := nodeAt{n.Line, n.Kind}
 			if _, ok := paths[at]; !ok { // the outermost wins: the decoder stops there
 				paths[at] = path
 			}
 		}
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, path)
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				p := n.Content[i].Value
-				if path != "" {
-					p = path + "." + p
-				}
-				walk(n.Content[i+1], p)
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				walk(c, fmt.Sprintf("%s[%d]", path, i))
-			}
-		}
-	}
-	walk(root, "")
+	})
 	return paths
 }
 

@@ -100,12 +100,6 @@ func (s *sessions) use(id string, now time.Time) (time.Time, bool) {
 	return se.expiry(), true
 }
 
-// valid reports whether id is a live session, and extends it.
-func (s *sessions) valid(id string, now time.Time) bool {
-	_, ok := s.use(id, now)
-	return ok
-}
-
 // remove ends the session id.
 func (s *sessions) remove(id string) {
 	s.mu.Lock()

@@ -301,3 +301,9 @@ func TestGuard_NoToken(t *testing.T) {
 		t.Errorf("POST /login without a token: %d to %q, cookies %v", res.StatusCode, res.Header.Get("Location"), res.Cookies())
 	}
 }
+
+// valid reports whether id is a live session, and extends it.
+func (s *sessions) valid(id string, now time.Time) bool {
+	_, ok := s.use(id, now)
+	return ok
+}
