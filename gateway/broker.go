@@ -123,7 +123,7 @@ func NewBroker(opts BrokerOptions) (*Broker, error) {
 			guard.anonymous[id] = *sec.AllowAnonymous
 		}
 		guard.certUser[id] = tc != nil && tc.ClientCAs != nil
-		l := &listener{id: id, address: addr, tls: tc, maxConns: maxConns, gather: opts.ReadCoalesce, refusals: refusals, log: opts.Logger}
+		l := &listener{id: id, address: addr, tls: tc, maxConns: maxConns, gather: opts.ReadCoalesce, refusals: refusals, log: opts.Logger, srv: srv}
 		if err := srv.AddListener(l); err != nil {
 			return "", fmt.Errorf("%s %s: %w", key, addr, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -35,6 +36,7 @@ type listener struct {
 	gather   time.Duration // gatherConn's window; 0 for none
 	refusals *Refusals
 	log      *slog.Logger
+	srv      *mqtt.Server // whose clients Close disconnects
 
 	ln     net.Listener
 	open   atomic.Int64 // connections being served
@@ -179,7 +181,12 @@ func (l *listener) untrack(c net.Conn) {
 // gets closeWriteTimeout first: the broker writes each client a DISCONNECT
 // under the lock its writes hold, and a client that stopped reading would
 // otherwise keep a write, that lock and the close waiting for ever.
-func (l *listener) Close(closeClients listeners.CloseFn) {
+//
+// It disconnects the clients itself rather than with mochi's close
+// function, whose Clients.GetByListener takes the clients' read lock
+// twice: a client leaving in between (Clients.Delete, the write lock)
+// deadlocks it, and the broker's Close with it.
+func (l *listener) Close(listeners.CloseFn) {
 	if !l.closed.CompareAndSwap(false, true) {
 		return
 	}
@@ -192,7 +199,11 @@ func (l *listener) Close(closeClients listeners.CloseFn) {
 		c.SetWriteDeadline(deadline) //nolint:errcheck // a closed conn fails its writes anyway
 	}
 	l.mu.Unlock()
-	closeClients(l.id)
+	for _, cl := range l.srv.Clients.GetAll() {
+		if cl.Net.Listener == l.id && !cl.Closed() {
+			l.srv.DisconnectClient(cl, packets.ErrServerShuttingDown) //nolint:errcheck // the client is stopped whatever the DISCONNECT's fate
+		}
+	}
 	l.mu.Lock()
 	for c := range l.conns {
 		c.Close()
