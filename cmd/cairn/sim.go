@@ -20,6 +20,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
 // simSummary is what `cairn sim` prints when it is done, as one JSON line.
@@ -47,6 +48,17 @@ type simOptions struct {
 	duration, progress      time.Duration
 	qos, inflight           int
 	topic, clientID         string
+}
+
+// connectError is the error of a connection refused. An anonymous one
+// refused as not authorised says how to give a user: cairn's broker lets
+// clients without one in only on a loopback listener.
+func (o *simOptions) connectError(server string, err error) error {
+	notAuthorised := errors.Is(err, packets.ErrorRefusedNotAuthorised) || errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword)
+	if notAuthorised && o.username == "" {
+		return fmt.Errorf("sim: connect %s: %w (the broker wants a user: give -username and -password-file; cairn's lets clients without one in only on a loopback listener)", server, err)
+	}
+	return fmt.Errorf("sim: connect %s: %w", server, err)
 }
 
 // lostError is the error of a connection the broker closed. A user
@@ -78,7 +90,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	copts.SetConnectionLostHandler(func(_ paho.Client, err error) { lost <- err })
 	c := paho.NewClient(copts)
 	if tok := c.Connect(); tok.Wait() && tok.Error() != nil {
-		return fmt.Errorf("sim: connect %s: %w", copts.Servers[0], tok.Error())
+		return o.connectError(copts.Servers[0].String(), tok.Error())
 	}
 	defer c.Disconnect(250)
 	fmt.Fprintf(stderr, "sim: connected to %s as %s; %s at %s, QoS %d\n", copts.Servers[0], o.who(),

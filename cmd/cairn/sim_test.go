@@ -56,7 +56,8 @@ func checkSimRun(t *testing.T, out string, sum simSummary, err error, n int64, a
 // file against a cairn whose broker wants them, taking the broker's
 // address from cairn's configuration: the readings are stored under the
 // user's name. A wrong password is refused, and sim says so; so are
-// several devices of one user, which no ACL line lets it write.
+// several devices of one user, which no ACL line lets it write, and a
+// client without a user.
 func TestSim_PasswordFile(t *testing.T) {
 	dir := t.TempDir()
 	passwd := filepath.Join(dir, "passwd")
@@ -78,6 +79,11 @@ http:
 	out, _, err := runSimProcess(t, "-config", cfg, "-username", "kitchen", "-password-file", wrong, "-count", "5")
 	if err == nil || !strings.Contains(out, "sim: connect tcp://127.0.0.1:") || !strings.Contains(out, "not Authorized") {
 		t.Errorf("cairn sim with a wrong password: %v, want it refused:\n%s", err, out)
+	}
+
+	out, _, err = runSimProcess(t, "-config", cfg, "-count", "5")
+	if err == nil || !strings.Contains(out, "not Authorized (the broker wants a user: give -username and -password-file") {
+		t.Errorf("cairn sim without a user: %v, want it refused, and a word about -username:\n%s", err, out)
 	}
 
 	secret := writeFile(t, dir, "secret", []byte("kitchen-secret\n"), 0o600)
