@@ -20,6 +20,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
 // simSummary is what `cairn sim` prints when it is done, as one JSON line.
@@ -49,6 +50,28 @@ type simOptions struct {
 	topic, clientID         string
 }
 
+// connectError is the error of a connection refused. An anonymous one
+// refused as not authorised says how to give a user: cairn's broker lets
+// clients without one in only on a loopback listener.
+func (o *simOptions) connectError(server string, err error) error {
+	notAuthorised := errors.Is(err, packets.ErrorRefusedNotAuthorised) || errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword)
+	if notAuthorised && o.username == "" {
+		return fmt.Errorf("sim: connect %s: %w (the broker wants a user: give -username and -password-file; cairn's lets clients without one in only on a loopback listener)", server, err)
+	}
+	return fmt.Errorf("sim: connect %s: %w", server, err)
+}
+
+// lostError is the error of a connection the broker closed. A user
+// simulating several devices publishes as USER-0000, …, which cairn's
+// broker refuses by closing the connection unless an ACL line lets the
+// user write them: the error says so.
+func (o *simOptions) lostError(err error) error {
+	if o.username != "" && o.devices > 1 {
+		return fmt.Errorf("sim: connection lost: %w (with -username and -devices %d the devices are %s, …; a broker that lets a user publish only as itself, as cairn's does without an ACL line, closes the connection: use -devices 1, or open them in mqtt.embedded.acl_file, docs/security.md)", err, o.devices, o.deviceName(0))
+	}
+	return fmt.Errorf("sim: connection lost: %w", err)
+}
+
 // runSim publishes simulated sensor readings: each of N devices sends JSON
 // messages with a millisecond "ts" and two numeric fields, round robin, at a
 // total rate (0: as fast as the broker acknowledges). It writes progress
@@ -67,7 +90,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	copts.SetConnectionLostHandler(func(_ paho.Client, err error) { lost <- err })
 	c := paho.NewClient(copts)
 	if tok := c.Connect(); tok.Wait() && tok.Error() != nil {
-		return fmt.Errorf("sim: connect %s: %w", copts.Servers[0], tok.Error())
+		return o.connectError(copts.Servers[0].String(), tok.Error())
 	}
 	defer c.Disconnect(250)
 	fmt.Fprintf(stderr, "sim: connected to %s as %s; %s at %s, QoS %d\n", copts.Servers[0], o.who(),
@@ -103,7 +126,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simOptions, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.broker, "broker", "", "broker `url`: tcp://host:port, or ssl://host:port for TLS (default tcp://127.0.0.1:1883, or the -config file's broker)")
 	fs.StringVar(&o.config, "config", "", "take the broker's address and TLS from this cairn configuration `file`")
-	fs.StringVar(&o.username, "username", "", "MQTT user `name`; with it the device is named like the user (USER-0000, … for more than one device)")
+	fs.StringVar(&o.username, "username", "", "MQTT user `name`; with it the device is named like the user (USER-0000, … for more than one device, which cairn's broker refuses without an ACL line)")
 	fs.StringVar(&o.passwordFile, "password-file", "", "read the MQTT password from this `file` (mode 0600)")
 	fs.StringVar(&o.password, "password", "", "MQTT `password` (other users of the machine can see it: prefer -password-file)")
 	fs.StringVar(&o.caFile, "cafile", "", "PEM `file` of the CA that signs the broker's certificate (default: the system's roots)")
@@ -311,7 +334,7 @@ func (s *simRun) publish(ctx context.Context, c paho.Client, lost <-chan error, 
 			case now := <-progress:
 				lastAcked, last = s.report(w, now, last, lastAcked), now
 			case err := <-lost:
-				return fmt.Errorf("sim: connection lost: %w", err)
+				return o.lostError(err)
 			case <-ctx.Done():
 				return nil
 			}
@@ -320,7 +343,7 @@ func (s *simRun) publish(ctx context.Context, c paho.Client, lost <-chan error, 
 		case now := <-progress:
 			lastAcked, last = s.report(w, now, last, lastAcked), now
 		case err := <-lost:
-			return fmt.Errorf("sim: connection lost: %w", err)
+			return o.lostError(err)
 		default:
 		}
 		if ctx.Err() != nil {

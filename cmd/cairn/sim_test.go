@@ -55,7 +55,9 @@ func checkSimRun(t *testing.T, out string, sum simSummary, err error, n int64, a
 // TestSim_PasswordFile runs cairn sim with a user name and a password
 // file against a cairn whose broker wants them, taking the broker's
 // address from cairn's configuration: the readings are stored under the
-// user's name. A wrong password is refused, and sim says so.
+// user's name. A wrong password is refused, and sim says so; so are
+// several devices of one user, which no ACL line lets it write, and a
+// client without a user.
 func TestSim_PasswordFile(t *testing.T) {
 	dir := t.TempDir()
 	passwd := filepath.Join(dir, "passwd")
@@ -79,7 +81,19 @@ http:
 		t.Errorf("cairn sim with a wrong password: %v, want it refused:\n%s", err, out)
 	}
 
+	out, _, err = runSimProcess(t, "-config", cfg, "-count", "5")
+	if err == nil || !strings.Contains(out, "not Authorized (the broker wants a user: give -username and -password-file") {
+		t.Errorf("cairn sim without a user: %v, want it refused, and a word about -username:\n%s", err, out)
+	}
+
 	secret := writeFile(t, dir, "secret", []byte("kitchen-secret\n"), 0o600)
+	// Several devices of one user are kitchen-0000, …: without an ACL line
+	// cairn closes the connection, and sim says why.
+	out, _, err = runSimProcess(t, "-config", cfg, "-username", "kitchen", "-password-file", secret, "-devices", "2", "-count", "4")
+	if err == nil || !strings.Contains(out, "the devices are kitchen-0000, …") || !strings.Contains(out, "use -devices 1, or open them in mqtt.embedded.acl_file") {
+		t.Errorf("cairn sim -username kitchen -devices 2: %v, want the connection lost and why:\n%s", err, out)
+	}
+
 	out, sum, err := runSimProcess(t, "-config", cfg, "-username", "kitchen", "-password-file", secret,
 		"-count", "60", "-rate", "100", "-progress", "100ms")
 	if !strings.Contains(out, "as user kitchen; 1 device at 100 messages/s") {

@@ -58,7 +58,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 			return st, fmt.Errorf("status: %s answered %s: %s", base, resp.Status, target.unauthorized())
 		}
 		if resp.StatusCode != http.StatusOK {
-			return st, fmt.Errorf("status: %s answered %s", base, resp.Status)
+			return st, fmt.Errorf("status: %s answered %s%s", base, resp.Status, answerReason(resp))
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 			return st, fmt.Errorf("status: %s: %w", base, err)
@@ -82,6 +82,19 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	printStatus(stdout, st, r)
 	return nil
+}
+
+// answerReason is the reason a refusal of cairn's API gives in its JSON
+// "error" field (too many failed authentications, a host not served, not
+// ready…), as ": reason", or "" when the body has none.
+func answerReason(resp *http.Response) string {
+	var body struct {
+		Error string `json:"error"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 4<<10)).Decode(&body) != nil || body.Error == "" {
+		return ""
+	}
+	return ": " + body.Error
 }
 
 // rates are what changed per second between two status documents.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-gateway/cairn/gateway"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
@@ -74,5 +75,32 @@ http:
 	}
 	if out, err := status("-config", cfg); err != nil || !strings.Contains(out, ok) {
 		t.Errorf("cairn status -config with the broker's password file gone: %v, want %q in:\n%s", err, ok, out)
+	}
+}
+
+// TestStatus_SaysWhyRefused runs cairn with a token and `cairn status`
+// with a wrong one until cairn answers 429: status then says why (too
+// many failed authentications, and when to try again), not only the code.
+func TestStatus_SaysWhyRefused(t *testing.T) {
+	bin := cairnBinary.get(t)
+	dir := t.TempDir()
+	tokenFile := writeFile(t, dir, "http-token", []byte("status-refusal-token-0123456789\n"), 0o600)
+	cfg := writeConfig(t, filepath.Join(dir, "data"), localConfig+"  token_file: "+tokenFile+"\n")
+	p := startCairn(t, bin, cfg)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.Command(bin, "status", "-sample", "0", "-url", p.http, "-token", "not-the-gateways-token").CombinedOutput()
+		if err == nil {
+			t.Fatalf("cairn status with a wrong token succeeded:\n%s", out)
+		}
+		if strings.Contains(string(out), "429") {
+			if !strings.Contains(string(out), "too many failed authentications from your address; try again in") {
+				t.Fatalf("cairn status answered 429 without the reason:\n%s", out)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no 429 after 30 s of wrong tokens; last:\n%s", out)
+		}
 	}
 }
