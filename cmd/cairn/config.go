@@ -211,7 +211,7 @@ const AutoBytes ByteSize = -1
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	v, err := parseByteSize(n.Value)
 	if err != nil || n.Kind != yaml.ScalarNode {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot use %q as a size (want e.g. auto, 0, 500MiB, 8GB or 1073741824)", n.Line, n.Value)}}
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot use %q as a size (want bytes, with or without a unit: 1073741824, 256KiB, 500MiB, 8GB)", n.Line, n.Value)}}
 	}
 	*b = v
 	return nil
