@@ -42,19 +42,10 @@ type Mapping struct {
 	// named without it ("uplink_message.decoded_payload"); fields outside
 	// it are envelope: not readings, and not counted.
 	StripPrefix string
-	// Include and Exclude select readings by metric name, after
-	// StripPrefix, with path.Match patterns ("*" is any run of
-	// characters but '/'): a reading must match an Include pattern, if
-	// there are any, and no Exclude pattern. Readings left out are not
-	// counted.
-	Include, Exclude []string
 }
 
 // Check reports the first problem with m's options.
 func (m *Mapping) Check() error {
-	if err := (&Metrics{Include: m.Include, Exclude: m.Exclude}).Check(); err != nil {
-		return err
-	}
 	if m.MetricField != "" && m.ValueField == "" {
 		return fmt.Errorf("metric_field needs value_field")
 	}
@@ -367,10 +358,6 @@ func (r *docReader) mapped(dst []buffer.Reading, m *Mapping, device, metric stri
 		} else if metric != "" && string(n) == "value" && l.depth == 1 && r.onlyValue(m) {
 			n = []byte(metric)
 		}
-		if !m.selects(n) {
-			l.used = true
-			continue
-		}
 		name = append(name[:0], n...)
 		r.emit(l, device, name, ts, unit)
 	}
@@ -394,14 +381,6 @@ func (r *docReader) onlyValue(m *Mapping) bool {
 		n++
 	}
 	return n == 1
-}
-
-// selects reports whether metric name passes m's Include and Exclude.
-func (m *Mapping) selects(name []byte) bool {
-	if len(m.Include) == 0 && len(m.Exclude) == 0 {
-		return true
-	}
-	return (&Metrics{Include: m.Include, Exclude: m.Exclude}).selects(string(name))
 }
 
 // splitLast splits a dotted name at its last '.'.

@@ -43,6 +43,7 @@ func TestDecodeRoute_Mapping(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		m              Mapping
+		metrics        *Metrics
 		zone           string
 		payload        string
 		device, metric string
@@ -50,9 +51,9 @@ func TestDecodeRoute_Mapping(t *testing.T) {
 		ignored        int
 		reason         string
 	}{
-		{name: "stock tick", m: Mapping{DeviceField: "symbol", TimeField: "d", TimeFormat: mustTimeFormat(t, "unix_ms"), Include: []string{"p"}},
+		{name: "stock tick", m: Mapping{DeviceField: "symbol", TimeField: "d", TimeFormat: mustTimeFormat(t, "unix_ms")}, metrics: &Metrics{Include: []string{"p"}},
 			payload: `{"p":7296.89,"symbol":"BTCUSDT","d":1575526691134,"v":0.011467}`,
-			want:    []buffer.Reading{rd("BTCUSDT", "p", at("2019-12-05T06:18:11.134Z"), 7296.89)}},
+			want:    []buffer.Reading{rd("BTCUSDT", "p", at("2019-12-05T06:18:11.134Z"), 7296.89)}, ignored: 1},
 		{name: "reading document", m: Mapping{DeviceField: "device", TimeField: "timestamp", ValueField: "reading", MetricField: "name", UnitField: "units"},
 			payload: `{"device":"boiler 2","name":"flow temp","reading":"61.5","units":"°C","timestamp":"2026-11-22T10:00:00+01:00"}`,
 			want:    []buffer.Reading{ru("boiler 2", "flow temp", at("2026-11-22T09:00:00Z"), 61.5, "°C")}},
@@ -65,9 +66,12 @@ func TestDecodeRoute_Mapping(t *testing.T) {
 		{name: "strip prefix", m: Mapping{StripPrefix: "data.values", DeviceField: "meta.id"},
 			payload: `{"meta":{"id":"m-1","rssi":-70},"data":{"values":{"a":1,"b":{"c":2}},"seq":5}}`,
 			want:    []buffer.Reading{rd("m-1", "a", recvNS, 1), rd("m-1", "b.c", recvNS, 2)}},
-		{name: "exclude", m: Mapping{Exclude: []string{"rssi", "wifi.*"}},
+		{name: "exclude", metrics: &Metrics{Exclude: []string{"rssi", "wifi.*"}},
 			payload: `{"t":1,"rssi":-60,"wifi":{"ch":6}}`, device: "d",
-			want: []buffer.Reading{rd("d", "t", recvNS, 1)}},
+			want: []buffer.Reading{rd("d", "t", recvNS, 1)}, ignored: 2},
+		{name: "exclude after strip prefix and value field", m: Mapping{StripPrefix: "data", ValueField: "v"}, metrics: &Metrics{Exclude: []string{"rssi"}},
+			payload: `{"data":{"t":{"v":1},"rssi":{"v":-60}}}`, device: "d",
+			want: []buffer.Reading{rd("d", "t", recvNS, 1)}, ignored: 1},
 		{name: "document unit", m: Mapping{UnitField: "unit"},
 			payload: `{"t":1,"unit":"°F"}`, device: "d",
 			want: []buffer.Reading{ru("d", "t", recvNS, 1, "°F")}},
@@ -88,7 +92,7 @@ func TestDecodeRoute_Mapping(t *testing.T) {
 		{name: "not JSON", m: Mapping{}, payload: `21.5`, device: "d", reason: ReasonInvalidJSON},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Route{Format: FormatJSON, Mapping: &tc.m}
+			r := Route{Format: FormatJSON, Mapping: &tc.m, Metrics: tc.metrics}
 			if tc.zone != "" {
 				r.Zone = mustZone(t, tc.zone)
 			}

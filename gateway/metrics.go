@@ -10,9 +10,11 @@ import (
 
 // Metrics selects readings by metric name, with path.Match patterns ("*"
 // is any run of characters but '/'): a reading must match an Include
-// pattern, if there are any, and no Exclude pattern. A route's Metrics
-// drop the readings it does not select, counted as ignored fields; a
-// preset's routes come with the preset's default excludes (PresetExclude).
+// pattern, if there are any, and no Exclude pattern. The name is the
+// reading's metric as its route reads it (a mapping's after StripPrefix).
+// A route's Metrics drop the readings it does not select, counted as
+// ignored fields, whatever reads the route: a format, a mapping or a
+// preset, whose routes come with its default excludes (PresetExclude).
 type Metrics struct {
 	Include, Exclude []string
 }

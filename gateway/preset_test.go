@@ -181,8 +181,8 @@ func FuzzMapping(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	m := Mapping{DeviceField: "meta.id", TimeField: "meta.ts", ValueField: "v", UnitField: "u", StripPrefix: "data", Exclude: []string{"x*"}}
-	r := Route{Format: FormatJSON, Mapping: &m}
+	m := Mapping{DeviceField: "meta.id", TimeField: "meta.ts", ValueField: "v", UnitField: "u", StripPrefix: "data"}
+	r := Route{Format: FormatJSON, Mapping: &m, Metrics: &Metrics{Exclude: []string{"x*"}}}
 	f.Fuzz(func(t *testing.T, payload []byte) { fuzzRoute(t, &r, payload, "", "") })
 }
 

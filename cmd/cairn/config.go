@@ -135,8 +135,7 @@ type MetricCheck struct {
 // hasMapping reports whether t sets any mapping option.
 func (t *TopicConfig) hasMapping() bool {
 	return t.DeviceField != "" || t.TimeField != "" || t.TimeFormat != "" || t.ValueField != "" ||
-		t.MetricField != "" || t.UnitField != "" || t.StripPrefix != "" ||
-		len(t.Metrics.Include) > 0 || len(t.Metrics.Exclude) > 0
+		t.MetricField != "" || t.UnitField != "" || t.StripPrefix != ""
 }
 
 // StoreConfig is the store: section.
@@ -925,9 +924,13 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 			bad(key+".units."+metric, "%q is not a unit: 1 to %d bytes of printable UTF-8", unit, encoding.MaxUnitLen)
 		}
 	}
+	metrics := t.metricsFilter(key, bad)
 	finish := func(routes []gateway.Route) []gateway.Route {
 		for i := range routes {
 			routes[i].Checks, routes[i].Units = checks, t.Units
+			if metrics != nil {
+				routes[i].Metrics = metrics
+			}
 			if zone != nil {
 				routes[i].Zone = zone
 			}
@@ -940,7 +943,7 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 			bad(key+".pattern", "a preset has its own topics: set base_topic to move them, or drop preset to give a pattern")
 		case t.Format != "":
 			bad(key+".format", "a preset reads its own format")
-		case t.presetMapping():
+		case t.hasMapping():
 			bad(key+".preset", "a preset reads its own fields: mapping options (device_field, time_field, ...) need a pattern instead")
 		}
 		routes, err := gateway.PresetRoutes(t.Preset, t.BaseTopic, zone)
@@ -983,7 +986,7 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 		r.Mapping = &gateway.Mapping{
 			DeviceField: t.DeviceField, TimeField: t.TimeField, TimeFormat: tf,
 			ValueField: t.ValueField, MetricField: t.MetricField, UnitField: t.UnitField,
-			StripPrefix: t.StripPrefix, Include: t.Metrics.Include, Exclude: t.Metrics.Exclude,
+			StripPrefix: t.StripPrefix,
 		}
 		if err := r.Mapping.Check(); err != nil {
 			bad(key, "%v", err)

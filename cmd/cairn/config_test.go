@@ -154,7 +154,7 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"time_format.bad.yaml":              `mqtt.topics[0].time_format: unknown time format "yesterday"`,
 		"validate_range.bad.yaml":           "mqtt.topics[0].validate.temp: min 10 is above max 5",
 		"mapping_format.bad.yaml":           "mqtt.topics[0].format: mapping options read JSON documents: want json or auto (got influx)",
-		"mapping_pattern.bad.yaml":          `mqtt.topics[0]: metric pattern "[a": syntax error in pattern`,
+		"mapping_pattern.bad.yaml":          `mqtt.topics[0].metrics: metric pattern "[a": syntax error in pattern`,
 		"bad_level.bad.yaml":                `log.level: must be debug, info, warn or error (got "loud")`,
 		"data_dir_list.bad.yaml":            "data_dir: must be a text (put it in quotes if it looks like something else) (got a list) (line 1)",
 		"bucket_too_big.bad.yaml":           "store.bucket_samples: 9000 readings do not fit a bucket with store.memtable_mib 1 (at most 7281)",

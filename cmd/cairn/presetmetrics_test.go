@@ -92,3 +92,60 @@ retention:
 		t.Errorf("zigbee2mqtt with an include: got %v, want %v", got, want)
 	}
 }
+
+// TestRun_PatternMetrics runs the cairn binary with metrics on pattern
+// entries, a mapping's and a line protocol topic's: the fields they drop
+// are not stored and are counted as ignored fields, as a preset's are.
+func TestRun_PatternMetrics(t *testing.T) {
+	cfg := writeConfig(t, t.TempDir(), `
+data_dir: %DATA%
+mqtt:
+  embedded:
+    listen: "127.0.0.1:0"
+  topics:
+    - pattern: "meters/{device}"
+      strip_prefix: data
+      metrics: {exclude: ["rssi", "wifi.*"]}
+    - pattern: "lines/{device}"
+      format: influx
+      metrics: {include: ["env.temp"]}
+http:
+  listen: "127.0.0.1:0"
+retention:
+  raw_max_age: 0
+`)
+	d := startCairn(t, cairnBinary.get(t), cfg)
+	api := newAPIClient(d.http)
+	pub := mustConnect(t, d.mqtt, "pattern-metrics")
+	for _, m := range []struct{ topic, payload string }{
+		{"meters/m1", `{"seq":5,"data":{"t":21.5,"rssi":-60,"wifi":{"ch":6,"ap":1}}}`},
+		{"lines/l1", "env temp=20.5,hum=40i,rssi=-70i\n"},
+	} {
+		if err := publish1(pub, m.topic, m.payload); err != nil {
+			t.Fatalf("%s: %v", m.topic, err)
+		}
+	}
+	for device, want := range map[string][]string{"m1": {"t"}, "l1": {"env.temp"}} {
+		var rd readingsDoc
+		if code := api.get(t, "/v1/devices/"+device+"/readings?order=asc&limit=100", &rd); code != http.StatusOK {
+			t.Fatalf("readings of %s: %d", device, code)
+		}
+		var got []string
+		for _, r := range rd.Readings {
+			got = append(got, r.Metric)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("metrics of %s: got %v, want %v", device, got, want)
+		}
+	}
+	var st struct {
+		Ingest gateway.IngestStats `json:"ingest"`
+	}
+	if code := api.get(t, "/v1/status", &st); code != http.StatusOK {
+		t.Fatalf("status: %d", code)
+	}
+	// rssi, wifi.ch and wifi.ap of the mapping; hum and rssi of the line.
+	if got := st.Ingest.Ignored; got != 3+2 {
+		t.Errorf("ignored fields: got %d, want 5", got)
+	}
+}

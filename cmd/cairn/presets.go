@@ -6,28 +6,24 @@ import (
 	"github.com/cairn-gateway/cairn/gateway"
 )
 
-// presetMapping reports whether t sets a mapping option that a preset
-// does not take: all of them but metrics.
-func (t *TopicConfig) presetMapping() bool {
-	m := *t
-	m.Metrics = MetricsFilter{}
-	return m.hasMapping()
+// metricsFilter returns the metrics filter of topic entry t, or nil when
+// it sets neither list; on a preset's entry it replaces the preset's
+// default excludes (an empty exclude keeps every field). It reports a bad
+// pattern to bad under key.
+func (t *TopicConfig) metricsFilter(key string, bad func(key, format string, a ...any)) *gateway.Metrics {
+	if t.Metrics.Include == nil && t.Metrics.Exclude == nil {
+		return nil
+	}
+	m := &gateway.Metrics{Include: t.Metrics.Include, Exclude: t.Metrics.Exclude}
+	if err := m.Check(); err != nil {
+		bad(key+".metrics", "%v", err)
+	}
+	return m
 }
 
-// presetOptions applies the options of a preset's topic entry t to its
-// routes: metrics, which replace the preset's default excludes when
-// either list is set (an empty exclude keeps every field), and
-// device_tag. It reports each problem to bad under key.
+// presetOptions applies the option only a preset's topic entry t takes,
+// device_tag, to its routes. It reports each problem to bad under key.
 func presetOptions(t *TopicConfig, key string, routes []gateway.Route, bad func(key, format string, a ...any)) {
-	if t.Metrics.Include != nil || t.Metrics.Exclude != nil {
-		m := &gateway.Metrics{Include: t.Metrics.Include, Exclude: t.Metrics.Exclude}
-		if err := m.Check(); err != nil {
-			bad(key+".metrics", "%v", err)
-		}
-		for i := range routes {
-			routes[i].Metrics = m
-		}
-	}
 	if t.DeviceTag == "" {
 		return
 	}
