@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,18 +23,29 @@ const commitPolicyConfig = localConfig + `store:
 // storeCounts returns the group commits and the readings stored so far.
 func storeCounts(t *testing.T, api *apiClient) (commits, stored uint64) {
 	t.Helper()
-	var st struct {
-		Store struct {
-			Commits uint64 `json:"commits"`
-		} `json:"store"`
-		Ingest struct {
-			Stored uint64 `json:"stored"`
-		} `json:"ingest"`
-	}
+	st := storeStatus(t, api)
+	return st.Store.Commits, st.Ingest.Stored
+}
+
+// commitStatus is what /v1/status says of the group commits.
+type commitStatus struct {
+	Store struct {
+		Commits  uint64 `json:"commits"`
+		Gathered uint64 `json:"gathered_commits"`
+	} `json:"store"`
+	Ingest struct {
+		Stored uint64 `json:"stored"`
+	} `json:"ingest"`
+}
+
+// storeStatus returns what /v1/status says of the group commits.
+func storeStatus(t *testing.T, api *apiClient) commitStatus {
+	t.Helper()
+	var st commitStatus
 	if code := api.get(t, "/v1/status", &st); code != http.StatusOK {
 		t.Fatalf("GET /v1/status: %d", code)
 	}
-	return st.Store.Commits, st.Ingest.Stored
+	return st
 }
 
 // TestRun_CommitPolicyLonePublisher: a paho client that waits for each
@@ -53,6 +68,7 @@ func TestRun_CommitPolicyLonePublisher(t *testing.T) {
 		c := mustConnect(t, d.mqtt, fmt.Sprintf("lone-%d", devices))
 		const n = 40
 		c0, s0 := storeCounts(t, api)
+		g0 := storeStatus(t, api).Store.Gathered
 		start := time.Now()
 		for i := range n {
 			tok := c.Publish(fmt.Sprintf("sensors/lone%d-%d/telemetry", devices, i%devices), 1, false, fmt.Sprintf(`{"t":%d}`, i))
@@ -76,6 +92,9 @@ func TestRun_CommitPolicyLonePublisher(t *testing.T) {
 		// first, and that commit shows that the client sends nothing
 		// while it waits for a PUBACK.
 		waits := time.Duration(min(devices-1, 1))
+		if g := storeStatus(t, api).Store.Gathered - g0; g != uint64(waits) {
+			t.Errorf("%d devices: %d commits waited to gather other sensors (store.gathered_commits); want %d", devices, g, waits)
+		}
 		if most := waits*5*time.Second + 4*time.Second; took > most {
 			t.Errorf("%d devices: %d messages took %s; want less than %s, %d commit_wait(s) of 5 s at most", devices, n, took, most, waits)
 		}
@@ -100,6 +119,7 @@ func TestRun_CommitPolicyGathersOtherSensors(t *testing.T) {
 	lone := mustConnect(t, d.mqtt, "lone")
 	defer lone.Disconnect(0)
 	c0, s0 := storeCounts(t, api)
+	g0 := storeStatus(t, api).Store.Gathered
 
 	var wg sync.WaitGroup
 	wait := func(what string, tok paho.Token) {
@@ -139,4 +159,22 @@ func TestRun_CommitPolicyGathersOtherSensors(t *testing.T) {
 		t.Errorf("%d messages in %d commits; want at most one commit for three messages", messages, commits)
 	}
 	t.Logf("%d messages in %d commits", messages, c1-c0)
+
+	// The commits that waited are counted, the same in /v1/status,
+	// /metrics and cairn status.
+	g := storeStatus(t, api).Store.Gathered
+	if g == g0 || g-g0 > c1-c0 {
+		t.Errorf("store.gathered_commits: %d of %d commits waited to gather other sensors; want some, at most all", g-g0, c1-c0)
+	}
+	_, body, err := api.fetch("/metrics")
+	if want := fmt.Sprintf("cairn_store_gathered_commits_total %d\n", g); err != nil || !strings.Contains(string(body), want) {
+		t.Errorf("/metrics: %v, want %q; got %q", err, want, grepLines(body, "commits"))
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"status", "-url", "http://" + d.http, "-sample", "0"}, &out, io.Discard); err != nil {
+		t.Fatalf("cairn status: %v", err)
+	}
+	if want := fmt.Sprintf(" ms each, %d waited to gather other sensors)", g); !strings.Contains(out.String(), want) {
+		t.Errorf("cairn status lacks %q:\n%s", want, out.String())
+	}
 }

@@ -183,8 +183,8 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 			quantity(in.Unmatched, "message", "messages"), strings.Join(topics, ", "))
 	}
 	s := st.Store
-	fmt.Fprintf(w, "store:  %s in %d series, %s on disk, %s (%.2f ms each), %s, %s\n",
-		quantity(s.Readings, "reading", "readings"), s.Series, size(s.DiskBytes), quantity(s.Commits, "commit", "commits"), s.CommitMillis,
+	fmt.Fprintf(w, "store:  %s in %d series, %s on disk, %s (%.2f ms each, %d waited to gather other sensors), %s, %s\n",
+		quantity(s.Readings, "reading", "readings"), s.Series, size(s.DiskBytes), quantity(s.Commits, "commit", "commits"), s.CommitMillis, s.Gathered,
 		quantity(s.CommitErrors, "commit error", "commit errors"), quantity(s.SealErrors, "seal error", "seal errors"))
 	if s.MaxSeries > 0 || s.MaxSeriesPerDevice > 0 || in.Refused > 0 {
 		fmt.Fprintf(w, "        series: at most %s a device, %s in all; %s refused for a new series over a limit\n",

@@ -13,6 +13,7 @@ type collector struct {
 
 	messages, readings, stored, duplicates, ignored, failed, rejected *prometheus.Desc
 	commits, commitErrors, commitSeconds, checkpoints                 *prometheus.Desc
+	gathered                                                          *prometheus.Desc
 	storeReadings, storeSeries, diskBytes, mqttConnected              *prometheus.Desc
 	diskFree, diskReserve, foreignBytes, paused                       *prometheus.Desc
 	upPending, upOldest, upSent, upBatches, upRetries, upParked       *prometheus.Desc
@@ -44,6 +45,7 @@ func newCollector(opts Options) *collector {
 		rejected:      d("ingest_rejected_total", "Messages rejected as bad input, by reason.", "reason"),
 		refused:       d("ingest_refused_readings_total", "Readings not stored because each would have made a new series over a limit."),
 		commits:       d("store_commits_total", "Group commits synced to disk."),
+		gathered:      d("store_gathered_commits_total", "Group commits that waited for other sensors to join them (store.commit_wait)."),
 		commitErrors:  d("store_commit_errors_total", "Group commits that failed."),
 		commitSeconds: d("store_commit_seconds_total", "Time spent writing and syncing group commits."),
 		checkpoints:   d("store_checkpoints_total", "Checkpoints of the journal: its readings written as runs and records, synced."),
@@ -112,6 +114,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.maxSeries, float64(maxSeries))
 	gauge(c.maxPerDevice, float64(perDevice))
 	counter(c.commits, float64(ws.Commits))
+	counter(c.gathered, float64(ws.Gathered))
 	counter(c.commitErrors, float64(ws.Failures))
 	counter(c.commitSeconds, float64(ws.SyncNanos)/1e9)
 	counter(c.checkpoints, float64(ws.Checkpoints))

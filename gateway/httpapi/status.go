@@ -53,6 +53,9 @@ type StoreStatus struct {
 	StatsPruned  uint64   `json:"stats_pruned"`
 	Pruned       uint64   `json:"readings_pruned"`
 	CommitMillis float64  `json:"commit_ms_avg"`
+	// Gathered are the commits that waited for other sensors to join
+	// them (store.commit_wait).
+	Gathered uint64 `json:"gathered_commits"`
 }
 
 func (a *API) status(w http.ResponseWriter, _ *http.Request) {
@@ -77,6 +80,7 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 			ForeignFiles:     st.ForeignFiles,
 			Commits:          ws.Commits,
 			CommitErrors:     ws.Failures,
+			Gathered:         ws.Gathered,
 			Checkpoints:      ws.Checkpoints,
 			Sealed:           ws.Sealed,
 			SealErrors:       ws.SealErrors,
