@@ -37,7 +37,7 @@ func newCollector(opts Options) *collector {
 		readings:      d("ingest_readings_total", "Readings decoded from messages."),
 		stored:        d("ingest_stored_total", "Readings new to the store."),
 		duplicates:    d("ingest_duplicates_total", "Readings that were stored already (redelivery)."),
-		ignored:       d("ingest_ignored_fields_total", "Payload fields skipped (text that is no value, missing values, arrays)."),
+		ignored:       d("ingest_ignored_fields_total", "Payload fields skipped (text that is no value, missing values, arrays, readings a topic's metrics filter drops)."),
 		restamped:     d("ingest_restamped_total", "Readings given the receive time for a device time before 2000."),
 		unmatched:     d("ingest_unmatched_total", "Messages on topics that no pattern of mqtt.topics matches (not stored)."),
 		skipped:       d("ingest_skipped_total", "Messages on a configured topic that are not readings (availability, command, bridge, discovery, meta), by kind.", "kind"),
