@@ -70,7 +70,8 @@ type Options struct {
 	// RetryAfterMax caps the wait an upstream asks for with Retry-After
 	// on 429 and 503 (default 10m).
 	RetryAfterMax time.Duration
-	// Gzip compresses request bodies (Content-Encoding: gzip).
+	// Gzip compresses request bodies (Content-Encoding: gzip), except
+	// with Prometheus, whose bodies are snappy-compressed always.
 	Gzip bool
 	// TLS configures https URLs (nil: the system's roots).
 	TLS *tls.Config
@@ -495,7 +496,8 @@ func (u *Uplink) cut(rs []buffer.OutboxReading, end uint64) uint64 {
 // post sends one batch until it is taken or parked.
 func (u *Uplink) post(ctx context.Context, id string, body []byte, n int) error {
 	payload := body
-	if u.opts.Gzip {
+	gz := u.opts.Gzip && u.opts.Format != Prometheus // remote write is snappy already
+	if gz {
 		u.zbuf.Reset()
 		u.gz.Reset(&u.zbuf)
 		if _, err := u.gz.Write(body); err != nil {
@@ -513,8 +515,12 @@ func (u *Uplink) post(ctx context.Context, id string, body []byte, n int) error 
 	req.Header.Set("Content-Type", u.opts.Format.contentType())
 	req.Header.Set("Idempotency-Key", id)
 	req.Header.Set("User-Agent", "cairn")
-	if u.opts.Gzip {
+	if gz {
 		req.Header.Set("Content-Encoding", "gzip")
+	}
+	if u.opts.Format == Prometheus {
+		req.Header.Set("Content-Encoding", "snappy")
+		req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
 	}
 	if u.opts.Authorization != "" {
 		req.Header.Set("Authorization", u.opts.Authorization)
