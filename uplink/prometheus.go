@@ -45,8 +45,8 @@ type promEncoder struct {
 // __name__ (the measurement and the metric, made a valid Prometheus
 // metric name by promName), device, gateway and unit (the last two when
 // not empty) in that order, which is the order of their names, and its
-// samples in time order, in milliseconds. Values that are not finite are
-// skipped.
+// samples in time order, in milliseconds, one per millisecond (the
+// latest, of equal timestamps the last stored). Values that are not finite are skipped.
 func (e *encoder) prometheus(rs []buffer.OutboxReading) ([]byte, int) {
 	p := &e.prom
 	p.order = p.order[:0]
@@ -63,20 +63,31 @@ func (e *encoder) prometheus(rs []buffer.OutboxReading) ([]byte, int) {
 		return cmp.Or(cmp.Compare(ra.Metric, rb.Metric), cmp.Compare(ra.Device, rb.Device),
 			cmp.Compare(ra.Unit, rb.Unit), cmp.Compare(ra.TS, rb.TS))
 	})
+	// Group the sorted readings into series, and keep of the readings of
+	// a series in one millisecond the latest (of equal timestamps the last
+	// stored: the sort is stable): Prometheus refuses a
+	// second value for a timestamp, and the whole request with it. The
+	// kept readings move to the front of order.
 	p.series, p.names = p.series[:0], p.names[:0]
+	kept := 0
 	for i := 0; i < len(p.order); {
 		first := &rs[p.order[i]]
-		j := i + 1
-		for j < len(p.order) {
+		from := kept
+		j := i
+		for ; j < len(p.order); j++ {
 			r := &rs[p.order[j]]
 			if r.Metric != first.Metric || r.Device != first.Device || r.Unit != first.Unit {
 				break
 			}
-			j++
+			if kept > from && promMS(&rs[p.order[kept-1]]) == promMS(r) {
+				kept--
+			}
+			p.order[kept] = p.order[j]
+			kept++
 		}
 		start := len(p.names)
 		p.names = appendPromName(p.names, e.promPrefix, first.Metric)
-		p.series = append(p.series, promSeries{from: i, to: j, name: p.names[start:len(p.names):len(p.names)]})
+		p.series = append(p.series, promSeries{from: from, to: kept, name: p.names[start:len(p.names):len(p.names)]})
 		i = j
 	}
 	b := p.pb[:0]

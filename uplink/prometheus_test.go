@@ -121,6 +121,8 @@ func TestEncoder_PrometheusSeriesLabelsAndOrder(t *testing.T) {
 		outboxReading("dev-a", "1st.value-x", "", 2e9, 1),
 		outboxReading("dev-a", "nan", "", 2e9, math.NaN()),
 		outboxReading("dev-\xff", "temp", "°C", 4e9, 1),
+		outboxReading("dev-a", "rssi", "", 2e9+1, -71), // the same millisecond: the last stored goes
+		outboxReading("dev-a", "rssi", "", 2e9+2, -72),
 	}
 	body, skipped := e.encode("gw-1-0", rs)
 	if skipped != 1 {
@@ -139,7 +141,7 @@ func TestEncoder_PrometheusSeriesLabelsAndOrder(t *testing.T) {
 	}
 	want := []promTimeSeries{
 		{labels("readings_1st_value_x", "dev-a", ""), []promSample{{1, 2000}}},
-		{labels("readings_rssi", "dev-a", ""), []promSample{{-70, 2000}}},
+		{labels("readings_rssi", "dev-a", ""), []promSample{{-72, 2000}}},
 		{labels("readings_temp", "dev-a", "°C"), []promSample{{20, 2000}}},
 		{labels("readings_temp", "dev-b", "°C"), []promSample{{19.25, 1000}, {21.5, 3000}}},
 		{labels("readings_temp", "dev-\uFFFD", "°C"), []promSample{{1, 4000}}},
@@ -188,13 +190,26 @@ func FuzzEncoder_PrometheusRoundTrip(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := make(map[string][]promSample)
+		// Of the readings of one series in one millisecond, the one with
+		// the latest timestamp goes, of equal ones the last stored.
+		type rawKey struct {
+			metric, device, unit string
+			ms                   int64
+		}
+		latest := make(map[rawKey]buffer.OutboxReading)
 		wantSkipped := 0
 		for _, r := range rs {
 			if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) {
 				wantSkipped++
 				continue
 			}
+			k := rawKey{r.Metric, r.Device, r.Unit, r.TS / 1e6}
+			if l, ok := latest[k]; !ok || r.TS >= l.TS {
+				latest[k] = r
+			}
+		}
+		want := make(map[string][]promSample)
+		for _, r := range latest {
 			l := [][2]string{{"__name__", string(appendPromName(nil, measurement+"_", r.Metric))}, {"device", validUTF8(r.Device)}}
 			if gateway != "" {
 				l = append(l, [2]string{"gateway", validUTF8(gateway)})
