@@ -30,6 +30,13 @@ const (
 	// then device, then the reading's sequence number, and "unit" is
 	// left out when the series has none.
 	JSON
+	// Prometheus is Prometheus remote write 1.0: a protobuf WriteRequest,
+	// snappy-compressed, as VictoriaMetrics (/api/v1/write), Prometheus
+	// with its remote-write receiver, Mimir and Thanos receive take it.
+	// One series per measurement and metric, device, gateway and unit;
+	// names made valid for Prometheus (appendPromName); samples in
+	// milliseconds. A batch sent twice changes nothing.
+	Prometheus
 )
 
 // ParseFormat parses the uplink.format config value.
@@ -39,28 +46,39 @@ func ParseFormat(s string) (Format, error) {
 		return Influx, nil
 	case "json":
 		return JSON, nil
+	case "prometheus":
+		return Prometheus, nil
 	}
-	return 0, fmt.Errorf("must be influx or json (got %q)", s)
+	return 0, fmt.Errorf("must be influx, json or prometheus (got %q)", s)
 }
 
 func (f Format) String() string {
-	if f == JSON {
+	switch f {
+	case JSON:
 		return "json"
+	case Prometheus:
+		return "prometheus"
 	}
 	return "influx"
 }
 
 func (f Format) contentType() string {
-	if f == JSON {
+	switch f {
+	case JSON:
 		return "application/json"
+	case Prometheus:
+		return "application/x-protobuf"
 	}
 	return "text/plain; charset=utf-8"
 }
 
 // fileExt is the extension of a parked batch's body.
 func (f Format) fileExt() string {
-	if f == JSON {
+	switch f {
+	case JSON:
 		return ".json"
+	case Prometheus:
+		return ".pb.snappy"
 	}
 	return ".lp"
 }
@@ -80,11 +98,13 @@ type encoder struct {
 	measurement string // escaped
 	gatewayTag  string // ",gateway=…" escaped, or empty
 	gateway     string
+	promPrefix  string // the measurement and "_"
 	buf         []byte
+	prom        promEncoder
 }
 
 func newEncoder(f Format, measurement, gateway string) *encoder {
-	e := &encoder{format: f, gateway: gateway, measurement: escape(measurement, measurementSpecial)}
+	e := &encoder{format: f, gateway: gateway, measurement: escape(measurement, measurementSpecial), promPrefix: promPrefix(measurement)}
 	if gateway != "" {
 		e.gatewayTag = ",gateway=" + escape(gateway, keySpecial)
 	}
@@ -98,8 +118,11 @@ func newEncoder(f Format, measurement, gateway string) *encoder {
 // WritableName is left out of line protocol, not its reading: the reading
 // goes without a unit tag.
 func (e *encoder) encode(batch string, rs []buffer.OutboxReading) (body []byte, skipped int) {
-	if e.format == JSON {
+	switch e.format {
+	case JSON:
 		return e.json(batch, rs)
+	case Prometheus:
+		return e.prometheus(rs)
 	}
 	return e.influx(rs)
 }

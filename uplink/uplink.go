@@ -41,7 +41,8 @@ type Outbox interface {
 type Options struct {
 	// URL is the upstream's full write URL, such as
 	// http://127.0.0.1:8428/write (VictoriaMetrics) or
-	// http://127.0.0.1:8086/write?db=sensors (InfluxDB 1.x).
+	// http://127.0.0.1:8086/write?db=sensors (InfluxDB 1.x), or with
+	// Prometheus http://127.0.0.1:9090/api/v1/write.
 	URL    string
 	Format Format
 	// Measurement is the line protocol measurement (default "readings").
@@ -70,7 +71,8 @@ type Options struct {
 	// RetryAfterMax caps the wait an upstream asks for with Retry-After
 	// on 429 and 503 (default 10m).
 	RetryAfterMax time.Duration
-	// Gzip compresses request bodies (Content-Encoding: gzip).
+	// Gzip compresses request bodies (Content-Encoding: gzip), except
+	// with Prometheus, whose bodies are snappy-compressed always.
 	Gzip bool
 	// TLS configures https URLs (nil: the system's roots).
 	TLS *tls.Config
@@ -495,7 +497,8 @@ func (u *Uplink) cut(rs []buffer.OutboxReading, end uint64) uint64 {
 // post sends one batch until it is taken or parked.
 func (u *Uplink) post(ctx context.Context, id string, body []byte, n int) error {
 	payload := body
-	if u.opts.Gzip {
+	gz := u.opts.Gzip && u.opts.Format != Prometheus // remote write is snappy already
+	if gz {
 		u.zbuf.Reset()
 		u.gz.Reset(&u.zbuf)
 		if _, err := u.gz.Write(body); err != nil {
@@ -513,8 +516,12 @@ func (u *Uplink) post(ctx context.Context, id string, body []byte, n int) error 
 	req.Header.Set("Content-Type", u.opts.Format.contentType())
 	req.Header.Set("Idempotency-Key", id)
 	req.Header.Set("User-Agent", "cairn")
-	if u.opts.Gzip {
+	if gz {
 		req.Header.Set("Content-Encoding", "gzip")
+	}
+	if u.opts.Format == Prometheus {
+		req.Header.Set("Content-Encoding", "snappy")
+		req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
 	}
 	if u.opts.Authorization != "" {
 		req.Header.Set("Authorization", u.opts.Authorization)

@@ -287,7 +287,7 @@ func (m MiBOrAuto) String() string {
 // offline: nothing is sent, and nothing is kept for sending.
 type UplinkConfig struct {
 	URL           string        `yaml:"url"`
-	Format        string        `yaml:"format"`      // influx | json
+	Format        string        `yaml:"format"`      // influx | json | prometheus
 	Measurement   string        `yaml:"measurement"` // line protocol measurement
 	GatewayID     string        `yaml:"gateway_id"`  // default: the host name
 	BatchReadings int           `yaml:"batch_readings"`

@@ -166,7 +166,7 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"memory_limit_huge.bad.yaml":        "memory_limit_mib: must be auto, 0 (unset) or a number of MiB up to 1048576 (got 2000000)",
 		"syntax.bad.yaml":                   "did not find expected node content",
 		"uplink_url.bad.yaml":               `uplink.url: want an http:// or https:// URL (got "victoria:8428/write")`,
-		"uplink_format.bad.yaml":            `uplink.format: must be influx or json (got "prometheus")`,
+		"uplink_format.bad.yaml":            `uplink.format: must be influx, json or prometheus (got "protobuf")`,
 		"uplink_measurement.bad.yaml":       `uplink.measurement: line protocol cannot carry a line break, or a backslash at the end or before a comma, an equals sign, a space or a backslash (got "readings\\")`,
 		"uplink_auth.bad.yaml":              "uplink.auth: username and password_file go together",
 		"uplink_secret_in_url.bad.yaml":     `uplink.url: must not hold credentials (query parameter "p"): use uplink.auth`,

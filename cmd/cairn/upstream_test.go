@@ -53,7 +53,7 @@ func program(t *testing.T, name string) string {
 		}
 	}
 	t.Fatalf("%s not found: scripts/test.sh installs it (apt-get install %s)", name, map[string]string{
-		"victoria-metrics": "victoria-metrics", "influxd": "influxdb",
+		"victoria-metrics": "victoria-metrics", "influxd": "influxdb", "prometheus": "prometheus",
 	}[name])
 	return ""
 }
