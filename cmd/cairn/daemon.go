@@ -330,7 +330,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	if anonymousHTTPBeyondLoopback(cfg.HTTP) {
 		log.Warn("http.allow_anonymous is true: anyone who can reach http.listen may read the API and the dashboard", "listen", cfg.HTTP.Listen, "allowed_hosts", cfg.HTTP.AllowedHosts)
 	}
-	handler, err := httpapi.NewGuard(api, httpapi.GuardOptions{Token: cfg.secrets.httpToken, AllowedHosts: cfg.HTTP.AllowedHosts, QueryRate: cfg.HTTP.QueryRate, Registry: reg})
+	handler, err := httpapi.NewGuard(api, httpapi.GuardOptions{Token: cfg.secrets.httpToken, AllowedHosts: cfg.HTTP.AllowedHosts, QueryRate: cfg.HTTP.QueryRate, Registry: reg, Logger: log.With("component", "http")})
 	if err != nil {
 		return err
 	}

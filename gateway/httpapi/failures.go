@@ -88,8 +88,9 @@ func (f *failures) wait(key netip.Addr, now time.Time) time.Duration {
 	return time.Duration((1 - b.tokens) * float64(failEvery))
 }
 
-// fail records a failed authentication of the address key.
-func (f *failures) fail(key netip.Addr, now time.Time) {
+// fail records a failed authentication of the address key, and reports
+// whether it was the address's last try: from now on it must wait.
+func (f *failures) fail(key netip.Addr, now time.Time) (limited bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b := f.addrs[key]
@@ -98,6 +99,7 @@ func (f *failures) fail(key netip.Addr, now time.Time) {
 	}
 	b.refill(now)
 	b.tokens--
+	return b.tokens < 1 && b.tokens+1 >= 1
 }
 
 // sweep drops the full buckets when the table is full, at most once per

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -39,6 +40,9 @@ type GuardOptions struct {
 	// limit. Requests that fail to authenticate do not take from it.
 	QueryRate float64
 	Registry  prometheus.Registerer
+	// Logger logs each client address that goes over its limit of
+	// failed authentications, once each time; nil logs nothing.
+	Logger *slog.Logger
 }
 
 // Limits on a request's size. Besides POST /login (its form, at most
@@ -69,6 +73,7 @@ type Guard struct {
 	csp      string   // the login page's Content-Security-Policy
 
 	refused *prometheus.CounterVec
+	log     *slog.Logger
 }
 
 // NewGuard returns next wrapped in a Guard, whose counters are
@@ -86,10 +91,14 @@ func NewGuard(next http.Handler, opts GuardOptions) (*Guard, error) {
 		token:     sha256.Sum256(opts.Token),
 		hosts:     make(map[string]bool, len(opts.AllowedHosts)),
 		checkHost: len(opts.Token) == 0 || len(opts.AllowedHosts) > 0,
+		log:       opts.Logger,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cairn_http_refused_total",
 			Help: "HTTP requests refused, by reason (unauthorized, too_many_failures, wrong_host, too_large, rate_limited).",
 		}, []string{"reason"}),
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
 	}
 	for _, h := range opts.AllowedHosts {
 		g.hosts[normalHost(h)] = true
@@ -177,7 +186,7 @@ func (g *Guard) authenticate(w http.ResponseWriter, r *http.Request) bool {
 			}
 			clearSessionCookie(w, r) // a dead session: the browser may forget it
 		}
-		g.failures.fail(key, now)
+		g.failed(r, key, now)
 		g.refused.WithLabelValues("unauthorized").Inc()
 	}
 	if pageLoad {
@@ -191,6 +200,15 @@ func (g *Guard) authenticate(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="cairn"`)
 	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a bearer token is required (http.token_file)"})
 	return false
+}
+
+// failed records a failed authentication of r's client address key, and
+// logs the address when that was its last try: a guess at the token.
+func (g *Guard) failed(r *http.Request, key netip.Addr, now time.Time) {
+	if g.failures.fail(key, now) {
+		g.log.Warn("too many failed authentications: the client's requests are answered 429 until it waits",
+			"remote", r.RemoteAddr, "path", r.URL.Path, "failures", failBurst)
+	}
 }
 
 // tooManyFailures answers 429 to a client address that failed to

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -245,5 +246,49 @@ func TestSessions_AbsoluteLifetime(t *testing.T) {
 	}
 	if s.valid(id, now.Add(sessionMaxAge)) {
 		t.Errorf("session valid %s after its login, want ended", sessionMaxAge)
+	}
+}
+
+// TestGuard_LogsAddressOverLimit: the address whose failed
+// authentications reach the limit is logged once, not for each failure
+// or each 429 after it.
+func TestGuard_LogsAddressOverLimit(t *testing.T) {
+	logged := testkit.NewLines()
+	a := newTestAPI(t)
+	g, err := NewGuard(a.api, GuardOptions{Token: []byte("s3cret-s3cret-s3cret"), Registry: prometheus.NewRegistry(),
+		Logger: slog.New(slog.NewTextHandler(logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	from := testkit.HTTPClientFrom("127.0.0.20")
+	for range failBurst + 5 {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/status", nil)
+		req.Header.Set("Authorization", "Bearer guess")
+		res, err := from.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readBody(t, res)
+	}
+	if n := len(logged.Matching("too many failed authentications")); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, logged.String())
+	}
+	if !strings.Contains(logged.String(), "remote=127.0.0.20:") {
+		t.Errorf("the log does not name the address:\n%s", logged.String())
+	}
+}
+
+// TestFailures_LastTry: fail reports the failure that used an address's
+// last try, and only that one.
+func TestFailures_LastTry(t *testing.T) {
+	var f failures
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	key := netip.MustParseAddr("192.0.2.7")
+	for i := 1; i <= failBurst+2; i++ {
+		if got, want := f.fail(key, now), i == failBurst; got != want {
+			t.Errorf("failure %d: last try %v, want %v", i, got, want)
+		}
 	}
 }

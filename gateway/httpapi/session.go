@@ -141,7 +141,7 @@ func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(r.PostForm.Get("token"))))
 	if subtle.ConstantTimeCompare(sum[:], g.token[:]) != 1 {
-		g.failures.fail(key, now)
+		g.failed(r, key, now)
 		g.refused.WithLabelValues("unauthorized").Inc()
 		g.writeLogin(w, http.StatusUnauthorized, next, "That is not the token.")
 		return
