@@ -51,9 +51,22 @@ func (l *listener) Protocol() string { return "tcp" }
 
 func (l *listener) Address() string {
 	if l.ln != nil {
-		return l.ln.Addr().String()
+		return BoundAddress(l.address, l.ln.Addr())
 	}
 	return l.address
+}
+
+// BoundAddress returns the address of a listener bound as configured
+// (host:port, the port 0 to pick one) at bound: the configured host, so
+// that "0.0.0.0:1883" is not shown as the kernel's "[::]:1883", with the
+// bound port.
+func BoundAddress(configured string, bound net.Addr) string {
+	host, _, err := net.SplitHostPort(configured)
+	_, port, berr := net.SplitHostPort(bound.String())
+	if err != nil || berr != nil {
+		return bound.String()
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // Init binds the address.

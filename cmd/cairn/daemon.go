@@ -383,7 +383,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}
 
 	log.Info("cairn started", "version", version, "data_dir", cfg.DataDir, "readings", store.ReadingCount(), "max_disk_bytes", maxDisk, "memory_limit_mib", memoryLimit,
-		"mqtt", mqttAddr, "http", ln.Addr().String())
+		"mqtt", mqttAddr, "http", gateway.BoundAddress(cfg.HTTP.Listen, ln.Addr()))
 	err = g.Run()
 	if _, nerr := daemon.SdNotify(false, daemon.SdNotifyStopping); nerr != nil {
 		log.Warn("systemd notify", "err", nerr)

@@ -224,7 +224,7 @@ func (g *piGuide) do(w []string) {
 			g.checkPasswordFile(w)
 		}
 	case w[0] == "cairn":
-		if out, err := g.chroot(nobody, w...); err != nil || !strings.Contains(out, "embedded broker [::]:1883, listening") {
+		if out, err := g.chroot(nobody, w...); err != nil || !strings.Contains(out, "embedded broker 0.0.0.0:1883, listening") {
 			t.Fatalf("%s: %v, want the embedded broker listening on all addresses:\n%s", strings.Join(w, " "), err, out)
 		}
 	case w[0] == "mosquitto_pub":
