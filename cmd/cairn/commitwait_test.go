@@ -36,6 +36,9 @@ type commitStatus struct {
 	Ingest struct {
 		Stored uint64 `json:"stored"`
 	} `json:"ingest"`
+	MQTT struct {
+		Clients int64 `json:"clients"`
+	} `json:"mqtt"`
 }
 
 // storeStatus returns what /v1/status says of the group commits.
@@ -65,6 +68,13 @@ func TestRun_CommitPolicyLonePublisher(t *testing.T) {
 			t.Fatalf("the client that goes: no PUBACK (%v)", tok.Error())
 		}
 		gone.Disconnect(0)
+		// The broker forgets a client before it stops counting it: once
+		// it is not counted, the Writer has been told it is gone.
+		for deadline := time.Now().Add(ackTimeout); storeStatus(t, api).MQTT.Clients > 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the client that went is still counted after %s", ackTimeout)
+			}
+		}
 		c := mustConnect(t, d.mqtt, fmt.Sprintf("lone-%d", devices))
 		const n = 40
 		c0, s0 := storeCounts(t, api)
