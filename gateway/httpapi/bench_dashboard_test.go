@@ -202,30 +202,9 @@ func (sr *dashSeries) at(ts int64) float64 {
 	return math.Round(v*sr.decimals) / sr.decimals
 }
 
-// dashGenerate makes the store in dir, minute by minute for every series
-// that has that minute, in batches of dashBatch readings with several
-// batches in flight; then seals and rolls up everything, as the Writer
-// would over time. The store is opened without a sync per commit: it is
-// of no use unless complete, which the marker says.
+// dashGenerate makes the store in dir: 90 days (info.Days) of d000 and
+// info.OtherDays of the other devices, one reading a minute (dashFill).
 func dashGenerate(b *testing.B, dir string, info dashInfo) dashInfo {
-	const (
-		batch    = 10000 // readings in one Submit
-		inFlight = 8     // batches submitted and not yet committed
-	)
-	began := time.Now()
-	s, err := buffer.Open(buffer.Options{Dir: dir, NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := buffer.NewWriter(s, buffer.WriterOptions{MaxReadings: 2 * batch})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	stop := func() error {
-		cancel()
-		return errors.Join(<-done, s.Close())
-	}
-
 	first := dashEnd.Add(-time.Duration(max(info.Days, info.OtherDays)) * 24 * time.Hour)
 	var all []*dashSeries
 	var want int64
@@ -245,6 +224,33 @@ func dashGenerate(b *testing.B, dir string, info dashInfo) dashInfo {
 			})
 			want += int64(days) * 24 * 60
 		}
+	}
+	return dashFill(b, dir, info, all, first, time.Minute, want)
+}
+
+// dashFill makes the store in dir from series all, one reading of each
+// every step from first (or its from) to dashEnd, in batches of 10,000
+// readings with several batches in flight; then seals and rolls up
+// everything, as the Writer would over time, and checks that want
+// readings were stored. The store is opened without a sync per commit:
+// it is of no use unless complete, which the marker says.
+func dashFill(b *testing.B, dir string, info dashInfo, all []*dashSeries, first time.Time, step time.Duration, want int64) dashInfo {
+	const (
+		batch    = 10000 // readings in one Submit
+		inFlight = 8     // batches submitted and not yet committed
+	)
+	began := time.Now()
+	s, err := buffer.Open(buffer.Options{Dir: dir, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := buffer.NewWriter(s, buffer.WriterOptions{MaxReadings: 2 * batch})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	stop := func() error {
+		cancel()
+		return errors.Join(<-done, s.Close())
 	}
 
 	results := make(chan buffer.Result, inFlight)
@@ -267,13 +273,13 @@ func dashGenerate(b *testing.B, dir string, info dashInfo) dashInfo {
 		pending++
 	}
 	rs := make([]buffer.Reading, 0, batch+len(all))
-	for t := first; t.Before(dashEnd); t = t.Add(time.Minute) {
-		minute := t.UnixNano()
+	for t := first; t.Before(dashEnd); t = t.Add(step) {
+		at := t.UnixNano()
 		for _, sr := range all {
-			if minute < sr.from {
+			if at < sr.from {
 				continue
 			}
-			ts := minute + int64(sr.rng.IntN(5000))*int64(time.Millisecond)
+			ts := at + int64(sr.rng.IntN(5000))*int64(time.Millisecond)
 			rs = append(rs, buffer.Reading{Device: sr.device, Metric: sr.metric, TS: ts, Value: sr.at(ts), Unit: sr.unit})
 		}
 		if len(rs) >= batch {

@@ -3,7 +3,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cairn-gateway/cairn/buffer"
 )
 
 // The dashboard's benchmarks of its worst device (scripts/bench.sh
@@ -38,23 +35,9 @@ func dashWideStore(b *testing.B) (string, dashInfo) {
 
 func dashWideMetric(i int) string { return fmt.Sprintf("m%04d", i) }
 
-// dashWideGenerate makes the wide device's store in dir, hour by hour,
-// then seals and rolls up everything, as dashGenerate does.
+// dashWideGenerate makes the wide device's store in dir, one reading of
+// each metric an hour (dashFill).
 func dashWideGenerate(b *testing.B, dir string, info dashInfo) dashInfo {
-	const (
-		batch    = 10000 // readings in one Submit
-		inFlight = 8     // batches submitted and not yet committed
-	)
-	began := time.Now()
-	s, err := buffer.Open(buffer.Options{Dir: dir, NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := buffer.NewWriter(s, buffer.WriterOptions{MaxReadings: 2 * batch})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-
 	all := make([]*dashSeries, info.Metrics)
 	for m := range all {
 		def := dashMetricDefs[m%dashMetrics]
@@ -65,59 +48,8 @@ func dashWideGenerate(b *testing.B, dir string, info dashInfo) dashInfo {
 			base: def.base, amp: def.amp, noise: def.noise, decimals: math.Pow10(def.decimals),
 		}
 	}
-	results := make(chan buffer.Result, inFlight)
-	pending := 0
-	wait := func() {
-		r := <-results
-		pending--
-		if r.Err != nil || r.Refused > 0 {
-			b.Fatalf("dashboard store: commit: %+v", r)
-		}
-		info.Readings += int64(r.Stored)
-	}
-	rs := make([]buffer.Reading, 0, batch+len(all))
-	submit := func() {
-		if pending == inFlight {
-			wait()
-		}
-		if err := w.Submit(ctx, rs, func(r buffer.Result) { results <- r }); err != nil {
-			b.Fatal(err)
-		}
-		pending++
-		rs = make([]buffer.Reading, 0, batch+len(all))
-	}
 	first := dashEnd.Add(-time.Duration(info.Days) * 24 * time.Hour)
-	for t := first; t.Before(dashEnd); t = t.Add(time.Hour) {
-		for _, sr := range all {
-			ts := t.UnixNano() + int64(sr.rng.IntN(5000))*int64(time.Millisecond)
-			rs = append(rs, buffer.Reading{Device: sr.device, Metric: sr.metric, TS: ts, Value: sr.at(ts), Unit: sr.unit})
-		}
-		if len(rs) >= batch {
-			submit()
-		}
-	}
-	if len(rs) > 0 {
-		submit()
-	}
-	for pending > 0 {
-		wait()
-	}
-	if err := w.SealDue(ctx, dashEnd.Add(24*time.Hour)); err != nil {
-		b.Fatal(err)
-	}
-	if err := w.RollUp(ctx, dashEnd.Add(time.Hour)); err != nil {
-		b.Fatal(err)
-	}
-	cancel()
-	if err := errors.Join(<-done, s.Close()); err != nil {
-		b.Fatal(err)
-	}
-	info.GenerateSec = time.Since(began).Seconds()
-	info.Bytes = dashDirBytes(b, dir)
-	if want := int64(info.Days) * 24 * int64(info.Metrics); info.Readings != want {
-		b.Fatalf("dashboard store: %d readings stored, want %d", info.Readings, want)
-	}
-	return info
+	return dashFill(b, dir, info, all, first, time.Hour, int64(info.Days)*24*int64(info.Metrics))
 }
 
 // BenchmarkDashboardWideChart90d answers the charts part of the wide
