@@ -22,13 +22,15 @@ type checkpointState struct {
 	replaying bool                        // the Writer of replayJournal: its series are not left to seal
 }
 
-// checkpoint writes the readings of the journal as runs and their
-// aggregates into records, and deletes its entries, in one synced
-// transaction. If the transaction fails, nothing changes: the journal
-// keeps them. If only the sync fails, the Writer goes on from what was
-// committed, as after a commit whose sync failed.
+// checkpoint writes the readings of the log since the last checkpoint as
+// runs and their aggregates into records, and moves the checkpoint's
+// cursor past them, in one synced transaction. If the transaction fails,
+// nothing changes: the log keeps them. If only the sync fails, the Writer
+// goes on from what was committed, as after a commit whose sync failed.
+// The entries no upstream needs are deleted after it (not synced: an
+// entry left behind the cursor is deleted by a later checkpoint).
 func (w *Writer) checkpoint() error {
-	if len(w.journal.keys) == 0 && len(w.ckpt.dirty) == 0 {
+	if w.journal.parts == 0 && len(w.ckpt.dirty) == 0 && len(w.journal.legacy) == 0 {
 		return nil
 	}
 	s := w.store
@@ -40,15 +42,43 @@ func (w *Writer) checkpoint() error {
 	if err := w.writeStats(txn); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	for _, k := range w.journal.keys {
+	for _, k := range w.journal.legacy {
 		if err := txn.Delete(k); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 	}
+	s.outbox.mu.Lock()
+	moved := w.journal.end > s.outbox.ckpt
+	s.outbox.mu.Unlock()
+	if moved {
+		if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaCheckpoint), encoding.AppendUint64(nil, w.journal.end)); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	if err := w.commitCheckpoint(txn, moved); err != nil {
+		return err
+	}
+	if moved {
+		if err := s.trimLogBehind(); err != nil {
+			s.log.Warn("could not delete log entries every reader has passed; tried again at the next checkpoint", "err", err)
+		}
+	}
+	return nil
+}
+
+// commitCheckpoint commits and syncs the checkpoint's transaction, holding
+// the store's sync lock, and brings the Writer up to date.
+func (w *Writer) commitCheckpoint(txn *badger.Txn, moved bool) error {
+	s := w.store
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	if err := txn.Commit(); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if moved {
+		s.outbox.mu.Lock()
+		s.outbox.ckpt, s.outbox.hasCkpt = w.journal.end, true
+		s.outbox.mu.Unlock()
 	}
 	w.checkpointed()
 	if err := w.sync(); err != nil {
@@ -56,6 +86,10 @@ func (w *Writer) checkpoint() error {
 	}
 	return nil
 }
+
+// checkpointReserve is what a checkpoint's transaction keeps room for
+// besides its runs and records: the checkpoint's cursor.
+const checkpointReserve = 1 + int64(len(encoding.MetaCheckpoint)) + 8 + 2
 
 // checkpointed brings the Writer up to date with a committed checkpoint.
 func (w *Writer) checkpointed() {
@@ -73,8 +107,9 @@ func (w *Writer) checkpointed() {
 		}
 	}
 	w.ckpt.dirty = w.ckpt.dirty[:0]
-	w.journal.keys = w.journal.keys[:0]
-	w.ckpt.budget = newTxnBudget(w.store.db, 0)
+	w.journal.parts = 0
+	w.journal.legacy = w.journal.legacy[:0]
+	w.ckpt.budget = newTxnBudget(w.store.db, checkpointReserve)
 	if w.ckpt.armed {
 		w.ckpt.due.Stop()
 		w.ckpt.armed = false

@@ -23,19 +23,21 @@ type groupCommit struct {
 	deltas    map[statKey]aggregate.Stats            // aggregates of the commit part under way
 	written   []writtenStats                         // records written by the commit part under way
 	units     map[*seriesState]unique.Handle[string] // units the commit part under way changes (unit.go)
-	outbox    encoding.OutboxEncoder                 // outbox entry of the commit part under way
 	heard     map[string]bool                        // devices the part under way heard: whether it writes their time (heard.go)
 	heardLast string                                 // the last of them, to look up the map once per run of one device's readings
 	heardAt   int64                                  // when the commit under way heard them (ns)
 }
 
-// journalWriter is the Writer's side of the journal: the entry of the
-// commit part under way and those committed since the last checkpoint.
-// Used by the Run goroutine only.
+// journalWriter is the Writer's side of the log (outbox.go): the entry of
+// the commit part under way, and where the entries committed since the
+// last checkpoint end. Used by the Run goroutine only.
 type journalWriter struct {
 	entry encoding.OutboxEncoder // entry of the commit part under way
-	seq   uint64                 // the key of the next entry
-	keys  [][]byte               // the entries committed since the last checkpoint
+	parts int                    // entries committed since the last checkpoint
+	end   uint64                 // where the last of them ends
+	// legacy are the journal entries of a store of version 4 or older
+	// that the checkpoint under way writes, to delete with it (Open).
+	legacy [][]byte
 }
 
 // collect adds queued requests to w.batch until it holds MaxReadings, or
@@ -136,7 +138,7 @@ func (w *Writer) commit() {
 	if time.Since(w.seal.last) >= w.opts.sealAfter {
 		w.sealFlushed()
 	}
-	if len(w.journal.keys) > 0 && !w.ckpt.armed && w.ckpt.due != nil {
+	if w.journal.parts > 0 && !w.ckpt.armed && w.ckpt.due != nil {
 		w.ckpt.due.Reset(w.opts.CheckpointInterval)
 		w.ckpt.armed = true
 	}
@@ -168,7 +170,6 @@ func (w *Writer) write() error {
 	}()
 	var added uint64
 	w.heardAt = now.UnixNano()
-	w.outbox.Reset()
 	w.journal.entry.Reset()
 	txn, budget, err := w.newPart()
 	if err != nil {
@@ -230,9 +231,6 @@ func (w *Writer) write() error {
 			}
 			w.hold(st, smp)
 			w.journal.entry.Add(&r)
-			if w.opts.Outbox {
-				w.outbox.Add(&r)
-			}
 			st.lastWrite = now.UnixNano()
 			w.results[i].Stored++
 			added++
@@ -253,42 +251,28 @@ func (w *Writer) hold(st *seriesState, smp Sample) {
 	st.pend = append(st.pend, smp)
 }
 
-// reserve reports whether r of st fits the part under way (its journal and
-// outbox entries, and the entry of its series' unit, of unitSize bytes,
-// when it changes it) and the next checkpoint (its run and its records),
+// reserve reports whether r of st fits the part under way (its log entry,
+// and the entry of its series' unit, of unitSize bytes, when it changes
+// it) and the next checkpoint (its run and its records),
 // and counts it in both if so.
 func (w *Writer) reserve(part *txnBudget, st *seriesState, r *Reading, unitSize int64) bool {
 	try := *part
 	if unitSize > 0 && !try.takeSize(unitSize) {
 		return false
 	}
-	if !w.reserveJournal(&try, r) || !w.reserveOutbox(&try, r) || !w.reserveReading(&w.ckpt.budget, st, r.TS) {
+	if !w.reserveJournal(&try, r) || !w.reserveReading(&w.ckpt.budget, st, r.TS) {
 		return false
 	}
 	*part = try
 	return true
 }
 
-// reserveJournal reports whether r fits the journal entry of the part
+// reserveJournal reports whether r fits the log entry of the part
 // under way, in the transaction and under the store's value limit, and
 // counts it if so.
 func (w *Writer) reserveJournal(b *txnBudget, r *Reading) bool {
 	n := encoding.OutboxReadingMax(r)
 	if w.journal.entry.Size()+n > w.store.maxEntry {
-		return false
-	}
-	return b.grow(int64(n))
-}
-
-// reserveOutbox reports whether r fits the outbox entry of the part under
-// way, in the transaction and under the store's value limit, and counts it
-// if so.
-func (w *Writer) reserveOutbox(b *txnBudget, r *Reading) bool {
-	if !w.opts.Outbox {
-		return true
-	}
-	n := encoding.OutboxReadingMax(r)
-	if w.outbox.Size()+n > w.store.maxEntry {
 		return false
 	}
 	return b.grow(int64(n))
@@ -309,28 +293,17 @@ func (w *Writer) isStored(st *seriesState, smp Sample) (bool, error) {
 }
 
 // newPart starts a part of a commit: a new transaction, and its budget,
-// which keeps room for the reading count, the journal entry and, with the
-// outbox on, its entry. The next checkpoint must take the entry's delete:
-// if it cannot, the journal is checkpointed first.
+// which keeps room for the reading count and the log entry.
 func (w *Writer) newPart() (*badger.Txn, txnBudget, error) {
-	if !w.ckpt.budget.takeSize(encoding.JournalKeyLen + 2) {
-		if err := w.checkpoint(); err != nil {
-			return nil, txnBudget{}, err
-		}
-		w.ckpt.budget.takeSize(encoding.JournalKeyLen + 2)
-	}
 	b := newTxnBudget(w.store.db, metaEntrySize)
-	b.takeSize(encoding.JournalEntryReserve)
-	if w.opts.Outbox {
-		b.takeSize(encoding.OutboxEntryReserve)
-	}
+	b.takeSize(encoding.OutboxEntryReserve)
 	return w.store.db.NewTransaction(true), b, nil
 }
 
 // commitAndSync commits a part and syncs it, holding the store's sync
 // lock: no other write may come between the two, or it could start a new
-// memtable that db.Sync would sync instead of the part's. Only then does
-// the uplink see the part's outbox entry.
+// memtable that db.Sync would sync instead of the part's. Only then do
+// the upstreams see the part's log entry.
 func (w *Writer) commitAndSync(txn *badger.Txn, added uint64) error {
 	s := w.store
 	s.syncMu.Lock()
@@ -345,15 +318,14 @@ func (w *Writer) commitAndSync(txn *badger.Txn, added uint64) error {
 	return nil
 }
 
-// commitPart commits txn together with the part's journal entry and the
+// commitPart commits txn together with the part's log entry and the
 // store's reading count grown by added, the readings the entry holds, and
 // then brings the index up to date.
 func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	s := w.store
-	var jkey []byte
-	if w.journal.entry.Count() > 0 {
-		jkey = encoding.AppendJournalKey(nil, w.journal.seq)
-		if err := txn.Set(jkey, w.journal.entry.Value()); err != nil {
+	n := uint64(w.journal.entry.Count())
+	if n > 0 {
+		if err := txn.Set(encoding.AppendOutboxKey(nil, s.outboxEnd()), w.journal.entry.Value()); err != nil {
 			return err
 		}
 	}
@@ -363,31 +335,24 @@ func (w *Writer) commitPart(txn *badger.Txn, added uint64) error {
 	if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaReadings), encoding.AppendUint64(nil, total)); err != nil {
 		return err
 	}
-	if w.outbox.Count() > 0 {
-		key := encoding.AppendOutboxKey(nil, s.outboxEnd())
-		if err := txn.Set(key, w.outbox.Value()); err != nil {
-			return err
-		}
-	}
 	if err := txn.Commit(); err != nil {
 		return err
 	}
-	if w.outbox.Count() > 0 {
-		s.outboxAdded(uint64(w.outbox.Count()))
-		w.outbox.Reset()
+	if n > 0 {
+		s.outboxAdded(n)
 	}
-	w.journaled(jkey, &total)
+	w.journaled(n > 0, &total)
 	return nil
 }
 
 // journaled brings the Writer and the store's index up to date with a
-// part whose readings are in the journal entry under jkey (nil: none),
-// and the store's reading count with total (nil: unchanged).
-func (w *Writer) journaled(jkey []byte, total *uint64) {
+// part, whose readings are in a new log entry if entry, and the store's
+// reading count with total (nil: unchanged).
+func (w *Writer) journaled(entry bool, total *uint64) {
 	s := w.store
-	if jkey != nil {
-		w.journal.keys = append(w.journal.keys, jkey)
-		w.journal.seq++
+	if entry {
+		w.journal.parts++
+		w.journal.end = s.outboxEnd()
 		w.journal.entry.Reset()
 	}
 	for k, d := range w.deltas {

@@ -50,23 +50,6 @@ const (
 	flushTimeout = 30 * time.Second
 )
 
-// journalNext returns the number after the newest journal entry's (0 when
-// there is none): a Writer numbers its entries from it.
-func (s *Store) journalNext() uint64 {
-	var next uint64
-	s.db.View(func(txn *badger.Txn) error {
-		prefix := []byte{byte(encoding.KindJournal)}
-		it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: prefix})
-		defer it.Close()
-		it.Seek(encoding.AppendJournalKey(nil, math.MaxUint64))
-		if it.Valid() && len(it.Item().Key()) == encoding.JournalKeyLen {
-			next = binary.BigEndian.Uint64(it.Item().Key()[1:]) + 1
-		}
-		return nil
-	})
-	return next
-}
-
 // setRunning records the Writer whose Run is under way (nil: none).
 func (s *Store) setRunning(w *Writer) {
 	s.flushMu.Lock()
@@ -116,63 +99,131 @@ func (s *Store) journalOldest() (int64, error) {
 	return oldest, nil
 }
 
-// replayJournal checkpoints the entries that a crash or a power cut left
-// in the journal: their readings were acknowledged, and are written as
+// replayJournal checkpoints the readings that a crash or a power cut left
+// in the log after the checkpoint's cursor (and, in a store of version 4
+// or older, in its journal): they were acknowledged, and are written as
 // runs and records now. The reading count already holds them (it is
 // written with each entry). An entry that cannot be read is logged and
-// deleted.
+// left (a journal entry: deleted).
 func (s *Store) replayJournal() error {
-	type entry struct{ key, value []byte }
-	var entries []entry
+	legacy, err := s.readEntries(encoding.KindJournal, 0)
+	if err != nil {
+		return err
+	}
+	if err := s.replayEntries(legacy, true); err != nil {
+		return err
+	}
+	o := &s.outbox
+	if !o.hasCkpt {
+		// A store of version 4 or older: its journal is replayed, and
+		// what its outbox holds was in the journal too.
+		if err := s.update(func(txn *badger.Txn) error {
+			return txn.Set(encoding.AppendMetaKey(nil, encoding.MetaCheckpoint), encoding.AppendUint64(nil, o.synced))
+		}); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		if !s.noSync {
+			if err := s.db.Sync(); err != nil {
+				return fmt.Errorf("journal: %w", err)
+			}
+		}
+		o.ckpt, o.hasCkpt = o.synced, true
+		if len(legacy) > 0 {
+			s.log.Info("the journal of an older store is checkpointed; its log follows from here", "entries", len(legacy))
+		}
+		return nil
+	}
+	entries, err := s.readEntries(encoding.KindOutbox, o.ckpt)
+	if err != nil {
+		return err
+	}
+	return s.replayEntries(entries, false)
+}
+
+// logEntry is a journal or log entry read back by Open.
+type logEntry struct{ key, value []byte }
+
+// readEntries reads the entries of kind from the one holding from on.
+func (s *Store) readEntries(kind encoding.KeyKind, from uint64) ([]logEntry, error) {
+	var entries []logEntry
 	err := s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindJournal)}})
+		start := []byte{byte(kind)}
+		if kind == encoding.KindOutbox {
+			start = encoding.AppendOutboxKey(nil, from)
+			rit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kind)}, Reverse: true})
+			if rit.Seek(start); rit.Valid() {
+				start = rit.Item().KeyCopy(nil)
+			}
+			rit.Close()
+		}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kind)}})
 		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
+		for it.Seek(start); it.Valid(); it.Next() {
 			v, err := it.Item().ValueCopy(nil)
 			if err != nil {
 				return err
 			}
-			entries = append(entries, entry{it.Item().KeyCopy(nil), v})
+			entries = append(entries, logEntry{it.Item().KeyCopy(nil), v})
 		}
 		return nil
 	})
-	if err != nil || len(entries) == 0 {
-		return err
+	return entries, err
+}
+
+// replayEntries checkpoints the readings of entries (of the journal if
+// legacy, else of the log from the checkpoint's cursor on).
+func (s *Store) replayEntries(entries []logEntry, legacy bool) error {
+	if len(entries) == 0 {
+		return nil
 	}
-	// An entry at a time, each with its delete in the checkpoint that
-	// writes its last readings. One too big for the transactions of this
-	// memtable (a smaller one than it was written with) is split: if a
-	// crash comes between the parts, the readings already in runs are
-	// skipped the next time, their aggregates with them. Each checkpoint
-	// is synced: db.Sync covers only the memtable being written, so a
-	// part synced later would not cover one before a memtable switch.
+	// An entry at a time, each with the checkpoint that writes its last
+	// readings (and, for a journal entry, its delete). One too big for
+	// the transactions of this memtable (a smaller one than it was
+	// written with) is split: if a crash comes between the parts, the
+	// readings already in runs are skipped the next time, their
+	// aggregates with them. Each checkpoint is synced: db.Sync covers
+	// only the memtable being written, so a part synced later would not
+	// cover one before a memtable switch.
 	w := NewWriter(s, WriterOptions{})
 	w.ckpt.replaying = true
+	w.journal.end = s.outbox.ckpt // moved entry by entry
 	now := time.Now()
 	var (
 		d        encoding.OutboxDecoder
-		readings []Reading
+		readings []OutboxReading
 		replayed int
 	)
 	part := func() {
-		w.journaled(nil, nil)
+		w.journaled(false, nil)
 		for _, st := range w.touched {
 			st.touched = false
 		}
 		w.touched = w.touched[:0]
 	}
+	const deleteSize = encoding.JournalKeyLen + 2
 	for _, e := range entries {
+		seq := binary.BigEndian.Uint64(e.key[1:])
 		readings = readings[:0]
-		err := d.Decode(0, e.value, func(r OutboxReading) bool {
-			readings = append(readings, r.Reading)
+		err := d.Decode(seq, e.value, func(r OutboxReading) bool {
+			readings = append(readings, r)
 			return true
 		})
 		if err != nil {
-			s.log.Error("journal entry unreadable: its readings are not in the store", "key", fmt.Sprintf("%x", e.key), "err", err)
+			s.log.Error("log entry unreadable: its readings are not in the store", "key", fmt.Sprintf("%x", e.key), "err", err)
 			readings = readings[:0]
 		}
-		w.ckpt.budget.takeSize(encoding.JournalKeyLen + 2)
+		end := seq
+		if err != nil && !legacy {
+			end = s.corruptEntryEnd(seq, s.outbox.synced)
+		}
+		if legacy {
+			w.ckpt.budget.takeSize(deleteSize)
+		}
 		for _, r := range readings {
+			end = r.Seq + 1
+			if !legacy && r.Seq < s.outbox.ckpt {
+				continue
+			}
 			st, _, _ := w.state(r.Device, r.Metric, now) // no limits: these readings were acknowledged
 			smp := Sample{TS: r.TS, Value: r.Value}
 			if st.hasOpen(smp) {
@@ -183,18 +234,24 @@ func (s *Store) replayJournal() error {
 				if err := w.checkpoint(); err != nil {
 					return fmt.Errorf("journal: %w", err)
 				}
-				w.ckpt.budget.takeSize(encoding.JournalKeyLen + 2)
+				if legacy {
+					w.ckpt.budget.takeSize(deleteSize)
+				}
 				w.reserveReading(&w.ckpt.budget, st, r.TS)
 			}
 			w.hold(st, smp)
 			replayed++
 		}
 		part()
-		w.journal.keys = append(w.journal.keys, e.key)
+		if legacy {
+			w.journal.legacy = append(w.journal.legacy, e.key)
+		} else {
+			w.journal.end, w.journal.parts = max(end, s.outbox.ckpt), 1
+		}
 		if err := w.checkpoint(); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
 	}
-	s.log.Info("wrote the readings a stop left in the journal", "entries", len(entries), "readings", replayed)
+	s.log.Info("wrote the readings a stop left in the log", "entries", len(entries), "readings", replayed)
 	return nil
 }

@@ -79,7 +79,7 @@ func TestJournal_CommitsWriteOneEntryAndQueriesSeeThem(t *testing.T) {
 		}
 		want = append(want, rs...)
 	}
-	if n := countKeys(t, s, encoding.KindJournal); n != 6 {
+	if n := countKeys(t, s, encoding.KindOutbox); n != 6 {
 		t.Errorf("journal entries: got %d, want one per commit, 6", n)
 	}
 	if n := countKeys(t, s, encoding.KindPoint) + countKeys(t, s, encoding.KindMinute); n != 0 {
@@ -90,14 +90,14 @@ func TestJournal_CommitsWriteOneEntryAndQueriesSeeThem(t *testing.T) {
 	if n := w.Stats().Checkpoints; n != before {
 		t.Errorf("the queries checkpointed the journal (%d checkpoints, %d before)", n, before)
 	}
-	if n := countKeys(t, s, encoding.KindJournal); n != 6 {
+	if n := countKeys(t, s, encoding.KindOutbox); n != 6 {
 		t.Errorf("journal entries after the queries: got %d, want 6", n)
 	}
 	if err := w.Checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	checkStored(t, s, want)
-	if n := countKeys(t, s, encoding.KindJournal); n != 0 {
+	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
 		t.Errorf("journal entries after a checkpoint: got %d, want none", n)
 	}
 	if n := countKeys(t, s, encoding.KindPoint); n != 3 {
@@ -134,7 +134,7 @@ func TestJournal_ReplayedAfterACrash(t *testing.T) {
 			want = append(want, rs...)
 		}
 		write(t, w.Writer, commits[3]...) // duplicates: not in the journal
-		if n := countKeys(t, s, encoding.KindJournal); n != 4 {
+		if n := countKeys(t, s, encoding.KindOutbox); n != 4 {
 			t.Fatalf("journal entries: got %d, want 4", n)
 		}
 		// The Writer is idle: every commit is synced, the copy is what a
@@ -144,7 +144,7 @@ func TestJournal_ReplayedAfterACrash(t *testing.T) {
 		}
 	}()
 	s, w := testStoreWith(t, crashed, holdJournal)
-	if n := countKeys(t, s, encoding.KindJournal); n != 0 {
+	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
 		t.Errorf("journal entries after Open: got %d, want none", n)
 	}
 	checkStored(t, s, want)
@@ -196,7 +196,7 @@ func TestJournal_ReplaySplitsWhatASmallerMemtableCannotTake(t *testing.T) {
 		go func() { tw.done <- tw.Run(ctx) }()
 		defer tw.stop()
 		write(t, tw.Writer, want...)
-		if n := countKeys(t, s, encoding.KindJournal); n != 1 {
+		if n := countKeys(t, s, encoding.KindOutbox); n != 1 {
 			t.Fatalf("journal entries: got %d, want 1", n)
 		}
 		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
@@ -204,7 +204,7 @@ func TestJournal_ReplaySplitsWhatASmallerMemtableCannotTake(t *testing.T) {
 		}
 	}()
 	s, _ := testStoreOpts(t, Options{Dir: crashed, MemTableSize: 1 << 20}, holdJournal)
-	if n := countKeys(t, s, encoding.KindJournal); n != 0 {
+	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
 		t.Errorf("journal entries after Open: got %d, want none", n)
 	}
 	checkStored(t, s, want)
@@ -291,21 +291,23 @@ func TestJournal_ReadingSpanSeesTheJournal(t *testing.T) {
 }
 
 // TestJournal_EntriesFitATableBlock stores a commit far larger than a
-// journal or outbox entry may be: none is larger than a block of Badger's
-// tables, and the outbox has several.
+// log entry may be: none is larger than a block of Badger's tables, and
+// the log has several.
 func TestJournal_EntriesFitATableBlock(t *testing.T) {
-	opts := holdJournal
-	opts.Outbox = true
-	// Each part of the commit but the last is checkpointed (its journal
-	// entry deleted) when the next begins; the outbox keeps them all.
-	s, w := testStoreOpts(t, Options{MemTableSize: 64 << 20}, opts)
+	// Each part of the commit but the last is checkpointed when the next
+	// begins; the upstream's cursor keeps them all in the log.
+	s, w := testStoreOpts(t, Options{MemTableSize: 64 << 20}, holdJournal)
+	upstream(t, s)
 	rng := rand.New(rand.NewPCG(5, 6))
 	var rs []Reading
 	for i := range 20000 {
 		rs = append(rs, Reading{Device: fmt.Sprintf("dev-%03d", i%300), Metric: "t", TS: int64(i) * 1e6, Value: float64(rng.IntN(1 << 40))})
 	}
 	write(t, w, rs...)
-	for _, kind := range []encoding.KeyKind{encoding.KindJournal, encoding.KindOutbox} {
+	if n := countKeys(t, s, encoding.KindJournal); n != 0 {
+		t.Errorf("%d journal entries: the log is the journal", n)
+	}
+	for _, kind := range []encoding.KeyKind{encoding.KindOutbox} {
 		entries, largest := 0, 0
 		err := s.db.View(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(kind)}})

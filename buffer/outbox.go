@@ -12,34 +12,40 @@ import (
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
-// The outbox holds what the uplink has still to send. A Writer with
-// WriterOptions.Outbox set writes the readings each group commit stores, in
-// the order they arrived, as one entry of that commit's transaction:
+// The log. Every group commit writes the readings it stores, in the
+// order they arrived, as one entry of its transaction:
 //
-//	'O' firstSeq(8B BE) → outbox entry
+//	'O' firstSeq(8B BE) → log entry
 //
-// The outbox's kind sorts before every other (keyspace version 4; it was
-// 'o' before). While the upstream is down it is most of the store, and new
+// Its readers each hold a cursor in it: the checkpoint (journal.go), which
+// writes the readings into runs and records, and every upstream, which
+// sends them. An entry is deleted once every cursor has passed it, so a
+// gateway without upstreams keeps an entry until the next checkpoint, and
+// one whose upstream is down keeps them all until it is back (or the disk
+// cap drops them, counted for each upstream that had not sent them).
+//
+// The log's kind sorts before every other (keyspace version 4; it was 'o'
+// before). While an upstream is down it is most of the store, and new
 // entries come at its end: a table that holds them with keys of other
 // kinds then spans no older entry, so Badger's compactions leave the older
 // ones where they are. Sorted among the other kinds, every such table
-// spanned the whole outbox, and each compaction of one rewrote it all (a
+// spanned the whole log, and each compaction of one rewrote it all (a
 // hundred tables at 10 M readings, mapped and built in memory at once).
 //
 // Stored readings are numbered from 0 in the order they were stored, for
 // the life of the data directory; an entry holds readings firstSeq to
-// firstSeq+count-1. The uplink reads from its cursor (the first reading not
-// yet accepted upstream), records the batch it is about to send (so that a
-// restart sends the same batch again, under the same id), and moves the
-// cursor on once the upstream took it; entries wholly behind the cursor are
-// then deleted. The cursor and the batch are the meta value "outbox"
-// (encoding.OutboxMeta).
+// firstSeq+count-1. An upstream reads from its cursor (the first reading
+// it has not had accepted), records the batch it is about to send (so that
+// a restart sends the same batch again, under the same id), and moves its
+// cursor on once the upstream took it. Each upstream's cursor and batch are
+// the meta value "cursor:" + its name (encoding.CursorMeta); the
+// checkpoint's is "checkpoint".
 //
 // An entry is encoded by encoding.OutboxEncoder (encoding/outbox.go
 // describes its bytes): a table of the commit's series and its readings,
 // compressed, a few bytes a reading.
 
-// OutboxState is where the outbox stands.
+// OutboxState is where an upstream stands in the log.
 type OutboxState struct {
 	// End is the sequence number the next stored reading will get:
 	// readings Cursor to End-1 are unsent.
@@ -51,33 +57,60 @@ type OutboxState struct {
 	// sender recorded with it (the uplink: its max_age cutoff).
 	BatchEnd  uint64
 	BatchNote int64
+	// Dropped counts the readings the disk cap dropped before this
+	// upstream sent them, for the life of the data directory.
+	Dropped uint64
 }
 
 // Pending is the number of readings not yet sent.
 func (o OutboxState) Pending() uint64 { return o.End - o.Cursor }
 
-// outbox is the Store's view of the outbox.
+// outbox is the Store's view of the log.
 type outbox struct {
-	// write serializes the outbox's own writes (the uplink's and
+	// write serializes the log's own writes (the cursors' and
 	// DropOutbox's) from their reading of the state to its update; held
 	// before Store.syncMu and mu.
-	write sync.Mutex
-	mu    sync.Mutex    // guards the fields below
-	state OutboxState   // End is the end of what is synced: all the uplink sees
-	end   uint64        // the end of what is committed: the Writer numbers from it
-	low   uint64        // no entry starts below low: where deletion resumes
-	wake  chan struct{} // signalled after a sync that added readings
-	// batchStart is where the batch recorded by SetOutboxBatch starts; the
-	// cursor once no batch is recorded.
-	batchStart uint64
+	write  sync.Mutex
+	mu     sync.Mutex // guards the fields below and the cursors' state
+	synced uint64     // the end of what is synced: all an upstream sees
+	end    uint64     // the end of what is committed: the Writer numbers from it
+	low    uint64     // no entry starts below low: where deletion resumes
+	// ckpt is the checkpoint's cursor: readings before it are in runs and
+	// records. hasCkpt is false for a store written before the log, until
+	// Open has replayed its journal.
+	ckpt    uint64
+	hasCkpt bool
+	// cursors are the upstreams' cursors, by name; "" is the one cursor
+	// of a store of version 4 or older, until an upstream takes it over.
+	cursors map[string]*Cursor
 	// badNewest is 1 + the sequence number of the newest entry when Open
 	// could not read it (0: none), with why and its size.
 	badNewest    uint64
 	badNewestErr error
 	badNewestLen int
-	// dropped counts the readings DropOutbox removed unsent, for the life
-	// of the data directory (meta "dropped_unsent").
-	dropped uint64
+}
+
+// Cursor is one upstream's place in the log. It is what package uplink
+// reads from and moves. Get it from Store.Cursor.
+type Cursor struct {
+	s    *Store
+	name string
+	wake chan struct{} // signalled after a sync that added readings
+	// Guarded by the store's outbox.mu:
+	state OutboxState // but End, which is the store's
+	// batchStart is where the batch recorded by SetOutboxBatch starts;
+	// the cursor once no batch is recorded.
+	batchStart uint64
+}
+
+// hold returns the first reading that some cursor still needs: no entry
+// at or after it may be deleted. Called with o.mu held.
+func (o *outbox) hold() uint64 {
+	h := o.ckpt
+	for _, c := range o.cursors {
+		h = min(h, c.state.Cursor)
+	}
+	return h
 }
 
 // CorruptOutboxError is returned by ReadOutbox when the entry holding the
@@ -185,35 +218,23 @@ func (s *Store) moveOutbox() error {
 	return nil
 }
 
-// loadOutbox reads the cursor and finds the end and the lowest entry.
+// loadOutbox reads the cursors and finds the end and the lowest entry.
 func (s *Store) loadOutbox(txn *badger.Txn) error {
 	o := &s.outbox
-	o.wake = make(chan struct{}, 1)
-	item, err := txn.Get(encoding.AppendMetaKey(nil, encoding.MetaOutbox))
-	switch {
-	case errors.Is(err, badger.ErrKeyNotFound):
-	case err != nil:
-		return err
-	default:
-		if err := item.Value(func(v []byte) error {
-			m, err := encoding.ParseOutboxMeta(v)
-			if err != nil {
-				return err
-			}
-			o.state.Cursor = m.Cursor
-			if m.BatchStart == m.Cursor {
-				o.state.BatchEnd, o.state.BatchNote = m.BatchEnd, m.BatchNote
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
-	if o.dropped, err = getUint64(txn, encoding.MetaDropped); err != nil {
+	o.cursors = make(map[string]*Cursor)
+	if err := s.loadCursors(txn); err != nil {
 		return err
 	}
-	o.state.End, o.low, o.batchStart = o.state.Cursor, o.state.Cursor, o.state.Cursor
-	defer func() { o.end = o.state.End }()
+	var err error
+	if o.ckpt, o.hasCkpt, err = lookupUint64(txn, encoding.MetaCheckpoint); err != nil {
+		return err
+	}
+	o.synced = o.ckpt
+	for _, c := range o.cursors {
+		o.synced = max(o.synced, c.state.Cursor)
+	}
+	o.low = o.hold()
+	defer func() { o.end = o.synced }()
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
 	defer it.Close()
 	it.Rewind()
@@ -224,23 +245,79 @@ func (s *Store) loadOutbox(txn *badger.Txn) error {
 	rit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}, Reverse: true})
 	defer rit.Close()
 	rit.Seek(encoding.AppendOutboxKey(nil, math.MaxUint64))
-	item = rit.Item()
+	item := rit.Item()
 	first := binary.BigEndian.Uint64(item.Key()[1:])
 	return item.Value(func(v []byte) error {
 		n, err := encoding.OutboxCount(v)
 		if err != nil {
 			// Where it ends is lost with it, and so where the next entry
-			// starts: Open deletes it (dropBadNewest), and the outbox ends
+			// starts: Open deletes it (dropBadNewest), and the log ends
 			// where it began.
 			o.badNewest, o.badNewestErr, o.badNewestLen = first+1, err, len(v)
 			n = 0
 		}
-		o.state.End = max(o.state.End, first+n)
+		o.synced = max(o.synced, first+n)
 		return nil
 	})
 }
 
-// dropBadNewest deletes the newest outbox entry when loadOutbox could not
+// loadCursors reads the upstreams' cursors, and the one cursor of a store
+// of version 4 or older (as the cursor named "").
+func (s *Store) loadCursors(txn *badger.Txn) error {
+	o := &s.outbox
+	prefix := encoding.AppendMetaKey(nil, encoding.MetaCursor)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		name := string(it.Item().Key()[len(prefix):])
+		err := it.Item().Value(func(v []byte) error {
+			m, err := encoding.ParseCursorMeta(v)
+			if err != nil {
+				return err
+			}
+			o.cursors[name] = s.newCursor(name, m)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("cursor of upstream %q: %w", name, err)
+		}
+	}
+	var legacy encoding.CursorMeta
+	found := false
+	item, err := txn.Get(encoding.AppendMetaKey(nil, encoding.MetaOutbox))
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+	case err != nil:
+		return err
+	default:
+		if err := item.Value(func(v []byte) error {
+			legacy.OutboxMeta, err = encoding.ParseOutboxMeta(v)
+			return err
+		}); err != nil {
+			return err
+		}
+		found = true
+	}
+	if legacy.Dropped, err = getUint64(txn, encoding.MetaDropped); err != nil {
+		return err
+	}
+	if found || legacy.Dropped > 0 {
+		o.cursors[""] = s.newCursor("", legacy)
+	}
+	return nil
+}
+
+// newCursor makes the cursor of the upstream name from what was stored.
+func (s *Store) newCursor(name string, m encoding.CursorMeta) *Cursor {
+	c := &Cursor{s: s, name: name, wake: make(chan struct{}, 1), batchStart: m.Cursor}
+	c.state.Cursor, c.state.Dropped = m.Cursor, m.Dropped
+	if m.BatchStart == m.Cursor {
+		c.state.BatchEnd, c.state.BatchNote = m.BatchEnd, m.BatchNote
+	}
+	return c
+}
+
+// dropBadNewest deletes the newest log entry when loadOutbox could not
 // read it, and says so: its readings (how many is unknown) stay in the
 // store but cannot be sent.
 func (s *Store) dropBadNewest() error {
@@ -250,26 +327,159 @@ func (s *Store) dropBadNewest() error {
 	}
 	seq := o.badNewest - 1
 	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(encoding.AppendOutboxKey(nil, seq)) }); err != nil {
-		return fmt.Errorf("delete the unreadable outbox entry %d: %w", seq, err)
+		return fmt.Errorf("delete the unreadable log entry %d: %w", seq, err)
 	}
-	s.log.Error("the newest outbox entry cannot be read: deleted it; its readings stay in the store but are not sent upstream",
+	s.log.Error("the newest log entry cannot be read: deleted it; its readings stay in the store but are not sent upstream",
 		"entry", seq, "bytes", o.badNewestLen, "err", o.badNewestErr)
 	o.badNewest = 0
 	// A batch recorded across it ends where it began.
-	o.state.BatchEnd = min(o.state.BatchEnd, o.state.End)
+	for _, c := range o.cursors {
+		c.state.BatchEnd = min(c.state.BatchEnd, o.synced)
+	}
 	return nil
 }
 
-// Outbox returns where the outbox stands.
-func (s *Store) Outbox() OutboxState {
+// Cursor returns the cursor of the upstream name, making it if the store
+// has none: at the end of the log (the upstream gets the readings stored
+// from now on), or, for the first upstream a store of version 4 or older
+// is asked for, where that store's one upstream stood. A new cursor is
+// recorded, and synced, before Cursor returns.
+func (s *Store) Cursor(name string) (*Cursor, error) {
+	if name == "" {
+		return nil, errors.New("log: an upstream's cursor needs a name")
+	}
+	o := &s.outbox
+	o.write.Lock()
+	defer o.write.Unlock()
+	o.mu.Lock()
+	c, ok := o.cursors[name]
+	legacy := o.cursors[""]
+	m := encoding.CursorMeta{OutboxMeta: encoding.OutboxMeta{Cursor: o.synced, BatchStart: o.synced}}
+	if legacy != nil {
+		m = legacy.meta()
+	}
+	o.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	err := s.update(func(txn *badger.Txn) error {
+		if legacy != nil {
+			for _, k := range []string{encoding.MetaOutbox, encoding.MetaDropped} {
+				if err := txn.Delete(encoding.AppendMetaKey(nil, k)); err != nil {
+					return err
+				}
+			}
+		}
+		return txn.Set(cursorKey(name), encoding.AppendCursorMeta(nil, m))
+	})
+	if err == nil && !s.noSync {
+		err = s.db.Sync()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("log: cursor of upstream %q: %w", name, err)
+	}
+	c = s.newCursor(name, m)
+	o.mu.Lock()
+	if legacy != nil {
+		delete(o.cursors, "")
+		// What the older store's upstream was doing goes on.
+		c.state, c.batchStart = legacy.state, legacy.batchStart
+	}
+	o.cursors[name] = c
+	o.mu.Unlock()
+	if legacy != nil {
+		s.log.Info("the upstream takes over the log's cursor of the store's one upstream", "upstream", name, "pending", o.synced-c.state.Cursor)
+	}
+	return c, nil
+}
+
+// CursorNames returns the names of the upstreams with a cursor in the log,
+// sorted, "" for that of a store of version 4 or older not yet taken over.
+func (s *Store) CursorNames() []string {
 	s.outbox.mu.Lock()
 	defer s.outbox.mu.Unlock()
-	return s.outbox.state
+	names := make([]string, 0, len(s.outbox.cursors))
+	for n := range s.outbox.cursors {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// CursorState returns where the upstream name stands, and whether it has
+// a cursor.
+func (s *Store) CursorState(name string) (OutboxState, bool) {
+	s.outbox.mu.Lock()
+	defer s.outbox.mu.Unlock()
+	c, ok := s.outbox.cursors[name]
+	if !ok {
+		return OutboxState{}, false
+	}
+	st := c.state
+	st.End = s.outbox.synced
+	return st, true
+}
+
+// cursorKey is the meta key of the cursor of the upstream name.
+func cursorKey(name string) []byte {
+	return encoding.AppendMetaKey(nil, encoding.MetaCursor+name)
+}
+
+// meta is what is stored of c (outbox.mu held).
+func (c *Cursor) meta() encoding.CursorMeta {
+	return encoding.CursorMeta{
+		OutboxMeta: encoding.OutboxMeta{Cursor: c.state.Cursor, BatchStart: c.batchStart, BatchEnd: c.state.BatchEnd, BatchNote: c.state.BatchNote},
+		Dropped:    c.state.Dropped,
+	}
+}
+
+// setMeta writes c's stored value, or, for the cursor of a store of
+// version 4 or older, its two.
+func (c *Cursor) setMeta(txn *badger.Txn, m encoding.CursorMeta) error {
+	if c.name != "" {
+		return txn.Set(cursorKey(c.name), encoding.AppendCursorMeta(nil, m))
+	}
+	if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaOutbox), encoding.AppendOutboxMeta(nil, m.OutboxMeta)); err != nil {
+		return err
+	}
+	return txn.Set(encoding.AppendMetaKey(nil, encoding.MetaDropped), encoding.AppendUint64(nil, m.Dropped))
+}
+
+// Name is the upstream's name.
+func (c *Cursor) Name() string { return c.name }
+
+// Outbox returns where the upstream stands.
+func (c *Cursor) Outbox() OutboxState {
+	c.s.outbox.mu.Lock()
+	defer c.s.outbox.mu.Unlock()
+	st := c.state
+	st.End = c.s.outbox.synced
+	return st
 }
 
 // OutboxWake is signalled after a group commit adds readings to the
-// outbox. It holds one signal at most: check Outbox after each.
-func (s *Store) OutboxWake() <-chan struct{} { return s.outbox.wake }
+// log. It holds one signal at most: check Outbox after each.
+func (c *Cursor) OutboxWake() <-chan struct{} { return c.wake }
+
+// ReadOutbox is Store.ReadOutbox.
+func (c *Cursor) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxReading, error) {
+	return c.s.ReadOutbox(from, max, dst)
+}
+
+// LogPending is the number of readings that some upstream has not sent:
+// from the cursor furthest behind to the end.
+func (s *Store) LogPending() uint64 {
+	o := &s.outbox
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var p uint64
+	for _, c := range o.cursors {
+		p = max(p, o.synced-c.state.Cursor)
+	}
+	return p
+}
 
 // outboxEnd is the sequence number of the next reading the Writer stores.
 func (s *Store) outboxEnd() uint64 {
@@ -285,17 +495,23 @@ func (s *Store) outboxAdded(n uint64) {
 	s.outbox.mu.Unlock()
 }
 
-// outboxSynced shows the uplink what the last sync made durable: it
-// never sends a reading that a power cut could still take back (and whose
+// outboxSynced shows the upstreams what the last sync made durable: none
+// ever sends a reading that a power cut could still take back (and whose
 // number a later reading would then get).
 func (s *Store) outboxSynced() {
-	s.outbox.mu.Lock()
-	grew := s.outbox.end > s.outbox.state.End
-	s.outbox.state.End = s.outbox.end
-	s.outbox.mu.Unlock()
-	if grew {
+	o := &s.outbox
+	o.mu.Lock()
+	grew := o.end > o.synced
+	o.synced = o.end
+	o.mu.Unlock()
+	if !grew {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, c := range o.cursors {
 		select {
-		case s.outbox.wake <- struct{}{}:
+		case c.wake <- struct{}{}:
 		default:
 		}
 	}
@@ -305,13 +521,16 @@ func (s *Store) outboxSynced() {
 // most max of them, in the order they were stored. Each one's Unit is the
 // unit its series has when it is read ("" when its series has none, or
 // is no longer in the index): a unit belongs to a series, not to a
-// reading, and the outbox does not keep it (unit.go).
+// reading, and the log does not keep it (unit.go).
 func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxReading, error) {
 	if max <= 0 {
 		return dst, nil
 	}
 	want := len(dst) + max
 	first := len(dst)
+	s.outbox.mu.Lock()
+	synced := s.outbox.synced
+	s.outbox.mu.Unlock()
 	err := s.db.View(func(txn *badger.Txn) error {
 		// The entry holding from starts at from or before it.
 		start := encoding.AppendOutboxKey(nil, from)
@@ -328,6 +547,9 @@ func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxR
 		for it.Seek(start); it.Valid() && len(dst) < want; it.Next() {
 			item := it.Item()
 			seq := binary.BigEndian.Uint64(item.Key()[1:])
+			if seq >= synced {
+				break // committed, not yet synced: a power cut could take it back
+			}
 			n := len(dst)
 			var bad error
 			err := item.Value(func(v []byte) error {
@@ -343,14 +565,14 @@ func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxR
 				return nil
 			})
 			if err != nil {
-				return fmt.Errorf("outbox entry %d: %w", seq, err)
+				return fmt.Errorf("log entry %d: %w", seq, err)
 			}
 			if bad != nil {
 				// What the entry gave before it failed is not trusted; the
 				// readings before it go now, the entry is reported next.
 				dst = dst[:n]
 				if ce, ok := bad.(*CorruptOutboxError); ok {
-					ce.To = s.corruptEntryEnd(seq, s.Outbox().End)
+					ce.To = s.corruptEntryEnd(seq, synced)
 					return ce
 				}
 				return nil
@@ -366,101 +588,162 @@ func (s *Store) ReadOutbox(from uint64, max int, dst []OutboxReading) ([]OutboxR
 // are being sent as one batch, with a note of the sender's: after a restart
 // Outbox reports them in BatchEnd and BatchNote, so that the same batch
 // goes again.
-func (s *Store) SetOutboxBatch(end uint64, note int64) error {
-	s.outbox.write.Lock()
-	defer s.outbox.write.Unlock()
-	s.outbox.mu.Lock()
-	cur := s.outbox.state.Cursor
-	s.outbox.mu.Unlock()
+func (c *Cursor) SetOutboxBatch(end uint64, note int64) error {
+	s, o := c.s, &c.s.outbox
+	o.write.Lock()
+	defer o.write.Unlock()
+	o.mu.Lock()
+	m := c.meta()
+	o.mu.Unlock()
+	m.BatchStart, m.BatchEnd, m.BatchNote = m.Cursor, end, note
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
-	if err := s.update(func(txn *badger.Txn) error {
-		return txn.Set(encoding.AppendMetaKey(nil, encoding.MetaOutbox), encoding.AppendOutboxMeta(nil, encoding.OutboxMeta{Cursor: cur, BatchStart: cur, BatchEnd: end, BatchNote: note}))
-	}); err != nil {
-		return fmt.Errorf("outbox: %w", err)
+	if err := s.update(func(txn *badger.Txn) error { return c.setMeta(txn, m) }); err != nil {
+		return fmt.Errorf("log: %w", err)
 	}
 	if !s.noSync {
 		if err := s.db.Sync(); err != nil {
-			return fmt.Errorf("outbox: sync: %w", err)
+			return fmt.Errorf("log: sync: %w", err)
 		}
 	}
-	s.outbox.mu.Lock()
-	s.outbox.state.BatchEnd, s.outbox.state.BatchNote, s.outbox.batchStart = end, note, cur
-	s.outbox.mu.Unlock()
+	o.mu.Lock()
+	c.state.BatchEnd, c.state.BatchNote, c.batchStart = end, note, m.Cursor
+	o.mu.Unlock()
 	return nil
 }
 
 // AdvanceOutbox moves the cursor to to, the sequence number after the
 // last reading the upstream accepted (never back), and deletes the entries
-// wholly behind it. It is not synced: if it is lost, the batch recorded by
-// SetOutboxBatch is sent again, and a resent batch is harmless upstream.
+// that no cursor needs any more. It is not synced: if it is lost, the
+// batch recorded by SetOutboxBatch is sent again, and a resent batch is
+// harmless upstream.
 //
 // When DropOutbox moved the cursor past to while the batch was being
 // sent, the readings of the batch that the upstream took after all are
 // taken off the count of dropped ones.
-func (s *Store) AdvanceOutbox(to uint64) error {
-	s.outbox.write.Lock()
-	defer s.outbox.write.Unlock()
-	s.outbox.mu.Lock()
-	low, end, cur, start := s.outbox.low, s.outbox.state.End, s.outbox.state.Cursor, s.outbox.batchStart
-	dropped := s.outbox.dropped
-	s.outbox.mu.Unlock()
+func (c *Cursor) AdvanceOutbox(to uint64) error {
+	s, o := c.s, &c.s.outbox
+	o.write.Lock()
+	defer o.write.Unlock()
+	o.mu.Lock()
+	end, cur, start := o.synced, c.state.Cursor, c.batchStart
+	m := c.meta()
+	o.mu.Unlock()
 	if to > end {
-		return fmt.Errorf("outbox: cursor %d is past the end %d", to, end)
+		return fmt.Errorf("log: cursor %d is past the end %d", to, end)
 	}
 	if to < cur {
 		// Dropped while in flight: readings from the batch's start to to
 		// reached the upstream.
 		if to > start {
-			dropped -= min(dropped, to-start)
+			m.Dropped -= min(m.Dropped, to-start)
 		}
 		to = cur // never back
 	}
-	newLow := low
+	m.OutboxMeta = encoding.OutboxMeta{Cursor: to, BatchStart: to}
 	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
 	defer s.syncMu.Unlock()
+	var low uint64
 	err := s.update(func(txn *badger.Txn) error {
-		if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaOutbox), encoding.AppendOutboxMeta(nil, encoding.OutboxMeta{Cursor: to})); err != nil {
+		if err := c.setMeta(txn, m); err != nil {
 			return err
 		}
-		if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaDropped), encoding.AppendUint64(nil, dropped)); err != nil {
-			return err
+		o.mu.Lock()
+		hold := min(to, o.ckpt)
+		for _, other := range o.cursors {
+			if other != c {
+				hold = min(hold, other.state.Cursor)
+			}
 		}
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
-		defer it.Close()
-		budget := newTxnBudget(s.db, metaEntrySize+24)
-		for it.Seek(encoding.AppendOutboxKey(nil, low)); it.Valid(); it.Next() {
-			item := it.Item()
-			seq := binary.BigEndian.Uint64(item.Key()[1:])
-			var n uint64
-			if err := item.Value(func(v []byte) error {
-				var err error
-				if n, err = encoding.OutboxCount(v); err != nil {
-					n = s.corruptEntryEnd(seq, end) - seq // skipped by the uplink
-				}
-				return nil
-			}); err != nil {
-				return fmt.Errorf("outbox entry %d: %w", seq, err)
-			}
-			if seq+n > to || !budget.take(item.Key(), nil) {
-				break // the rest goes with the next advance
-			}
-			if err := txn.Delete(item.KeyCopy(nil)); err != nil {
-				return err
-			}
-			newLow = seq + n
-		}
-		return nil
+		o.mu.Unlock()
+		budget := newTxnBudget(s.db, metaEntrySize+48)
+		var err error
+		low, err = s.trimLog(txn, &budget, hold)
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("outbox: %w", err)
+		return fmt.Errorf("log: %w", err)
 	}
-	s.outbox.mu.Lock()
-	s.outbox.state.Cursor, s.outbox.state.BatchEnd, s.outbox.state.BatchNote, s.outbox.low = to, 0, 0, newLow
-	s.outbox.batchStart = to
-	s.outbox.dropped = dropped
-	s.outbox.mu.Unlock()
+	o.mu.Lock()
+	c.state.Cursor, c.state.BatchEnd, c.state.BatchNote, c.state.Dropped = to, 0, 0, m.Dropped
+	c.batchStart = to
+	o.low = max(o.low, low)
+	o.mu.Unlock()
 	return nil
+}
+
+// trimLogBehind deletes the entries that every reader has passed, in
+// transactions of their own, not synced.
+func (s *Store) trimLogBehind() error {
+	o := &s.outbox
+	o.write.Lock()
+	defer o.write.Unlock()
+	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
+	defer s.syncMu.Unlock()
+	for {
+		o.mu.Lock()
+		hold, low := o.hold(), o.low
+		o.mu.Unlock()
+		if low >= hold {
+			return nil
+		}
+		var next uint64
+		err := s.update(func(txn *badger.Txn) error {
+			budget := newTxnBudget(s.db, 0)
+			var err error
+			next, err = s.trimLog(txn, &budget, hold)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		o.mu.Lock()
+		o.low = max(o.low, next)
+		o.mu.Unlock()
+		if next <= low {
+			return nil
+		}
+	}
+}
+
+// trimLog deletes, in txn, the entries from the lowest on that end at or
+// before hold, as far as budget allows, and returns where the first entry
+// it left starts (or hold).
+func (s *Store) trimLog(txn *badger.Txn, budget *txnBudget, hold uint64) (uint64, error) {
+	o := &s.outbox
+	o.mu.Lock()
+	low, end := o.low, o.synced
+	o.mu.Unlock()
+	if low >= hold {
+		return low, nil
+	}
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
+	defer it.Close()
+	for it.Seek(encoding.AppendOutboxKey(nil, low)); it.Valid(); it.Next() {
+		item := it.Item()
+		seq := binary.BigEndian.Uint64(item.Key()[1:])
+		if seq >= hold {
+			return hold, nil
+		}
+		var n uint64
+		if err := item.Value(func(v []byte) error {
+			var err error
+			if n, err = encoding.OutboxCount(v); err != nil {
+				n = s.corruptEntryEnd(seq, end) - seq // skipped by the uplink
+			}
+			return nil
+		}); err != nil {
+			return low, fmt.Errorf("log entry %d: %w", seq, err)
+		}
+		if seq+n > hold || !budget.take(item.Key(), nil) {
+			return seq, nil // the rest goes with the next advance
+		}
+		if err := txn.Delete(item.KeyCopy(nil)); err != nil {
+			return low, err
+		}
+		low = seq + n
+	}
+	return hold, nil
 }
 
 // OutboxDrop is what one DropOutbox removed.
@@ -472,79 +755,104 @@ type OutboxDrop struct {
 // Readings is the number of readings dropped.
 func (d OutboxDrop) Readings() uint64 { return d.To - d.From }
 
-// DropOutbox removes unsent readings from the cursor on, whole entries
-// (one group commit each), at least one and until at least n readings are
-// gone or the outbox is empty, and moves the cursor past them. The
-// readings are added to the count of dropped ones (DroppedUnsent) in the
-// same transaction. A batch being sent meanwhile is sent all the same; see
-// AdvanceOutbox.
+// DropOutbox removes the oldest readings of the log that some upstream has
+// not sent, whole entries (one group commit each), at least one and until
+// at least n readings are gone or none is left, and moves every cursor
+// that had not passed them past them. Each upstream counts the readings
+// it had not sent (OutboxState.Dropped) in the same transaction. A batch
+// being sent meanwhile is sent all the same; see AdvanceOutbox. Entries
+// the checkpoint has not passed stay: their readings are not in runs yet.
 func (s *Store) DropOutbox(n uint64) (OutboxDrop, error) {
-	s.outbox.write.Lock()
-	defer s.outbox.write.Unlock()
-	s.outbox.mu.Lock()
-	cur, end, low, dropped := s.outbox.state.Cursor, s.outbox.state.End, s.outbox.low, s.outbox.dropped
-	s.outbox.mu.Unlock()
-	d := OutboxDrop{From: cur, To: cur, OldestTS: math.MaxInt64, NewestTS: math.MinInt64}
-	if cur == end {
+	o := &s.outbox
+	o.write.Lock()
+	defer o.write.Unlock()
+	o.mu.Lock()
+	from, end, low := o.hold(), min(o.synced, o.ckpt), o.low
+	if len(o.cursors) == 0 {
+		from = end // nothing unsent
+	}
+	o.mu.Unlock()
+	d := OutboxDrop{From: from, To: from, OldestTS: math.MaxInt64, NewestTS: math.MinInt64}
+	if from >= end {
 		return d, nil
 	}
-	newLow := low
 	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
 	defer s.syncMu.Unlock()
+	var metas map[*Cursor]encoding.CursorMeta
 	err := s.update(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
 		defer it.Close()
-		budget := newTxnBudget(s.db, 2*(metaEntrySize+32))
+		o.mu.Lock()
+		budget := newTxnBudget(s.db, int64(len(o.cursors)+1)*(metaEntrySize+48))
+		o.mu.Unlock()
 		var dec encoding.OutboxDecoder
 		for it.Seek(encoding.AppendOutboxKey(nil, low)); it.Valid() && d.To-d.From < n; it.Next() {
 			item := it.Item()
 			seq := binary.BigEndian.Uint64(item.Key()[1:])
-			// Entries past the synced end stay: the uplink has not seen
-			// them, and a power cut could still take them back.
 			if seq >= end || !budget.take(item.Key(), nil) {
 				break
 			}
 			err := item.Value(func(v []byte) error {
 				err := dec.Decode(seq, v, func(r OutboxReading) bool {
-					if r.Seq >= cur {
+					if r.Seq >= from && r.Seq < end {
 						d.OldestTS, d.NewestTS = min(d.OldestTS, r.TS), max(d.NewestTS, r.TS)
 						d.To = r.Seq + 1
 					}
 					return true
 				})
 				if err != nil { // dropped all the same, counted by its range
-					d.To = max(d.To, s.corruptEntryEnd(seq, end))
+					d.To = max(d.To, min(s.corruptEntryEnd(seq, end), end))
 				}
 				return nil
 			})
 			if err != nil {
-				return fmt.Errorf("outbox entry %d: %w", seq, err)
+				return fmt.Errorf("log entry %d: %w", seq, err)
 			}
 			if err := txn.Delete(item.KeyCopy(nil)); err != nil {
 				return err
 			}
-			newLow = d.To
 		}
-		if err := txn.Set(encoding.AppendMetaKey(nil, encoding.MetaOutbox), encoding.AppendOutboxMeta(nil, encoding.OutboxMeta{Cursor: d.To})); err != nil {
-			return err
+		metas = make(map[*Cursor]encoding.CursorMeta)
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		for _, c := range o.cursors {
+			if c.state.Cursor >= d.To {
+				continue
+			}
+			m := c.meta()
+			m.Dropped += d.To - m.Cursor
+			m.OutboxMeta = encoding.OutboxMeta{Cursor: d.To, BatchStart: d.To}
+			if err := c.setMeta(txn, m); err != nil {
+				return err
+			}
+			metas[c] = m
 		}
-		return txn.Set(encoding.AppendMetaKey(nil, encoding.MetaDropped), encoding.AppendUint64(nil, dropped+d.Readings()))
+		return nil
 	})
 	if err != nil {
-		return OutboxDrop{}, fmt.Errorf("outbox: drop: %w", err)
+		return OutboxDrop{}, fmt.Errorf("log: drop: %w", err)
 	}
-	s.outbox.mu.Lock()
-	s.outbox.state.Cursor, s.outbox.state.BatchEnd, s.outbox.state.BatchNote, s.outbox.low = d.To, 0, 0, max(newLow, d.To)
-	s.outbox.dropped = dropped + d.Readings()
-	s.outbox.mu.Unlock()
+	o.mu.Lock()
+	for c, m := range metas {
+		// batchStart stays: AdvanceOutbox takes what the batch in flight
+		// delivers after all off the count.
+		c.state.Cursor, c.state.BatchEnd, c.state.BatchNote, c.state.Dropped = m.Cursor, 0, 0, m.Dropped
+	}
+	o.low = max(o.low, d.To)
+	o.mu.Unlock()
 	return d, nil
 }
 
-// DroppedUnsent returns the number of readings DropOutbox removed unsent,
-// for the life of the data directory, less those the upstream took after
-// all.
+// DroppedUnsent returns the number of readings DropOutbox removed before
+// some upstream sent them, for the life of the data directory, less those
+// an upstream took after all: of each reading, the upstreams that had not
+// sent it count once each.
 func (s *Store) DroppedUnsent() uint64 {
 	s.outbox.mu.Lock()
 	defer s.outbox.mu.Unlock()
-	return s.outbox.dropped
+	var n uint64
+	for _, c := range s.outbox.cursors {
+		n += c.state.Dropped
+	}
+	return n
 }

@@ -6,16 +6,28 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
 )
 
+// upstream returns the cursor of the test's upstream, "up": made at the
+// end of the log the first time.
+func upstream(t testing.TB, s *Store) *Cursor {
+	t.Helper()
+	c, err := s.Cursor("up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // readOutbox returns every unsent reading of s.
 func readOutbox(t *testing.T, s *Store) []OutboxReading {
 	t.Helper()
-	o := s.Outbox()
+	o := upstream(t, s).Outbox()
 	got, err := s.ReadOutbox(o.Cursor, int(o.Pending())+1, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -43,8 +55,9 @@ func TestOutbox_HoldsStoredReadingsInOrderAcrossRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	upstream(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := NewWriter(s, WriterOptions{Outbox: true})
+	w := NewWriter(s, WriterOptions{})
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
 
@@ -87,26 +100,26 @@ func TestOutbox_HoldsStoredReadingsInOrderAcrossRestarts(t *testing.T) {
 	write(t, w, big...)
 	want = append(want, big...)
 
-	if o := s.Outbox(); o.End != uint64(len(want)) || o.Cursor != 0 {
+	if o := upstream(t, s).Outbox(); o.End != uint64(len(want)) || o.Cursor != 0 {
 		t.Fatalf("Outbox() = %+v, want end %d cursor 0", o, len(want))
 	}
 	checkOutbox(t, readOutbox(t, s), 0, want)
 
 	// A batch in flight, then part of the outbox sent.
-	if err := s.SetOutboxBatch(700, 42); err != nil {
+	if err := upstream(t, s).SetOutboxBatch(700, 42); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
 	<-done
 
 	s = reopen(t, s)
-	if o := s.Outbox(); o.End != uint64(len(want)) || o.Cursor != 0 || o.BatchEnd != 700 || o.BatchNote != 42 {
+	if o := upstream(t, s).Outbox(); o.End != uint64(len(want)) || o.Cursor != 0 || o.BatchEnd != 700 || o.BatchNote != 42 {
 		t.Fatalf("after reopen Outbox() = %+v, want end %d, cursor 0, batch end 700, note 42", o, len(want))
 	}
-	if err := s.AdvanceOutbox(700); err != nil {
+	if err := upstream(t, s).AdvanceOutbox(700); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AdvanceOutbox(uint64(len(want)) + 1); err == nil {
+	if err := upstream(t, s).AdvanceOutbox(uint64(len(want)) + 1); err == nil {
 		t.Fatal("AdvanceOutbox past the end: no error")
 	}
 	checkOutbox(t, readOutbox(t, s), 700, want[700:])
@@ -118,10 +131,10 @@ func TestOutbox_HoldsStoredReadingsInOrderAcrossRestarts(t *testing.T) {
 
 	s = reopen(t, s)
 	defer s.Close()
-	if o := s.Outbox(); o.Cursor != 700 || o.BatchEnd != 0 || o.End != uint64(len(want)) {
+	if o := upstream(t, s).Outbox(); o.Cursor != 700 || o.BatchEnd != 0 || o.End != uint64(len(want)) {
 		t.Fatalf("after advance and reopen Outbox() = %+v", o)
 	}
-	if err := s.AdvanceOutbox(uint64(len(want))); err != nil {
+	if err := upstream(t, s).AdvanceOutbox(uint64(len(want))); err != nil {
 		t.Fatal(err)
 	}
 	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
@@ -132,14 +145,29 @@ func TestOutbox_HoldsStoredReadingsInOrderAcrossRestarts(t *testing.T) {
 	}
 }
 
-func TestOutbox_OffByDefault(t *testing.T) {
+// TestLog_WithoutUpstreamsGoesAtTheCheckpoint writes readings to a store
+// with no upstream: they are in the log, once, until the checkpoint, which
+// deletes its entries; an upstream made later starts at the log's end.
+func TestLog_WithoutUpstreamsGoesAtTheCheckpoint(t *testing.T) {
 	s, w := testStore(t, "")
-	write(t, w, Reading{Device: "d", Metric: "m", TS: 1, Value: 1})
-	if o := s.Outbox(); o.End != 0 {
-		t.Errorf("Outbox() = %+v without WriterOptions.Outbox", o)
+	write(t, w, Reading{Device: "d", Metric: "m", TS: 1, Value: 1}, Reading{Device: "d", Metric: "m", TS: 2, Value: 2})
+	if n := countKeys(t, s, encoding.KindOutbox); n != 1 {
+		t.Errorf("%d log entries before the checkpoint, want 1", n)
+	}
+	if n := countKeys(t, s, encoding.KindJournal); n != 0 {
+		t.Errorf("%d journal entries: the log is the journal", n)
+	}
+	if err := w.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
-		t.Errorf("%d outbox entries without WriterOptions.Outbox", n)
+		t.Errorf("%d log entries after the checkpoint, with no upstream", n)
+	}
+	if names := s.CursorNames(); len(names) != 0 {
+		t.Errorf("cursors %q without upstreams", names)
+	}
+	if o := upstream(t, s).Outbox(); o.End != 2 || o.Cursor != 2 || o.Pending() != 0 {
+		t.Errorf("a new upstream's cursor: %+v, want at the end, 2", o)
 	}
 }
 
@@ -172,7 +200,8 @@ func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := NewWriter(s, WriterOptions{Outbox: true})
+		upstream(t, s)
+		w := NewWriter(s, WriterOptions{})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- w.Run(ctx) }()
@@ -192,6 +221,7 @@ func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
 		}
 		write(t, w, rs...)
 	}
+	checkpoint(t, w)
 	spoil := func(seq uint64) {
 		t.Helper()
 		if err := s.db.Update(func(txn *badger.Txn) error {
@@ -211,7 +241,7 @@ func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
 	if !ok || ce.Entry != 10 || ce.From != 12 || ce.To != 20 || len(ce.Value) != 4 {
 		t.Fatalf("read from inside the bad entry: %v (%+v)", err, ce)
 	}
-	if err := s.AdvanceOutbox(ce.To); err != nil {
+	if err := upstream(t, s).AdvanceOutbox(ce.To); err != nil {
 		t.Fatalf("advance past the bad entry: %v", err)
 	}
 	if got := readOutbox(t, s); len(got) != 10 || got[0].Seq != 20 {
@@ -229,19 +259,20 @@ func TestOutbox_CorruptEntryIsReportedAndSkipped(t *testing.T) {
 	}
 
 	// A store whose newest entry is bad opens: the entry is deleted (where
-	// it ends is lost with it), and the outbox goes on from where it began.
+	// it ends is lost with it; its reading, checkpointed at the stop, is
+	// in the store), and the log goes on after the checkpoint.
 	write(t, w, Reading{Device: "d", Metric: "m", TS: 100e9, Value: 1})
 	spoil(30)
 	stop()
 	s, w, stop = start()
-	if o := s.Outbox(); o.End != 30 || o.Cursor != 30 {
-		t.Fatalf("after a restart with the newest entry bad: %+v, want the outbox at 30", o)
+	if o := upstream(t, s).Outbox(); o.End != 31 || o.Cursor != 30 {
+		t.Fatalf("after a restart with the newest entry bad: %+v, want the cursor at 30, the end after the checkpoint, 31", o)
 	}
 	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
 		t.Errorf("%d outbox entries left, want the bad one deleted", n)
 	}
 	write(t, w, Reading{Device: "d", Metric: "m", TS: 102e9, Value: 3})
-	checkOutbox(t, readOutbox(t, s), 30, []Reading{{Device: "d", Metric: "m", TS: 102e9, Value: 3}})
+	checkOutbox(t, readOutbox(t, s), 31, []Reading{{Device: "d", Metric: "m", TS: 102e9, Value: 3}})
 }
 
 // TestOutbox_MovedFromKeyspaceVersion3 opens a directory whose outbox is
@@ -255,8 +286,9 @@ func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	upstream(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := NewWriter(s, WriterOptions{Outbox: true})
+	w := NewWriter(s, WriterOptions{})
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
 	var want []Reading
@@ -279,7 +311,7 @@ func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AdvanceOutbox(700); err != nil {
+	if err := upstream(t, s).AdvanceOutbox(700); err != nil {
 		t.Fatal(err)
 	}
 	// Move all but the first three entries back, as Open would have found
@@ -319,7 +351,7 @@ func TestOutbox_MovedFromKeyspaceVersion3(t *testing.T) {
 
 	s = reopen(t, s)
 	defer s.Close()
-	if o := s.Outbox(); o.Cursor != 700 || o.End != uint64(len(want)) {
+	if o := upstream(t, s).Outbox(); o.Cursor != 700 || o.End != uint64(len(want)) {
 		t.Fatalf("Outbox() = %+v, want cursor 700, end %d", o, len(want))
 	}
 	checkOutbox(t, readOutbox(t, s), 700, want[700:])
@@ -344,4 +376,86 @@ func reopen(t *testing.T, s *Store) *Store {
 		t.Fatal(err)
 	}
 	return again
+}
+
+// TestLog_OpensAVersion4Store opens a store as keyspace version 4 left
+// it after a crash: journal entries not yet checkpointed, the same
+// readings (and older, sent ones' successors) in the outbox under the one
+// upstream's cursor, with a batch in flight. The journal's readings are
+// stored once, the journal is gone, the checkpoint's cursor is past the
+// old outbox, and the first upstream asked for takes over the cursor and
+// its batch, with every unsent reading.
+func TestLog_OpensAVersion4Store(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []Reading
+	for i := range 30 {
+		rs = append(rs, Reading{Device: fmt.Sprintf("d%d", i%3), Metric: "t", TS: int64(i+1) * 1e9, Value: float64(i)})
+	}
+	entry := func(rs []Reading) []byte {
+		var e encoding.OutboxEncoder
+		for i := range rs {
+			e.Add(&rs[i])
+		}
+		return slices.Clone(e.Value())
+	}
+	err = s.db.Update(func(txn *badger.Txn) error {
+		for _, kv := range []struct {
+			k, v []byte
+		}{
+			{encoding.AppendJournalKey(nil, 7), entry(rs[:10])},
+			{encoding.AppendJournalKey(nil, 8), entry(rs[10:])},
+			{encoding.AppendOutboxKey(nil, 0), entry(rs[:10])},
+			{encoding.AppendOutboxKey(nil, 10), entry(rs[10:])},
+			{encoding.AppendMetaKey(nil, encoding.MetaOutbox), encoding.AppendOutboxMeta(nil, encoding.OutboxMeta{Cursor: 4, BatchStart: 4, BatchEnd: 12, BatchNote: 99})},
+			{encoding.AppendMetaKey(nil, encoding.MetaDropped), encoding.AppendUint64(nil, 3)},
+			{encoding.AppendMetaKey(nil, encoding.MetaReadings), encoding.AppendUint64(nil, 30)},
+			{encoding.AppendMetaKey(nil, encoding.MetaSchema), encoding.AppendUint64(nil, 4)},
+		} {
+			if err := txn.Set(kv.k, kv.v); err != nil {
+				return err
+			}
+		}
+		return txn.Delete(encoding.AppendMetaKey(nil, encoding.MetaCheckpoint))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 { // the second open finds it migrated
+		s, err = Open(Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := countKeys(t, s, encoding.KindJournal); n != 0 {
+			t.Errorf("round %d: %d journal entries left", round, n)
+		}
+		checkStored(t, s, rs)
+		if round == 0 {
+			if names := s.CursorNames(); !slices.Equal(names, []string{""}) {
+				t.Errorf("cursors %q, want the older store's one", names)
+			}
+		}
+		o := upstream(t, s).Outbox()
+		if o.Cursor != 4 || o.End != 30 || o.BatchEnd != 12 || o.BatchNote != 99 || o.Dropped != 3 {
+			t.Errorf("round %d: the upstream's cursor %+v, want cursor 4, end 30, batch to 12 noted 99, 3 dropped", round, o)
+		}
+		checkOutbox(t, readOutbox(t, s), 4, rs[4:])
+		if names := s.CursorNames(); !slices.Equal(names, []string{"up"}) {
+			t.Errorf("round %d: cursors %q, want the upstream's alone", round, names)
+		}
+		var v uint64
+		s.db.View(func(txn *badger.Txn) (err error) { v, err = getUint64(txn, encoding.MetaSchema); return err })
+		if v != encoding.SchemaVersion {
+			t.Errorf("round %d: keyspace version %d, want %d", round, v, encoding.SchemaVersion)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

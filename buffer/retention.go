@@ -585,7 +585,7 @@ func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.D
 		return false, nil
 	}
 	if *tier == tierOutbox {
-		if pending := r.store.Outbox().Pending(); pending > 0 {
+		if pending := r.store.LogPending(); pending > 0 {
 			// The share of the outbox to go is the share of the directory
 			// that must go; at least one entry.
 			d, err := r.store.DropOutbox(max(1, uint64(float64(pending)*float64(size-low)/float64(size))))

@@ -185,7 +185,8 @@ func BenchmarkRetention_DiskCapOvershoot(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		w := runWriter(b, s, WriterOptions{Outbox: true, MaxReadings: 2000, SealCheck: time.Hour, Retention: RetentionPolicy{MaxDiskBytes: limit}})
+		upstream(b, s) // down: nothing leaves the log but what the cap drops
+		w := runWriter(b, s, WriterOptions{MaxReadings: 2000, SealCheck: time.Hour, Retention: RetentionPolicy{MaxDiskBytes: limit}})
 		r := NewRetention(s, w, RetentionOptions{DiskCheck: 100 * time.Millisecond})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

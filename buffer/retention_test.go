@@ -65,7 +65,8 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	s, w := testStoreOpts(t, Options{MemTableSize: 1 << 20, Logger: log},
-		WriterOptions{Outbox: true, MaxReadings: 2000, SealCheck: time.Hour, Retention: RetentionPolicy{MaxDiskBytes: limit}})
+		WriterOptions{MaxReadings: 2000, SealCheck: time.Hour, Retention: RetentionPolicy{MaxDiskBytes: limit}})
+	upstream(t, s)
 	r := NewRetention(s, w, RetentionOptions{DiskCheck: 10 * time.Millisecond, Logger: log})
 	stop := runRetention(t, r)
 
@@ -121,7 +122,7 @@ func TestRetention_DiskCapDropsOldestUnsent(t *testing.T) {
 		}
 	}
 	stop()
-	o := s.Outbox()
+	o := upstream(t, s).Outbox()
 	dropped := s.DroppedUnsent()
 	t.Logf("stored %d readings; peak %d bytes (cap %d); dropped unsent %d; pending %d; removed %d raw",
 		stored, peak, limit, dropped, o.Pending(), w.Stats().PrunedReadings)
@@ -305,7 +306,8 @@ func TestPrune_StepsLetCommitsThrough(t *testing.T) {
 // readings are no longer counted as dropped, and the cursor never goes
 // back.
 func TestStore_DropOutboxWhileABatchIsInFlight(t *testing.T) {
-	s, w := testStoreWith(t, "", WriterOptions{Outbox: true})
+	s, w := testStoreWith(t, "", WriterOptions{})
+	upstream(t, s)
 	for c := range 3 { // three commits, three entries of 10
 		var rs []Reading
 		for i := range 10 {
@@ -313,7 +315,8 @@ func TestStore_DropOutboxWhileABatchIsInFlight(t *testing.T) {
 		}
 		write(t, w, rs...)
 	}
-	if err := s.SetOutboxBatch(5, 0); err != nil { // the uplink sends 0-4
+	checkpoint(t, w)                                            // the disk cap drops only what is in runs: its tiers before checkpoint
+	if err := upstream(t, s).SetOutboxBatch(5, 0); err != nil { // the uplink sends 0-4
 		t.Fatal(err)
 	}
 	d, err := s.DropOutbox(15)
@@ -323,10 +326,10 @@ func TestStore_DropOutboxWhileABatchIsInFlight(t *testing.T) {
 	if d.From != 0 || d.To != 20 || d.OldestTS != 0 || d.NewestTS != 19e9 || s.DroppedUnsent() != 20 {
 		t.Fatalf("drop: got %+v, %d dropped; want 0 to 20 (two whole entries)", d, s.DroppedUnsent())
 	}
-	if err := s.AdvanceOutbox(5); err != nil { // the upstream took 0-4 after all
+	if err := upstream(t, s).AdvanceOutbox(5); err != nil { // the upstream took 0-4 after all
 		t.Fatal(err)
 	}
-	if o := s.Outbox(); o.Cursor != 20 || o.Pending() != 10 || s.DroppedUnsent() != 15 {
+	if o := upstream(t, s).Outbox(); o.Cursor != 20 || o.Pending() != 10 || s.DroppedUnsent() != 15 {
 		t.Errorf("after the batch: cursor %d, pending %d, dropped %d; want 20, 10, 15", o.Cursor, o.Pending(), s.DroppedUnsent())
 	}
 	checkOutbox(t, readOutbox(t, s), 20, func() []Reading {
@@ -390,7 +393,8 @@ func TestPrune_PerSeriesCountAndWindow(t *testing.T) {
 // age while nothing was sent: the outbox still holds each one, in order,
 // for the uplink to send when the upstream comes back.
 func TestPrune_UnsentSurvivesAgePruning(t *testing.T) {
-	s, w := testStoreWith(t, "", WriterOptions{Outbox: true, BucketSamples: 10, SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour}})
+	s, w := testStoreWith(t, "", WriterOptions{BucketSamples: 10, SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour}})
+	upstream(t, s)
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	var rs []Reading

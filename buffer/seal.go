@@ -92,7 +92,7 @@ func (w *Writer) sealFlushed() {
 		w.queueFull()
 		w.sealNow()
 	}
-	if len(w.journal.keys) > 0 || len(w.ckpt.dirty) > 0 {
+	if w.journal.parts > 0 || len(w.ckpt.dirty) > 0 {
 		// Roll-ups read the minute records on disk, and the journal holds
 		// readings whose deltas are not there yet: the series wait in
 		// w.seal.flushed for the next checkpoint that empties it.

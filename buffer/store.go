@@ -542,12 +542,18 @@ func lastRecord(txn *badger.Txn, level aggregate.Level, device, metric string) (
 }
 
 func getUint64(txn *badger.Txn, name string) (uint64, error) {
+	v, _, err := lookupUint64(txn, name)
+	return v, err
+}
+
+// lookupUint64 reads the 8-byte meta value name, and whether there is one.
+func lookupUint64(txn *badger.Txn, name string) (uint64, bool, error) {
 	item, err := txn.Get(encoding.AppendMetaKey(nil, name))
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return 0, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	var v uint64
 	err = item.Value(func(b []byte) error {
@@ -557,7 +563,7 @@ func getUint64(txn *badger.Txn, name string) (uint64, error) {
 		v = binary.BigEndian.Uint64(b)
 		return nil
 	})
-	return v, err
+	return v, true, err
 }
 
 // seriesID names a series in the in-memory index.

@@ -119,11 +119,11 @@ func TestQueries_ReadTheJournalAsCheckpointed(t *testing.T) {
 	if n := w.Stats().Checkpoints; n != before {
 		t.Fatalf("the queries checkpointed the journal (%d checkpoints, %d before)", n, before)
 	}
-	if n := countKeys(t, s, encoding.KindJournal); n == 0 {
+	if n := countKeys(t, s, encoding.KindOutbox); n == 0 {
 		t.Fatal("the journal is empty: the test reads nothing from it")
 	}
 	checkpoint(t, w)
-	if n := countKeys(t, s, encoding.KindJournal); n != 0 {
+	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
 		t.Fatalf("%d journal entries after the checkpoint", n)
 	}
 	after := ask()

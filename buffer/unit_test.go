@@ -134,7 +134,7 @@ func TestJournal_UnitsSurviveACrash(t *testing.T) {
 		write(t, tw.Writer, Reading{Device: "a", Metric: "t", TS: 1, Unit: "°C"}, Reading{Device: "a", Metric: "p", TS: 1, Unit: "hPa"})
 		checkpoint(t, tw.Writer)
 		write(t, tw.Writer, Reading{Device: "a", Metric: "t", TS: 2, Unit: "K"}, Reading{Device: "b", Metric: "t", TS: 2, Unit: "°F"})
-		if n := countKeys(t, s, encoding.KindJournal); n != 1 {
+		if n := countKeys(t, s, encoding.KindOutbox); n != 1 {
 			t.Fatalf("journal entries: got %d, want 1", n)
 		}
 		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
@@ -216,7 +216,8 @@ func TestStore_UnitsOfSeriesNoLongerStoredAreDeleted(t *testing.T) {
 
 // ReadOutbox gives each reading the unit its series has when it is read.
 func TestOutbox_ReadingsCarryTheirSeriesUnit(t *testing.T) {
-	s, w := testStoreWith(t, "", WriterOptions{Outbox: true})
+	s, w := testStoreWith(t, "", WriterOptions{})
+	upstream(t, s)
 	write(t, w, Reading{Device: "d", Metric: "t", TS: 1, Unit: "°C"}, Reading{Device: "d", Metric: "n", TS: 1})
 	write(t, w, Reading{Device: "d", Metric: "t", TS: 2})
 	var got []string

@@ -66,10 +66,6 @@ type WriterOptions struct {
 	MaxSeries          int
 	MaxSeriesPerDevice int
 
-	// Outbox has every group commit also append the readings it stores to
-	// the outbox, for the uplink (see outbox.go).
-	Outbox bool
-
 	// CheckpointInterval is the longest the readings of a group commit stay
 	// in the journal before a checkpoint writes them as runs and
 	// aggregates (default 60 s; see journal.go). Sealing, rolling up and
@@ -191,9 +187,9 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 			heard:     make(map[string]bool),
 			deltas:    make(map[statKey]aggregate.Stats),
 		},
-		journal: journalWriter{seq: s.journalNext()},
+		journal: journalWriter{end: s.outboxEnd()},
 		pubs:    newPublishers(opts.Wait),
-		ckpt:    checkpointState{budget: newTxnBudget(s.db, 0), deltas: make(map[statKey]aggregate.Stats)},
+		ckpt:    checkpointState{budget: newTxnBudget(s.db, checkpointReserve), deltas: make(map[statKey]aggregate.Stats)},
 	}
 }
 

@@ -36,12 +36,30 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// store is a real store with its writer, outbox on, closed at the end of
-// the test.
+// store is a real store with its writer and the cursor of an upstream in
+// its log, closed at the end of the test. It is the uplink's Outbox.
 type store struct {
 	*buffer.Store
+	cur  *buffer.Cursor
 	w    *buffer.Writer
 	stop func() error // stops the writer and closes the store
+}
+
+func (s *store) Outbox() buffer.OutboxState    { return s.cur.Outbox() }
+func (s *store) OutboxWake() <-chan struct{}   { return s.cur.OutboxWake() }
+func (s *store) AdvanceOutbox(to uint64) error { return s.cur.AdvanceOutbox(to) }
+func (s *store) SetOutboxBatch(end uint64, note int64) error {
+	return s.cur.SetOutboxBatch(end, note)
+}
+
+// cursor returns the cursor of the test's upstream in the log of s.
+func cursor(t *testing.T, s *buffer.Store) *buffer.Cursor {
+	t.Helper()
+	c, err := s.Cursor("up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // openStore starts a store in dir that closes when the test ends.
@@ -59,11 +77,12 @@ func startStore(t *testing.T, dir string) *store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := buffer.NewWriter(s, buffer.WriterOptions{Outbox: true})
+	c := cursor(t, s)
+	w := buffer.NewWriter(s, buffer.WriterOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
-	return &store{Store: s, w: w, stop: func() error {
+	return &store{Store: s, cur: c, w: w, stop: func() error {
 		cancel()
 		return errors.Join(<-done, s.Close())
 	}}
@@ -575,7 +594,8 @@ func TestUplink_StoreFailureDoesNotStopIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := buffer.NewWriter(s, buffer.WriterOptions{Outbox: true})
+	c := cursor(t, s)
+	w := buffer.NewWriter(s, buffer.WriterOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
@@ -590,7 +610,7 @@ func TestUplink_StoreFailureDoesNotStopIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := newUpstream(t)
-	u, err := New(s, testOptions(up.srv.URL, dir))
+	u, err := New(c, testOptions(up.srv.URL, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,7 +701,8 @@ func TestUplink_UnsentSurvivesAgePruningAndIsSentLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	w := buffer.NewWriter(st, buffer.WriterOptions{Outbox: true, Retention: buffer.RetentionPolicy{RawMaxAge: 24 * time.Hour}})
+	c := cursor(t, st)
+	w := buffer.NewWriter(st, buffer.WriterOptions{Retention: buffer.RetentionPolicy{RawMaxAge: 24 * time.Hour}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -691,10 +712,10 @@ func TestUplink_UnsentSurvivesAgePruningAndIsSentLater(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	s := &store{Store: st, w: w}
+	s := &store{Store: st, cur: c, w: w}
 	s.add(t, 0, 400) // readings of 2026-09-21
 	up := newUpstream(t, "503", "503", "503", "503", "503", "503")
-	u, err := New(st, testOptions(up.srv.URL, dir))
+	u, err := New(c, testOptions(up.srv.URL, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -716,7 +737,7 @@ func TestUplink_UnsentSurvivesAgePruningAndIsSentLater(t *testing.T) {
 	if n := st.ReadingCount(); n != 1 {
 		t.Fatalf("raw readings after pruning: %d, want 1", n)
 	}
-	waitFor(t, "the outbox to drain once the upstream answers", func() bool { return st.Outbox().Pending() == 0 })
+	waitFor(t, "the outbox to drain once the upstream answers", func() bool { return c.Outbox().Pending() == 0 })
 	_, lines := up.received()
 	want := append(wantLines("gw1", 0, 400), fmt.Sprintf("readings,device=d9,gateway=gw1 t=1 %d", recent.TS))
 	sameLines(t, lines, want)

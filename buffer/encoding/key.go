@@ -81,18 +81,27 @@ const (
 	// compacted (uint64 BE).
 	MetaUncompacted = "uncompacted"
 	// MetaOutbox is the uplink's cursor and the batch in flight
-	// (AppendOutboxMeta).
+	// (AppendOutboxMeta) in a store of version 4 and older, which had one
+	// upstream; the first upstream a newer store is asked for takes it
+	// over (MetaCursor).
 	MetaOutbox = "outbox"
 	// MetaDropped counts the readings dropped from the outbox unsent
-	// (uint64 BE).
+	// (uint64 BE), in a store of version 4 and older.
 	MetaDropped = "dropped_unsent"
+	// MetaCursor, followed by an upstream's name, is where that upstream
+	// stands in the log (AppendCursorMeta).
+	MetaCursor = "cursor:"
+	// MetaCheckpoint is the checkpoint's cursor in the log (uint64 BE):
+	// the readings before it are in runs and records.
+	MetaCheckpoint = "checkpoint"
 )
 
 // SchemaVersion is the version of the keyspace written by this code.
-// Version 4 moved the outbox before every other kind (KindOutbox); version
+// Version 5 made the outbox the one log of every commit, with a cursor
+// per upstream and one for the checkpoint, and left the journal; version 4 moved the outbox before every other kind (KindOutbox); version
 // 3 added the journal; version 2 added runs of points; version 1 had a
 // point per reading, and recorded no version.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // ErrBadKey is wrapped by every error a key parser returns.
 var ErrBadKey = errors.New("bad key")

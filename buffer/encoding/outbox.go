@@ -10,8 +10,9 @@ import (
 )
 
 // Outbox entries. The store writes the readings each group commit stores,
-// in the order they arrived, as one entry under AppendOutboxKey (for the
-// uplink) and under AppendJournalKey (until a checkpoint). Stored
+// in the order they arrived, as one entry under AppendOutboxKey: the log
+// that the checkpoint and every upstream read (a store of version 4 and
+// older wrote the same entry under AppendJournalKey too). Stored
 // readings are numbered from 0 in the order they were stored; an entry
 // holds readings firstSeq to firstSeq+count-1.
 //
@@ -263,4 +264,27 @@ func ParseOutboxMeta(v []byte) (OutboxMeta, error) {
 		BatchEnd:   binary.BigEndian.Uint64(v[16:]),
 		BatchNote:  int64(binary.BigEndian.Uint64(v[24:])),
 	}, nil
+}
+
+// CursorMeta is the value of an upstream's MetaCursor key: where it
+// stands, and how many readings the disk cap dropped before it sent them.
+//
+//	OutboxMeta(32B) dropped(8B BE)
+type CursorMeta struct {
+	OutboxMeta
+	Dropped uint64
+}
+
+// AppendCursorMeta appends the encoding of m to dst.
+func AppendCursorMeta(dst []byte, m CursorMeta) []byte {
+	return binary.BigEndian.AppendUint64(AppendOutboxMeta(dst, m.OutboxMeta), m.Dropped)
+}
+
+// ParseCursorMeta parses a value written by AppendCursorMeta.
+func ParseCursorMeta(v []byte) (CursorMeta, error) {
+	if len(v) != outboxMetaLen+8 {
+		return CursorMeta{}, fmt.Errorf("meta %s: %d bytes, want %d", MetaCursor, len(v), outboxMetaLen+8)
+	}
+	m, err := ParseOutboxMeta(v[:outboxMetaLen])
+	return CursorMeta{OutboxMeta: m, Dropped: binary.BigEndian.Uint64(v[outboxMetaLen:])}, err
 }

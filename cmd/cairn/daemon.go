@@ -120,7 +120,6 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		Wait:               cfg.Store.CommitWait,
 		BucketSamples:      cfg.Store.BucketSamples,
 		SealIdle:           cfg.Store.SealIdle,
-		Outbox:             cfg.uplink != nil,
 		Retention:          retentionPolicy(cfg.Retention, maxDisk),
 		Clock:              clock,
 		MaxSeries:          cfg.Store.MaxSeries,
@@ -287,20 +286,27 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		g.Add(func() error { return limiter.run(ctx) }, func(error) { cancel() })
 	}
 
-	// Uplink: sends the outbox upstream until interrupted.
+	// Uplink: sends the log upstream until interrupted.
 	var up *uplink.Uplink
 	if cfg.uplink != nil {
 		opts := *cfg.uplink
 		opts.ParkDir = filepath.Join(cfg.DataDir, "parked")
 		opts.Logger = log.With("component", "uplink")
-		up, err = uplink.New(store, opts)
+		cur, err := store.Cursor(defaultUpstream)
+		if err != nil {
+			return err
+		}
+		up, err = uplink.New(cur, opts)
 		if err != nil {
 			return err
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return up.Run(ctx) }, func(error) { cancel() })
-	} else if p := store.Outbox().Pending(); p > 0 {
-		log.Warn("readings are waiting in the outbox but no uplink.url is set; they are kept", "pending", p)
+	}
+	for _, name := range store.CursorNames() {
+		if o, _ := store.CursorState(name); o.Pending() > 0 && (cfg.uplink == nil || name != defaultUpstream) {
+			log.Warn("readings are waiting in the log for an upstream that is not configured; they are kept", "upstream", name, "pending", o.Pending())
+		}
 	}
 
 	// HTTP: status, queries and metrics.
@@ -487,3 +493,7 @@ func retentionPolicy(rt RetentionConfig, maxDisk int64) buffer.RetentionPolicy {
 		KeepRecent:              time.Duration(rt.KeepRecent),
 	}
 }
+
+// defaultUpstream names the upstream of the uplink: section: its cursor in
+// the store's log.
+const defaultUpstream = "default"

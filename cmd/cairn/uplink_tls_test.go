@@ -123,7 +123,11 @@ func TestUplink_TLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		w := buffer.NewWriter(s, buffer.WriterOptions{Outbox: true})
+		cur, err := s.Cursor(defaultUpstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := buffer.NewWriter(s, buffer.WriterOptions{})
 		ctx, cancel := context.WithCancel(context.Background())
 		wdone := make(chan error, 1)
 		go func() { wdone <- w.Run(ctx) }()
@@ -133,7 +137,7 @@ func TestUplink_TLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-res
-		u, err := uplink.New(s, uplink.Options{URL: srv.URL + "/write", Gateway: "gw-test", TLS: cfg,
+		u, err := uplink.New(cur, uplink.Options{URL: srv.URL + "/write", Gateway: "gw-test", TLS: cfg,
 			Interval: time.Millisecond, RetryWaitMin: 50 * time.Millisecond, RetryWaitMax: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)

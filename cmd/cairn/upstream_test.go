@@ -464,7 +464,11 @@ func TestUplink_NamesAndUnitsUpstream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := buffer.NewWriter(s, buffer.WriterOptions{Outbox: true})
+			cur, err := s.Cursor(defaultUpstream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := buffer.NewWriter(s, buffer.WriterOptions{})
 			ctx, cancel := context.WithCancel(context.Background())
 			var actors sync.WaitGroup
 			actors.Go(func() {
@@ -495,7 +499,7 @@ func TestUplink_NamesAndUnitsUpstream(t *testing.T) {
 			if res := <-done; res.Err != nil || res.Stored != len(rs) {
 				t.Fatalf("store: %+v", res)
 			}
-			u, err := uplink.New(s, uplink.Options{
+			u, err := uplink.New(cur, uplink.Options{
 				URL: up.writeURL(), Gateway: "gw-test", Interval: 50 * time.Millisecond,
 				RetryWaitMin: 100 * time.Millisecond, RetryWaitMax: time.Second, ParkDir: filepath.Join(dir, "parked"),
 			})
@@ -512,7 +516,7 @@ func TestUplink_NamesAndUnitsUpstream(t *testing.T) {
 				if st.ParkedBatches > 0 {
 					t.Fatalf("the upstream refused a batch: %+v", st)
 				}
-				return s.Outbox().Pending() == 0, fmt.Sprintf("%+v", st)
+				return cur.Outbox().Pending() == 0, fmt.Sprintf("%+v", st)
 			})
 			cancel()
 			actors.Wait()
