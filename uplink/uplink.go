@@ -42,7 +42,8 @@ type Options struct {
 	// URL is the upstream's full write URL, such as
 	// http://127.0.0.1:8428/write (VictoriaMetrics) or
 	// http://127.0.0.1:8086/write?db=sensors (InfluxDB 1.x), or with
-	// Prometheus http://127.0.0.1:9090/api/v1/write.
+	// Prometheus http://127.0.0.1:9090/api/v1/write; InfluxDB 2.x's
+	// /api/v2/write URL is InfluxV2URL's.
 	URL    string
 	Format Format
 	// Measurement is the line protocol measurement (default "readings").

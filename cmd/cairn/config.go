@@ -301,6 +301,12 @@ type UplinkConfig struct {
 	Gzip          bool          `yaml:"gzip"`
 	TLS           TLSConfig     `yaml:"tls"`
 	Auth          AuthConfig    `yaml:"auth"`
+
+	// With Bucket, format influx writes to InfluxDB 2.x: url is the
+	// server's address and cairn posts to its /api/v2/write with org and
+	// bucket (uplink.InfluxV2URL).
+	Org    string `yaml:"org"`
+	Bucket string `yaml:"bucket"`
 }
 
 // AuthConfig is the uplink.auth: section. Secrets live in files (or in
@@ -844,6 +850,18 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 		RetryAfterMax: u.RetryAfterMax,
 		Gzip:          u.Gzip,
 		Username:      u.Auth.Username,
+	}
+	switch {
+	case u.Bucket == "" && u.Org != "":
+		bad("uplink.org", "goes with uplink.bucket, InfluxDB 2.x's (got org %q and no bucket)", u.Org)
+	case u.Bucket != "" && format != uplink.Influx:
+		bad("uplink.bucket", "only format influx writes to a bucket (InfluxDB 2.x's /api/v2/write); format %s posts to uplink.url as it is", format)
+	case u.Bucket != "" && parsed != nil:
+		v2, err := uplink.InfluxV2URL(u.URL, u.Org, u.Bucket)
+		if err != nil {
+			bad("uplink.url", "%v", err)
+		}
+		c.uplink.URL = v2
 	}
 }
 
