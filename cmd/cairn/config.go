@@ -307,6 +307,10 @@ type UplinkConfig struct {
 	// bucket (uplink.InfluxV2URL).
 	Org    string `yaml:"org"`
 	Bucket string `yaml:"bucket"`
+
+	// MaxBytesPerSecond caps the request bodies as posted (after
+	// compression); 0: no limit.
+	MaxBytesPerSecond ByteSize `yaml:"max_bytes_per_second"`
 }
 
 // AuthConfig is the uplink.auth: section. Secrets live in files (or in
@@ -850,6 +854,10 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 		RetryAfterMax: u.RetryAfterMax,
 		Gzip:          u.Gzip,
 		Username:      u.Auth.Username,
+	}
+	c.uplink.MaxBytesPerSecond = int64(u.MaxBytesPerSecond)
+	if u.MaxBytesPerSecond < 0 {
+		bad("uplink.max_bytes_per_second", "must be 0 (no limit) or a number of bytes, such as 2000 or 16KiB (got %s)", u.MaxBytesPerSecond)
 	}
 	switch {
 	case u.Bucket == "" && u.Org != "":

@@ -137,11 +137,12 @@ func TestUplink_InfluxV2Write(t *testing.T) {
 	}
 }
 
-// TestLoadConfig_UplinkBucket: uplink.bucket and org make the
-// /api/v2/write URL from uplink.url; a bucket with another format, an org
-// without a bucket, and a URL that is another write API's or already
-// names the bucket stop the start naming the file and the key.
-func TestLoadConfig_UplinkBucket(t *testing.T) {
+// TestLoadConfig_UplinkBucketAndRate: uplink.bucket and org make the
+// /api/v2/write URL from uplink.url, and max_bytes_per_second takes a
+// size; a bucket with another format, an org without a bucket, a URL
+// that is another write API's or already names the bucket, and a cap
+// that is not a size stop the start naming the file and the key.
+func TestLoadConfig_UplinkBucketAndRate(t *testing.T) {
 	load := func(yaml string) (*Config, string, error) {
 		path := filepath.Join(t.TempDir(), "cairn.yaml")
 		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -150,16 +151,19 @@ func TestLoadConfig_UplinkBucket(t *testing.T) {
 		cfg, err := LoadConfig(path)
 		return cfg, path, err
 	}
-	cfg, _, err := load("uplink:\n  url: https://db.example:8086\n  org: acme\n  bucket: sensors\n")
+	cfg, _, err := load("uplink:\n  url: https://db.example:8086\n  org: acme\n  bucket: sensors\n  max_bytes_per_second: 16KiB\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "https://db.example:8086/api/v2/write?bucket=sensors&org=acme&precision=ns"; cfg.uplink.URL != want {
 		t.Errorf("uplink URL: got %q, want %q", cfg.uplink.URL, want)
 	}
+	if cfg.uplink.MaxBytesPerSecond != 16<<10 {
+		t.Errorf("max bytes per second: got %d, want %d", cfg.uplink.MaxBytesPerSecond, 16<<10)
+	}
 	cfg, _, err = load("uplink:\n  url: http://127.0.0.1:8428/write\n")
-	if err != nil || cfg.uplink.URL != "http://127.0.0.1:8428/write" {
-		t.Errorf("without bucket: %v, %+v; want the URL as it is", err, cfg.uplink)
+	if err != nil || cfg.uplink.URL != "http://127.0.0.1:8428/write" || cfg.uplink.MaxBytesPerSecond != 0 {
+		t.Errorf("without bucket and cap: %v, %+v; want the URL as it is and no cap", err, cfg.uplink)
 	}
 
 	for _, tc := range []struct{ yaml, want string }{
@@ -171,6 +175,10 @@ func TestLoadConfig_UplinkBucket(t *testing.T) {
 			`uplink.url: with a bucket, give the server's address, such as http://db:8086, and cairn posts to its /api/v2/write (got "http://db:8086/write")`},
 		{"uplink:\n  url: http://db:8086/api/v2/write?bucket=x\n  bucket: sensors\n",
 			`uplink.url: holds "bucket": with a bucket, cairn sets org, bucket and precision itself`},
+		{"uplink:\n  url: http://db:8086\n  max_bytes_per_second: auto\n",
+			"uplink.max_bytes_per_second: must be 0 (no limit) or a number of bytes, such as 2000 or 16KiB (got auto)"},
+		{"uplink:\n  url: http://db:8086\n  max_bytes_per_second: fast\n",
+			`uplink.max_bytes_per_second: cannot use "fast" as a size`},
 	} {
 		_, path, err := load(tc.yaml)
 		var ce *configError
