@@ -172,6 +172,8 @@
 #   BENCH_MEMORY_MAX_MIB=N  uplink_backlog: the memory limit of cairn's cgroup
 #                           (memory.limit_in_bytes, v2 memory.max); none
 #                           if unset
+#   CAIRN_CPU_PROFILE=FILE  each `cairn run` writes a CPU profile of its run
+#                           to FILE when it stops (go tool pprof FILE)
 #   BENCH_CAIRN=PATH        measure this cairn binary instead of one built
 #                           from the tree (to compare two versions)
 #   TMPDIR                  where data dirs go; use a real disk, not tmpfs

@@ -50,6 +50,11 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	for _, w := range cfg.Warnings() {
 		log.Warn("config: " + w)
 	}
+	stopProfile, err := startCPUProfile()
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	memoryLimit, envLimit := "unset", os.Getenv("GOMEMLIMIT")
 	if envLimit != "" {
 		memoryLimit = "GOMEMLIMIT=" + envLimit
