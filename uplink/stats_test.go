@@ -1,0 +1,100 @@
+package uplink
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// put stores rs in s.
+func (s *store) put(t *testing.T, rs ...buffer.Reading) {
+	t.Helper()
+	ch := make(chan buffer.Result, 1)
+	if err := s.w.Submit(context.Background(), rs, func(r buffer.Result) { ch <- r }); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-ch; res.Err != nil || res.Stored != len(rs) {
+		t.Fatalf("store %d readings: %+v", len(rs), res)
+	}
+}
+
+// statsLine is the line protocol line of the minute record of device and
+// metric at start, as the store holds it now.
+func statsLine(t *testing.T, s *store, device, metric string, start int64) string {
+	t.Helper()
+	recs, _, err := s.StatsByLevel(device, metric, aggregate.Minute, start, start+int64(time.Minute))
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("stats of %s/%s at %d: %v, %v", device, metric, start, recs, err)
+	}
+	st := recs[0].Stats
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	return fmt.Sprintf("readings_stats,device=%s,gateway=gw,group=minute,metric=%s count=%di,sum=%s,min=%s,max=%s,mean=%s %d",
+		device, metric, st.Count, f(st.Sum), f(st.Min), f(st.Max), f(st.Mean()), start)
+}
+
+// TestStats_WaitsForThePeriodToClose runs a data: stats uplink on a real
+// store with a clock of the test's: the records of a closed minute go at
+// once, one line each; the readings of the open minute wait, and so does
+// a late reading of the closed minute stored behind them; once the clock
+// passes the open minute's end and the grace, its records go, and the
+// closed minute's again, with the late reading. A reading stamped further
+// ahead than a minute holds nothing back.
+func TestStats_WaitsForThePeriodToClose(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	up := newUpstream(t)
+	minute := int64(time.Minute)
+	m0 := testEpoch - testEpoch%minute // closed
+	m1 := m0 + minute                  // open
+	var now atomic.Int64
+	now.Store(m1 + 30*int64(time.Second))
+	u, err := New(s, Options{URL: up.srv.URL, Gateway: "gw", Interval: 10 * time.Millisecond,
+		Data: Stats, Group: aggregate.Minute, Stats: s.Store, Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := func(device, metric string, ts int64, v float64) buffer.Reading {
+		return buffer.Reading{Device: device, Metric: metric, TS: ts, Value: v}
+	}
+	s.put(t, r("a", "t", m0+1e9, 20), r("a", "t", m0+2e9, 22), r("b", "t", m0+3e9, -1))
+	s.put(t, r("a", "t", m1+1e9, 21), r("b", "t", m1+2e9, 5))
+	runUplink(t, u)
+
+	waitFor(t, "the closed minute's records", func() bool { _, lines := up.received(); return len(lines) >= 2 })
+	_, lines := up.received()
+	wantEarly := []string{
+		"readings_stats,device=a,gateway=gw,group=minute,metric=t count=2i,sum=42,min=20,max=22,mean=21 " + strconv.FormatInt(m0, 10),
+		"readings_stats,device=b,gateway=gw,group=minute,metric=t count=1i,sum=-1,min=-1,max=-1,mean=-1 " + strconv.FormatInt(m0, 10),
+	}
+	if !slices.Equal(lines, wantEarly) {
+		t.Errorf("first batch: got\n%q\nwant\n%q", lines, wantEarly)
+	}
+	s.put(t, r("a", "t", m0+50e9, 10)) // late, behind the open minute
+	if st := u.Status(); st.PendingReadings != 3 || st.SentReadings != 3 {
+		t.Errorf("while the minute is open: %d readings pending, %d sent; want 3 and 3", st.PendingReadings, st.SentReadings)
+	}
+
+	now.Store(m1 + minute + int64(statsGrace))
+	waitFor(t, "the second batch", func() bool { return u.Status().PendingReadings == 0 })
+	_, lines = up.received()
+	// In order of device, metric and start.
+	want := append(wantEarly, statsLine(t, s, "a", "t", m0), statsLine(t, s, "a", "t", m1), statsLine(t, s, "b", "t", m1))
+	if !slices.Equal(lines, want) {
+		t.Errorf("after the minute closed: got\n%q\nwant\n%q", lines, want)
+	}
+
+	// Five minutes ahead of the clock: goes at once, although open.
+	ahead := m1 + 6*minute
+	s.put(t, r("c", "t", ahead, 7))
+	waitFor(t, "the reading ahead", func() bool { return u.Status().PendingReadings == 0 })
+	_, lines = up.received()
+	if got, want := lines[len(lines)-1], statsLine(t, s, "c", "t", ahead-ahead%minute); got != want {
+		t.Errorf("ahead: got %q, want %q", got, want)
+	}
+}
