@@ -293,6 +293,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		opts := *cfg.uplink
 		opts.ParkDir = filepath.Join(cfg.DataDir, "parked")
 		opts.Logger = log.With("component", "uplink")
+		opts.Stats, opts.Now = store, clock.Now
 		up, err = uplink.New(store, opts)
 		if err != nil {
 			return err

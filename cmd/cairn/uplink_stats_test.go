@@ -1,0 +1,238 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// statsSection is an uplink that sends the minute records of data:
+// stats as remote write to %URL%.
+const statsSection = `uplink:
+  url: %URL%
+  gateway_id: gw-test
+  format: prometheus
+  data: stats
+  group: minute
+  interval: 100ms
+  retry_wait_min: 100ms
+  retry_wait_max: 1s
+`
+
+// statsKey names one value of one record upstream: a series, a period
+// (its start in ms) and the stat (count, sum, min, max or mean).
+type statsKey struct {
+	device, metric, stat string
+	start                int64
+}
+
+// statsSample is the sample upstream that holds a statsKey's value: the
+// latest of its period, and how many the period holds.
+type statsSample struct {
+	ms      int64
+	value   float64
+	samples int
+}
+
+// upstreamStats returns the minute records VictoriaMetrics holds, as
+// remote write of data: stats wrote them: per series, period and stat, the
+// latest sample within the period.
+func upstreamStats(t *testing.T, vm *victoriaMetrics) map[statsKey]statsSample {
+	t.Helper()
+	resp, err := http.Get(vm.base() + "/internal/force_flush")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	q := url.Values{"match[]": {`{__name__=~"readings_stats_.+"}`}, "start": {"0"}}
+	resp, err = http.Get(vm.base() + "/api/v1/export?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("export: %s: %s", resp.Status, b)
+	}
+	out := make(map[statsKey]statsSample)
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var line struct {
+			Metric     map[string]string `json:"metric"`
+			Values     []float64         `json:"values"`
+			Timestamps []int64           `json:"timestamps"`
+		}
+		if err := dec.Decode(&line); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if line.Metric["group"] != "minute" || line.Metric["gateway"] != "gw-test" {
+			t.Errorf("series %v: want group minute and gateway gw-test", line.Metric)
+		}
+		for i, ts := range line.Timestamps {
+			k := statsKey{
+				device: line.Metric["device"],
+				metric: line.Metric["metric"],
+				stat:   strings.TrimPrefix(line.Metric["__name__"], "readings_stats_"),
+				start:  ts - ts%60_000,
+			}
+			s := out[k]
+			s.samples++
+			if s.samples == 1 || ts > s.ms {
+				s.ms, s.value = ts, line.Values[i]
+			}
+			out[k] = s
+		}
+	}
+	return out
+}
+
+// gatewayStats returns what cairn's /stats answers for device and metric
+// by minute from from (ms) for n minutes, by statsKey.
+func gatewayStats(t *testing.T, api *apiClient, device, metric string, from int64, n int) map[statsKey]float64 {
+	t.Helper()
+	var doc struct {
+		Stats []struct {
+			Start string  `json:"start"`
+			Count uint64  `json:"count"`
+			Sum   float64 `json:"sum"`
+			Min   float64 `json:"min"`
+			Max   float64 `json:"max"`
+			Mean  float64 `json:"mean"`
+		} `json:"stats"`
+	}
+	path := fmt.Sprintf("/v1/devices/%s/stats?metric=%s&group=minute&from=%s&to=%s", device, metric,
+		url.QueryEscape(msTS(from)), url.QueryEscape(msTS(from+int64(n)*60_000)))
+	if code := api.get(t, path, &doc); code != http.StatusOK {
+		t.Fatalf("GET %s: %d", path, code)
+	}
+	out := make(map[statsKey]float64)
+	for _, s := range doc.Stats {
+		start, err := time.Parse(time.RFC3339Nano, s.Start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := statsKey{device: device, metric: metric, start: start.UnixMilli()}
+		for stat, v := range map[string]float64{"count": float64(s.Count), "sum": s.Sum, "min": s.Min, "max": s.Max, "mean": s.Mean} {
+			k.stat = stat
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// checkStatsUpstream compares, value by value, the records upstream with
+// cairn's own /stats for the devices' temperature and seq over n minutes
+// from from, and returns the upstream's.
+func checkStatsUpstream(t *testing.T, vm *victoriaMetrics, api *apiClient, devices []string, from int64, n int) map[statsKey]statsSample {
+	t.Helper()
+	want := make(map[statsKey]float64)
+	for _, d := range devices {
+		for _, m := range []string{"temperature", "seq"} {
+			for k, v := range gatewayStats(t, api, d, m, from, n) {
+				want[k] = v
+			}
+		}
+	}
+	if len(want) != len(devices)*2*n*5 {
+		t.Fatalf("/stats: %d values, want %d (%d devices, 2 metrics, %d minutes, 5 stats)", len(want), len(devices)*2*n*5, len(devices), n)
+	}
+	var got map[statsKey]statsSample
+	var bad []string
+	waitUntil(t, time.Minute, "the upstream to hold /stats's values", func() (bool, string) {
+		got, bad = upstreamStats(t, vm), nil
+		for k, v := range want {
+			g, ok := got[k]
+			if !ok || math.Abs(g.value-v) > 1e-9*math.Max(1, math.Abs(v)) {
+				bad = append(bad, fmt.Sprintf("%+v: /stats %v, upstream %v (present %v)", k, v, g.value, ok))
+			}
+		}
+		for k := range got {
+			if _, ok := want[k]; !ok {
+				bad = append(bad, fmt.Sprintf("%+v: upstream has it, /stats does not", k))
+			}
+		}
+		sort.Strings(bad)
+		return len(bad) == 0, fmt.Sprintf("%d values differ, e.g. %s", len(bad), strings.Join(bad[:min(len(bad), 5)], "; "))
+	})
+	samples := 0
+	for _, s := range got {
+		samples += s.samples
+	}
+	t.Logf("upstream: %d values of %d records equal /stats's (%d samples in all)", len(got), len(got)/5, samples)
+	return got
+}
+
+// TestUplink_StatsVictoriaMetrics has a cairn process with data: stats,
+// group: minute send to a real VictoriaMetrics (remote write) the minute
+// records of readings published over MQTT across two minutes, then of
+// late readings into the first minute after it went: each time, the
+// latest sample of each period upstream equals cairn's own /stats for it
+// (count, sum, min, max and mean), and the first minute went again, as a
+// later sample of its period.
+func TestUplink_StatsVictoriaMetrics(t *testing.T) {
+	vm := newVictoriaMetrics(t)
+	vm.start(t)
+	up := vmRemoteWrite{vm}
+	p := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), localConfig+strings.ReplaceAll(statsSection, "%URL%", up.writeURL())))
+	api := newAPIClient(p.http)
+
+	devices := []string{"stats-0", "stats-1", "stats-2"}
+	first := int64((t0/60_000 + 1) * 60_000) // a minute's start, long closed
+	fleet := &sensorFleet{devices: len(devices), window: 64, acks: newAckLog(0)}
+	add := func(device string, ms int64) {
+		i := fleet.acks.add()
+		fleet.msgs = append(fleet.msgs, newSensorMessage(device, ms, i))
+	}
+	publish := func() statusDoc {
+		t.Helper()
+		if err := fleet.publish(p.mqtt, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(fleet.acks.pending()); n > 0 {
+			t.Fatalf("%d messages not acknowledged", n)
+		}
+		return waitSent(t, api)
+	}
+
+	// Two minutes, a message every 2 s from each device.
+	for s := int64(0); s < 120; s += 2 {
+		for d, dev := range devices {
+			add(dev, first+s*1000+int64(d))
+		}
+	}
+	st := publish()
+	if st.Uplink.Format != "prometheus" || st.Uplink.SentReadings != 360 || st.Uplink.ParkedBatches != 0 {
+		t.Errorf("uplink status: %+v", *st.Uplink)
+	}
+	before := checkStatsUpstream(t, vm, api, devices, first, 2)
+
+	// Late readings into the first minute, after its record went.
+	for s := int64(1); s < 60; s += 10 {
+		for d, dev := range devices {
+			add(dev, first+s*1000+int64(d))
+		}
+	}
+	st = publish()
+	if st.Uplink.SentReadings != 396 || st.Uplink.ParkedBatches != 0 {
+		t.Errorf("uplink status after late readings: %+v", *st.Uplink)
+	}
+	after := checkStatsUpstream(t, vm, api, devices, first, 2)
+	for k, a := range after {
+		b := before[k]
+		switch {
+		case k.start == first && (a.samples < 2 || a.ms <= b.ms):
+			t.Errorf("%+v: the first minute did not go again as a later sample: before %+v, after %+v", k, b, a)
+		case k.start != first && a != b:
+			t.Errorf("%+v: the second minute changed: before %+v, after %+v", k, b, a)
+		}
+	}
+}
