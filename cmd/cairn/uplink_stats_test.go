@@ -14,11 +14,11 @@ import (
 )
 
 // statsSection is an uplink that sends the minute records of data:
-// stats as remote write to %URL%.
+// stats to %URL% in %FORMAT%.
 const statsSection = `uplink:
   url: %URL%
   gateway_id: gw-test
-  format: prometheus
+  format: %FORMAT%
   data: stats
   group: minute
   interval: 100ms
@@ -41,10 +41,21 @@ type statsSample struct {
 	samples int
 }
 
-// upstreamStats returns the minute records VictoriaMetrics holds, as
-// remote write of data: stats wrote them: per series, period and stat, the
+// A statsUpstream is a real database that the uplink sends records to.
+type statsUpstream interface {
+	start(t *testing.T)
+	writeURL() string
+	// stats returns the minute records the database holds.
+	stats(t *testing.T) map[statsKey]statsSample
+}
+
+// vmStats is VictoriaMetrics taking records as remote write.
+type vmStats struct{ vmRemoteWrite }
+
+// stats returns the minute records VictoriaMetrics holds, as remote
+// write of data: stats wrote them: per series, period and stat, the
 // latest sample within the period.
-func upstreamStats(t *testing.T, vm *victoriaMetrics) map[statsKey]statsSample {
+func (vm vmStats) stats(t *testing.T) map[statsKey]statsSample {
 	t.Helper()
 	resp, err := http.Get(vm.base() + "/internal/force_flush")
 	if err != nil {
@@ -95,6 +106,61 @@ func upstreamStats(t *testing.T, vm *victoriaMetrics) map[statsKey]statsSample {
 	return out
 }
 
+// influxStats is InfluxDB 1.x taking records as line protocol.
+type influxStats struct{ *influxDB }
+
+// stats returns the minute records InfluxDB holds: per series, period
+// and stat, the point of the period.
+func (db influxStats) stats(t *testing.T) map[statsKey]statsSample {
+	t.Helper()
+	out := make(map[statsKey]statsSample)
+	db.query(t, "SELECT * FROM readings_stats", func(columns []string, values [][]any) {
+		for _, row := range values {
+			var k statsKey
+			var ms int64
+			fields := make(map[string]float64)
+			for i, c := range columns {
+				switch v := row[i].(type) {
+				case json.Number:
+					f, err := v.Float64()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if c == "time" {
+						ts, err := v.Int64()
+						if err != nil {
+							t.Fatal(err)
+						}
+						ms = ts / 1e6
+						continue
+					}
+					fields[c] = f
+				case string:
+					switch c {
+					case "device":
+						k.device = v
+					case "metric":
+						k.metric = v
+					case "group", "gateway":
+						if want := map[string]string{"group": "minute", "gateway": "gw-test"}[c]; v != want {
+							t.Errorf("tag %s=%s, want %s", c, v, want)
+						}
+					}
+				}
+			}
+			k.start = ms - ms%60_000
+			for stat, f := range fields {
+				k.stat = stat
+				s := out[k]
+				s.samples++
+				s.ms, s.value = ms, f
+				out[k] = s
+			}
+		}
+	})
+	return out
+}
+
 // gatewayStats returns what cairn's /stats answers for device and metric
 // by minute from from (ms) for n minutes, by statsKey.
 func gatewayStats(t *testing.T, api *apiClient, device, metric string, from int64, n int) map[statsKey]float64 {
@@ -132,7 +198,7 @@ func gatewayStats(t *testing.T, api *apiClient, device, metric string, from int6
 // checkStatsUpstream compares, value by value, the records upstream with
 // cairn's own /stats for the devices' temperature and seq over n minutes
 // from from, and returns the upstream's.
-func checkStatsUpstream(t *testing.T, vm *victoriaMetrics, api *apiClient, devices []string, from int64, n int) map[statsKey]statsSample {
+func checkStatsUpstream(t *testing.T, up statsUpstream, api *apiClient, devices []string, from int64, n int) map[statsKey]statsSample {
 	t.Helper()
 	want := make(map[statsKey]float64)
 	for _, d := range devices {
@@ -148,7 +214,7 @@ func checkStatsUpstream(t *testing.T, vm *victoriaMetrics, api *apiClient, devic
 	var got map[statsKey]statsSample
 	var bad []string
 	waitUntil(t, time.Minute, "the upstream to hold /stats's values", func() (bool, string) {
-		got, bad = upstreamStats(t, vm), nil
+		got, bad = up.stats(t), nil
 		for k, v := range want {
 			g, ok := got[k]
 			if !ok || math.Abs(g.value-v) > 1e-9*math.Max(1, math.Abs(v)) {
@@ -171,18 +237,34 @@ func checkStatsUpstream(t *testing.T, vm *victoriaMetrics, api *apiClient, devic
 	return got
 }
 
-// TestUplink_StatsVictoriaMetrics has a cairn process with data: stats,
-// group: minute send to a real VictoriaMetrics (remote write) the minute
-// records of readings published over MQTT across two minutes, then of
-// late readings into the first minute after it went: each time, the
-// latest sample of each period upstream equals cairn's own /stats for it
-// (count, sum, min, max and mean), and the first minute went again, as a
-// later sample of its period.
-func TestUplink_StatsVictoriaMetrics(t *testing.T) {
-	vm := newVictoriaMetrics(t)
-	vm.start(t)
-	up := vmRemoteWrite{vm}
-	p := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), localConfig+strings.ReplaceAll(statsSection, "%URL%", up.writeURL())))
+// TestUplink_Stats has a cairn process with data: stats, group: minute
+// send to a real upstream the minute records of readings published over
+// MQTT across two minutes, then of late readings into the first minute
+// after it went: each time, the record of each period upstream equals
+// cairn's own /stats for it (count, sum, min, max and mean). The first
+// minute went again: InfluxDB (line protocol) replaced its point,
+// VictoriaMetrics (remote write) holds it as a later sample of the period,
+// which is what a query reads.
+func TestUplink_Stats(t *testing.T) {
+	for _, tc := range []struct {
+		name, format string
+		new          func(t *testing.T) statsUpstream
+		replaces     bool
+	}{
+		{"VictoriaMetrics", "prometheus", func(t *testing.T) statsUpstream { return vmStats{vmRemoteWrite{newVictoriaMetrics(t)}} }, false},
+		{"InfluxDB", "influx", func(t *testing.T) statsUpstream { return influxStats{newInfluxDB(t)} }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := tc.new(t)
+			up.start(t)
+			section := strings.NewReplacer("%URL%", up.writeURL(), "%FORMAT%", tc.format).Replace(statsSection)
+			testStats(t, up, writeConfig(t, t.TempDir(), localConfig+section), tc.format, tc.replaces)
+		})
+	}
+}
+
+func testStats(t *testing.T, up statsUpstream, cfg, format string, replaces bool) {
+	p := startCairn(t, cairnBinary.get(t), cfg)
 	api := newAPIClient(p.http)
 
 	devices := []string{"stats-0", "stats-1", "stats-2"}
@@ -210,10 +292,10 @@ func TestUplink_StatsVictoriaMetrics(t *testing.T) {
 		}
 	}
 	st := publish()
-	if st.Uplink.Format != "prometheus" || st.Uplink.SentReadings != 360 || st.Uplink.ParkedBatches != 0 {
+	if st.Uplink.Format != format || st.Uplink.SentReadings != 360 || st.Uplink.ParkedBatches != 0 {
 		t.Errorf("uplink status: %+v", *st.Uplink)
 	}
-	before := checkStatsUpstream(t, vm, api, devices, first, 2)
+	before := checkStatsUpstream(t, up, api, devices, first, 2)
 
 	// Late readings into the first minute, after its record went.
 	for s := int64(1); s < 60; s += 10 {
@@ -225,11 +307,13 @@ func TestUplink_StatsVictoriaMetrics(t *testing.T) {
 	if st.Uplink.SentReadings != 396 || st.Uplink.ParkedBatches != 0 {
 		t.Errorf("uplink status after late readings: %+v", *st.Uplink)
 	}
-	after := checkStatsUpstream(t, vm, api, devices, first, 2)
+	after := checkStatsUpstream(t, up, api, devices, first, 2)
 	for k, a := range after {
 		b := before[k]
 		switch {
-		case k.start == first && (a.samples < 2 || a.ms <= b.ms):
+		case k.start == first && replaces && (a.samples != 1 || a.value == b.value && k.stat != "max" && k.stat != "min"):
+			t.Errorf("%+v: the first minute's point was not replaced: before %+v, after %+v", k, b, a)
+		case k.start == first && !replaces && (a.samples < 2 || a.ms <= b.ms):
 			t.Errorf("%+v: the first minute did not go again as a later sample: before %+v, after %+v", k, b, a)
 		case k.start != first && a != b:
 			t.Errorf("%+v: the second minute changed: before %+v, after %+v", k, b, a)
