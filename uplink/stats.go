@@ -136,6 +136,10 @@ func (u *Uplink) nextStatsBatch(ctx context.Context) (uint64, error) {
 		}
 	}()
 	var dueC, recheckC <-chan time.Time
+	// The period of the reading at the cursor, while it is not closed.
+	var headSeq uint64
+	var headStart int64
+	haveHead := false
 	for {
 		o := u.out.Outbox()
 		if o.BatchEnd > o.Cursor {
@@ -146,13 +150,18 @@ func (u *Uplink) nextStatsBatch(ctx context.Context) (uint64, error) {
 			recheck, recheckC = nil, nil
 		}
 		if o.Pending() > 0 && dueC == nil {
-			head, err := u.out.ReadOutbox(o.Cursor, 1, u.readings[:0])
-			u.readings = head[:0]
-			if err != nil {
-				return o.Cursor + 1, nil
+			if !haveHead || headSeq != o.Cursor {
+				head, err := u.out.ReadOutbox(o.Cursor, 1, u.readings[:0])
+				u.readings = head[:0]
+				if err != nil {
+					return o.Cursor + 1, nil
+				}
+				if len(head) > 0 {
+					headSeq, headStart, haveHead = o.Cursor, u.opts.Group.Truncate(head[0].TS), true
+				}
 			}
-			if len(head) > 0 {
-				if ok, at := u.ready(u.opts.Group.Truncate(head[0].TS), u.opts.Now().UnixNano()); ok {
+			if haveHead && headSeq == o.Cursor {
+				if ok, at := u.ready(headStart, u.opts.Now().UnixNano()); ok {
 					due = time.NewTimer(u.opts.Interval)
 					dueC = due.C
 				} else {

@@ -18,12 +18,12 @@ import (
 // each format: raw readings in a batch a second (what uplink.interval 1s
 // makes of a live stream), minute records in a batch a minute and hour
 // records in a batch an hour (data: stats), with gzip and without. It
-// encodes the first 10 minutes of the day and multiplies by 144 (the hour
+// encodes the first 5 minutes of the day and multiplies by 288 (the hour
 // records: one batch, of those minutes' readings, times 24). Values are random walks with
 // two decimals, as cairn sim makes them; request bodies only (each request
 // adds its headers, about 300 bytes, and with https its share of TLS).
 func TestStats_BytesPerDay(t *testing.T) {
-	const sensors, seconds = 100, 600
+	const sensors, seconds = 100, 300
 	type series struct{ device, metric, unit string }
 	var ss []series
 	for d := range sensors {

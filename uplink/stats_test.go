@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,14 +30,20 @@ func (s *store) put(t *testing.T, rs ...buffer.Reading) {
 // metric at start, as the store holds it now.
 func statsLine(t *testing.T, s *store, device, metric string, start int64) string {
 	t.Helper()
-	recs, _, err := s.StatsByLevel(device, metric, aggregate.Minute, start, start+int64(time.Minute))
+	return groupLine(t, s, aggregate.Minute, device, metric, start)
+}
+
+// groupLine is statsLine for the records of group.
+func groupLine(t *testing.T, s *store, group aggregate.Level, device, metric string, start int64) string {
+	t.Helper()
+	recs, _, err := s.StatsByLevel(device, metric, group, start, start+int64(group.Duration()))
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("stats of %s/%s at %d: %v, %v", device, metric, start, recs, err)
 	}
 	st := recs[0].Stats
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	return fmt.Sprintf("readings_stats,device=%s,gateway=gw,group=minute,metric=%s count=%di,sum=%s,min=%s,max=%s,mean=%s %d",
-		device, metric, st.Count, f(st.Sum), f(st.Min), f(st.Max), f(st.Mean()), start)
+	return fmt.Sprintf("readings_stats,device=%s,gateway=gw,group=%s,metric=%s count=%di,sum=%s,min=%s,max=%s,mean=%s %d",
+		device, group, metric, st.Count, f(st.Sum), f(st.Min), f(st.Max), f(st.Mean()), start)
 }
 
 // TestStats_WaitsForThePeriodToClose runs a data: stats uplink on a real
@@ -96,5 +103,41 @@ func TestStats_WaitsForThePeriodToClose(t *testing.T) {
 	_, lines = up.received()
 	if got, want := lines[len(lines)-1], statsLine(t, s, "c", "t", ahead-ahead%minute); got != want {
 		t.Errorf("ahead: got %q, want %q", got, want)
+	}
+}
+
+// TestStats_Hour sends hour records: the readings of a closed hour, over
+// many minutes, go as one record per series, equal to the store's, and
+// those of the open hour wait.
+func TestStats_Hour(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	up := newUpstream(t)
+	hour := int64(time.Hour)
+	h0 := testEpoch - testEpoch%hour
+	now := h0 + hour + 20*int64(time.Minute)
+	u, err := New(s, Options{URL: up.srv.URL, Gateway: "gw", Interval: 10 * time.Millisecond,
+		Data: Stats, Group: aggregate.Hour, Stats: s.Store, Now: func() time.Time { return time.Unix(0, now) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []buffer.Reading
+	for m := range int64(60) {
+		rs = append(rs, buffer.Reading{Device: "a", Metric: "t", TS: h0 + m*int64(time.Minute), Value: float64(m % 7)},
+			buffer.Reading{Device: "b", Metric: "h", TS: h0 + m*int64(time.Minute) + 1, Value: float64(m)})
+	}
+	s.put(t, rs...)
+	s.put(t, buffer.Reading{Device: "a", Metric: "t", TS: h0 + hour + 1, Value: 1})
+	runUplink(t, u)
+	waitFor(t, "the closed hour's records", func() bool { _, lines := up.received(); return len(lines) >= 2 })
+	_, lines := up.received()
+	want := []string{groupLine(t, s, aggregate.Hour, "a", "t", h0), groupLine(t, s, aggregate.Hour, "b", "h", h0)}
+	if !slices.Equal(lines, want) {
+		t.Errorf("got\n%q\nwant\n%q", lines, want)
+	}
+	if !strings.Contains(want[0], " count=60i,") {
+		t.Errorf("record %q: want 60 readings", want[0])
+	}
+	if st := u.Status(); st.PendingReadings != 1 || st.SentReadings != 120 {
+		t.Errorf("%d readings pending, %d sent; want 1 and 120", st.PendingReadings, st.SentReadings)
 	}
 }

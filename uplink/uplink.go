@@ -318,7 +318,7 @@ func (u *Uplink) Status() Status {
 // backoff: it must not stop the gateway, which keeps storing readings.
 func (u *Uplink) Run(ctx context.Context) error {
 	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.Format.String(),
-		"pending", u.out.Outbox().Pending())
+		"pending", u.out.Outbox().Pending(), "data", u.opts.Data.String())
 	defer u.client.HTTPClient.CloseIdleConnections()
 	failures := 0
 	for {
