@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -44,6 +45,7 @@ type statsSample struct {
 // A statsUpstream is a real database that the uplink sends records to.
 type statsUpstream interface {
 	start(t *testing.T)
+	stop(t *testing.T)
 	writeURL() string
 	// stats returns the minute records the database holds.
 	stats(t *testing.T) map[statsKey]statsSample
@@ -244,7 +246,10 @@ func checkStatsUpstream(t *testing.T, up statsUpstream, api *apiClient, devices 
 // cairn's own /stats for it (count, sum, min, max and mean). The first
 // minute went again: InfluxDB (line protocol) replaced its point,
 // VictoriaMetrics (remote write) holds it as a later sample of the period,
-// which is what a query reads.
+// which is what a query reads. Then, with the upstream down, a late
+// reading into the second minute waits in a batch being tried while cairn
+// is SIGKILLed; restarted, it sends that batch once the upstream is back,
+// and the upstream again holds /stats's values.
 func TestUplink_Stats(t *testing.T) {
 	for _, tc := range []struct {
 		name, format string
@@ -319,4 +324,24 @@ func testStats(t *testing.T, up statsUpstream, cfg, format string, replaces bool
 			t.Errorf("%+v: the second minute changed: before %+v, after %+v", k, b, a)
 		}
 	}
+
+	// The upstream down, a late reading into the second minute, and
+	// cairn killed while it tries to send its batch.
+	up.stop(t)
+	add(devices[0], first+61_001)
+	if err := fleet.publish(p.mqtt, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Minute, "an attempt to fail", func() (bool, string) {
+		st := api.status(t)
+		return st.Uplink.LastError != "" && st.Uplink.PendingReadings == 2, fmt.Sprintf("%+v", *st.Uplink)
+	})
+	if err := p.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("cairn exited cleanly on SIGKILL")
+	}
+	up.start(t)
+	p = startCairn(t, cairnBinary.get(t), cfg)
+	api = newAPIClient(p.http)
+	waitSent(t, api)
+	checkStatsUpstream(t, up, api, devices, first, 2)
 }
