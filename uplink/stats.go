@@ -280,20 +280,26 @@ func (u *Uplink) sendStats(ctx context.Context, end uint64) error {
 	}
 	readings := int(end - start)
 	for part := 0; len(recs) > 0; part++ {
-		n := min(len(recs), u.opts.BatchReadings)
-		chunk := recs[:n]
-		recs = recs[n:]
 		partID := id
 		if part > 0 {
 			partID += "-" + strconv.Itoa(part)
 		}
+		// A request holds at most BatchReadings records, and fewer when
+		// their body would pass BatchBytes.
+		n := min(len(recs), u.opts.BatchReadings)
+		body, skipped := u.enc.encodeStats(partID, u.opts.Group, recs[:n])
+		for len(body) > u.opts.BatchBytes && n > 1 {
+			n /= 2
+			body, skipped = u.enc.encodeStats(partID, u.opts.Group, recs[:n])
+		}
+		chunk := recs[:n]
+		recs = recs[n:]
 		// Readings are counted as sent with the last request of the
 		// batch, which also counts them as parked if refused.
 		counted := 0
 		if len(recs) == 0 {
 			counted = readings
 		}
-		body, skipped := u.enc.encodeStats(partID, u.opts.Group, chunk)
 		if skipped > 0 {
 			u.mu.Lock()
 			u.st.Skipped += uint64(skipped)

@@ -89,9 +89,12 @@ func TestStats_BytesPerDay(t *testing.T) {
 	}
 
 	const times = 86400 / seconds
-	mib := func(n, times int) string { return fmt.Sprintf("%.3f MiB", float64(n)*float64(times)/(1<<20)) }
+	const perDay = 86400 * sensors * 2
+	mib := func(n, times int) string {
+		return fmt.Sprintf("%.3f MiB (%.4f/reading)", float64(n)*float64(times)/(1<<20), float64(n)*float64(times)/perDay)
+	}
 	t.Logf("100 sensors x 2 readings a second, 17,280,000 readings a day: bytes a day upstream (bodies)")
-	t.Logf("%-10s %-8s %14s %14s %8s", "format", "data", "plain", "gzip", "requests")
+	t.Logf("%-10s %-8s %36s %30s %8s", "format", "data", "plain", "gzip", "requests")
 	for k, f := range formats {
 		for _, row := range []struct {
 			name  string
@@ -103,7 +106,7 @@ func TestStats_BytesPerDay(t *testing.T) {
 			if f == Prometheus {
 				plain, gz = plain+" (snappy)", "-"
 			}
-			t.Logf("%-10s %-8s %14s %14s %8d", f, row.name, plain, gz, row.tot.requests*row.times)
+			t.Logf("%-10s %-8s %36s %30s %8d", f, row.name, plain, gz, row.tot.requests*row.times)
 		}
 	}
 	// Stats must cost far less than the readings they summarize.

@@ -141,3 +141,38 @@ func TestStats_Hour(t *testing.T) {
 		t.Errorf("%d readings pending, %d sent; want 1 and 120", st.PendingReadings, st.SentReadings)
 	}
 }
+
+// TestStats_BatchBytes splits the records of a batch into requests whose
+// bodies stay under BatchBytes, each under an id of its own, and counts
+// the batch's readings once.
+func TestStats_BatchBytes(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	up := newUpstream(t)
+	m0 := testEpoch - testEpoch%int64(time.Minute)
+	u, err := New(s, Options{URL: up.srv.URL, Gateway: "gw", Interval: 10 * time.Millisecond, BatchBytes: 400,
+		Data: Stats, Group: aggregate.Minute, Stats: s.Store, Now: func() time.Time { return time.Unix(0, m0+int64(time.Hour)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []buffer.Reading
+	var want []string
+	for d := range 10 {
+		rs = append(rs, buffer.Reading{Device: fmt.Sprintf("dev-%d", d), Metric: "t", TS: m0 + int64(d), Value: float64(d)})
+	}
+	s.put(t, rs...)
+	for _, r := range rs {
+		want = append(want, statsLine(t, s, r.Device, r.Metric, m0))
+	}
+	runUplink(t, u)
+	waitFor(t, "the batch", func() bool { return u.Status().PendingReadings == 0 })
+	keys, lines := up.received()
+	if !slices.Equal(lines, want) {
+		t.Errorf("got\n%q\nwant\n%q", lines, want)
+	}
+	if len(keys) < 3 || keys[0] != "gw-0" || keys[1] != "gw-0-1" {
+		t.Errorf("requests %q: want several, gw-0, gw-0-1, …", keys)
+	}
+	if st := u.Status(); st.SentBatches != uint64(len(keys)) || st.SentReadings != 10 {
+		t.Errorf("%d requests, %d readings sent; want %d and 10", st.SentBatches, st.SentReadings, len(keys))
+	}
+}
