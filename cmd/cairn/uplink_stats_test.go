@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -163,6 +164,71 @@ func (db influxStats) stats(t *testing.T) map[statsKey]statsSample {
 	return out
 }
 
+// promStats is Prometheus taking records as remote write, with an
+// out-of-order window for records sent again after a later one.
+type promStats struct{ *prometheusServer }
+
+func newPromStats(t *testing.T) promStats {
+	s := newPrometheus(t)
+	s.config = "storage:\n  tsdb:\n    out_of_order_time_window: 1h\n"
+	return promStats{s}
+}
+
+// stats returns the minute records Prometheus holds around t0: per
+// series, period and stat, the latest sample within the period, read
+// with a range selector, which returns the samples as they are stored.
+func (s promStats) stats(t *testing.T) map[statsKey]statsSample {
+	t.Helper()
+	q := url.Values{
+		"query": {`{__name__=~"readings_stats_.+"}[4h]`},
+		"time":  {strconv.FormatInt(t0/1000+3600, 10)},
+	}
+	resp, err := http.Get(s.base() + "/api/v1/query?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("query: %s: %s", resp.Status, body)
+	}
+	var doc struct {
+		Data struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Values [][2]any          `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("query: %v: %s", err, body)
+	}
+	out := make(map[statsKey]statsSample)
+	for _, r := range doc.Data.Result {
+		for _, v := range r.Values {
+			sec, ok1 := v[0].(float64)
+			str, ok2 := v[1].(string)
+			val, err := strconv.ParseFloat(str, 64)
+			if !ok1 || !ok2 || err != nil {
+				t.Fatalf("query: sample %v", v)
+			}
+			ms := int64(math.Round(sec * 1000))
+			k := statsKey{device: r.Metric["device"], metric: r.Metric["metric"],
+				stat: strings.TrimPrefix(r.Metric["__name__"], "readings_stats_"), start: ms - ms%60_000}
+			st := out[k]
+			st.samples++
+			if st.samples == 1 || ms > st.ms {
+				st.ms, st.value = ms, val
+			}
+			out[k] = st
+		}
+	}
+	return out
+}
+
 // gatewayStats returns what cairn's /stats answers for device and metric
 // by minute from from (ms) for n minutes, by statsKey.
 func gatewayStats(t *testing.T, api *apiClient, device, metric string, from int64, n int) map[statsKey]float64 {
@@ -245,8 +311,9 @@ func checkStatsUpstream(t *testing.T, up statsUpstream, api *apiClient, devices 
 // after it went: each time, the record of each period upstream equals
 // cairn's own /stats for it (count, sum, min, max and mean). The first
 // minute went again: InfluxDB (line protocol) replaced its point,
-// VictoriaMetrics (remote write) holds it as a later sample of the period,
-// which is what a query reads. Then, with the upstream down, a late
+// VictoriaMetrics and Prometheus (remote write; Prometheus with an
+// out-of-order window) hold it as a later sample of the period, which is
+// what a query reads. Then, with the upstream down, a late
 // reading into the second minute waits in a batch being tried while cairn
 // is SIGKILLed; restarted, it sends that batch once the upstream is back,
 // and the upstream again holds /stats's values.
@@ -258,6 +325,7 @@ func TestUplink_Stats(t *testing.T) {
 	}{
 		{"VictoriaMetrics", "prometheus", func(t *testing.T) statsUpstream { return vmStats{vmRemoteWrite{newVictoriaMetrics(t)}} }, false},
 		{"InfluxDB", "influx", func(t *testing.T) statsUpstream { return influxStats{newInfluxDB(t)} }, true},
+		{"Prometheus", "prometheus", func(t *testing.T) statsUpstream { return newPromStats(t) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := tc.new(t)
