@@ -165,7 +165,8 @@ func New(out Outbox, opts Options) (*Uplink, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Uplink{out: out, log: opts.Logger, parkDir: opts.ParkDir, stats: opts.Stats, now: opts.Now, reconfigure: make(chan struct{}, 1)}
+	u := &Uplink{out: out, log: opts.Logger, parkDir: opts.ParkDir, reconfigure: make(chan struct{}, 1)}
+	u.stats, u.now = opts.Stats, opts.Now
 	u.gz, _ = gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // the level is valid
 	u.use(opts)
 	if opts.ParkDir != "" {
@@ -317,8 +318,11 @@ func (u *Uplink) Status() Status {
 // the store (a busy or full disk) is logged and tried again after a
 // backoff: it must not stop the gateway, which keeps storing readings.
 func (u *Uplink) Run(ctx context.Context) error {
+	if u.opts.Data == Stats {
+		u.log.Info("uplink sends stats", "group", u.opts.Group.String())
+	}
 	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.Format.String(),
-		"pending", u.out.Outbox().Pending(), "data", u.opts.Data.String())
+		"pending", u.out.Outbox().Pending())
 	defer u.client.HTTPClient.CloseIdleConnections()
 	failures := 0
 	for {

@@ -291,7 +291,7 @@ type UplinkConfig struct {
 	Format        string        `yaml:"format"`      // influx | json | prometheus
 	Measurement   string        `yaml:"measurement"` // line protocol measurement
 	GatewayID     string        `yaml:"gateway_id"`  // default: the host name
-	Data          string        `yaml:"data"`        // readings | stats
+	Data          string        `yaml:"data"`        // readings (also when empty) | stats
 	Group         string        `yaml:"group"`       // minute | hour, with data: stats
 	BatchReadings int           `yaml:"batch_readings"`
 	BatchBytes    int           `yaml:"batch_bytes"`
@@ -403,7 +403,6 @@ func DefaultConfig() *Config {
 		Uplink: UplinkConfig{
 			Format:        "influx",
 			Measurement:   "readings",
-			Data:          "readings",
 			BatchReadings: 5000,
 			BatchBytes:    1 << 20,
 			Interval:      time.Second,
