@@ -24,6 +24,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/buffer/syncfile"
 )
@@ -51,6 +52,15 @@ type Options struct {
 	// Gateway names this gateway upstream: a tag of every line, the
 	// gateway of a JSON batch, and the first part of every batch id.
 	Gateway string
+	// Data is what goes: the readings (default) or the _stats records of
+	// each Group (stats.go).
+	Data  Data
+	Group aggregate.Level
+	// Stats reads the records of Data Stats; Now is the gateway's clock
+	// (default time.Now), which says when a period is closed. Reconfigure
+	// keeps both.
+	Stats StatsReader
+	Now   func() time.Time
 
 	// BatchReadings is the most readings in one batch (default 5,000).
 	BatchReadings int
@@ -128,8 +138,11 @@ type Uplink struct {
 	enc    *encoder
 	limit  *byteLimiter // nil: no limit
 	log    *slog.Logger
-	// parkDir is Options.ParkDir, which Reconfigure keeps.
+	// parkDir is Options.ParkDir, which Reconfigure keeps, as it keeps
+	// stats and now.
 	parkDir string
+	stats   StatsReader
+	now     func() time.Time
 
 	mu          sync.Mutex // guards st, next and cancelBatch
 	st          Status
@@ -142,6 +155,9 @@ type Uplink struct {
 	kept     []buffer.OutboxReading
 	gz       *gzip.Writer
 	zbuf     bytes.Buffer
+	// periods and periodList are the periods of a stats batch (stats.go).
+	periods    map[period]string
+	periodList []period
 	// failingSince is when the upstream first failed to take a batch
 	// since it last took one, failedAttempts how often it failed since:
 	// the log says so once it takes one again.
@@ -156,6 +172,7 @@ func New(out Outbox, opts Options) (*Uplink, error) {
 		return nil, err
 	}
 	u := &Uplink{out: out, log: opts.Logger, parkDir: opts.ParkDir, reconfigure: make(chan struct{}, 1)}
+	u.stats, u.now = opts.Stats, opts.Now
 	u.gz, _ = gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // the level is valid
 	u.use(opts)
 	if opts.ParkDir != "" {
@@ -206,7 +223,10 @@ func withDefaults(opts Options) (Options, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return opts, nil
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return opts, checkStats(opts)
 }
 
 // use makes opts the options in effect, with a client and an encoder for
@@ -253,6 +273,7 @@ func (u *Uplink) use(opts Options) {
 // under the same id, with opts: after a wrong URL or token is fixed, the
 // backlog goes without waiting out a backoff. ParkDir and Logger stay.
 func (u *Uplink) Reconfigure(opts Options) error {
+	opts.Stats, opts.Now = u.stats, u.now
 	opts, err := withDefaults(opts)
 	if err != nil {
 		return err
@@ -309,6 +330,9 @@ func (u *Uplink) Status() Status {
 // the store (a busy or full disk) is logged and tried again after a
 // backoff: it must not stop the gateway, which keeps storing readings.
 func (u *Uplink) Run(ctx context.Context) error {
+	if u.opts.Data == Stats {
+		u.log.Info("uplink sends stats", "group", u.opts.Group.String())
+	}
 	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.Format.String(),
 		"pending", u.out.Outbox().Pending(), "max_bytes_per_second", u.opts.MaxBytesPerSecond)
 	defer u.client.HTTPClient.CloseIdleConnections()
@@ -323,7 +347,11 @@ func (u *Uplink) Run(ctx context.Context) error {
 			failures = 0
 			u.log.Info("uplink reconfigured", "url", redact(next.URL), "format", next.Format.String())
 		}
-		end, err := u.nextBatch(ctx)
+		due, send := u.nextBatch, u.send
+		if u.opts.Data == Stats {
+			due, send = u.nextStatsBatch, u.sendStats
+		}
+		end, err := due(ctx)
 		if errors.Is(err, errReconfigured) {
 			continue
 		}
@@ -337,7 +365,7 @@ func (u *Uplink) Run(ctx context.Context) error {
 		}
 		u.cancelBatch = cancel
 		u.mu.Unlock()
-		err = u.send(batchCtx, end)
+		err = send(batchCtx, end)
 		u.mu.Lock()
 		u.cancelBatch = nil
 		u.mu.Unlock()

@@ -20,6 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/gateway"
@@ -290,6 +291,8 @@ type UplinkConfig struct {
 	Format        string        `yaml:"format"`      // influx | json | prometheus
 	Measurement   string        `yaml:"measurement"` // line protocol measurement
 	GatewayID     string        `yaml:"gateway_id"`  // default: the host name
+	Data          string        `yaml:"data"`        // readings (also when empty) | stats
+	Group         string        `yaml:"group"`       // minute | hour, with data: stats
 	BatchReadings int           `yaml:"batch_readings"`
 	BatchBytes    int           `yaml:"batch_bytes"`
 	Interval      time.Duration `yaml:"interval"`
@@ -807,6 +810,7 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 	} else if !uplink.WritableName(u.Measurement) {
 		bad("uplink.measurement", "line protocol cannot carry a line break, or a backslash at the end or before a comma, an equals sign, a space or a backslash (got %q)", u.Measurement)
 	}
+	data, group := validateUplinkData(u, bad)
 	if u.BatchReadings < 1 || u.BatchReadings > 100000 {
 		bad("uplink.batch_readings", "must be from 1 to 100000 (got %d)", u.BatchReadings)
 	}
@@ -844,6 +848,8 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 		Format:        format,
 		Measurement:   u.Measurement,
 		Gateway:       u.GatewayID,
+		Data:          data,
+		Group:         group,
 		BatchReadings: u.BatchReadings,
 		BatchBytes:    u.BatchBytes,
 		Interval:      u.Interval,
@@ -871,6 +877,30 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 		}
 		c.uplink.URL = v2
 	}
+}
+
+// validateUplinkData checks uplink.data and uplink.group.
+func validateUplinkData(u UplinkConfig, bad func(key, format string, a ...any)) (uplink.Data, aggregate.Level) {
+	data, err := uplink.ParseData(u.Data)
+	if err != nil {
+		bad("uplink.data", "%v", err)
+		return data, 0
+	}
+	if data != uplink.Stats {
+		if u.Group != "" {
+			bad("uplink.group", "only with data: stats (got %q with data: %s)", u.Group, data)
+		}
+		return data, 0
+	}
+	if u.Group == "" {
+		bad("uplink.group", "data: stats sends one record per series and period: say minute or hour")
+		return data, 0
+	}
+	group, err := uplink.ParseGroup(u.Group)
+	if err != nil {
+		bad("uplink.group", "%v", err)
+	}
+	return data, group
 }
 
 func checkHostPort(s string) error {

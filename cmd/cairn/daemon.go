@@ -295,6 +295,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	var up *uplink.Uplink
 	if cfg.uplink != nil {
 		opts := *cfg.uplink
+		opts.Stats, opts.Now = store, clock.Now // data: stats reads records, and closes periods by the gateway's clock
 		opts.ParkDir = filepath.Join(cfg.DataDir, "parked")
 		opts.Logger = log.With("component", "uplink")
 		cur, err := store.Cursor(defaultUpstream)

@@ -26,6 +26,7 @@ type prometheusServer struct {
 	bin, dir string
 	port     int
 	p        *process
+	config   string // more of prometheus.yml, such as a storage: section
 }
 
 func newPrometheus(t *testing.T) *prometheusServer {
@@ -39,7 +40,7 @@ func (s *prometheusServer) writeURL() string { return s.base() + "/api/v1/write"
 func (s *prometheusServer) start(t *testing.T) {
 	t.Helper()
 	cfg := filepath.Join(s.dir, "prometheus.yml")
-	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 1h\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 1h\n"+s.config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s.p = startProcess(t, s.bin,
