@@ -72,22 +72,29 @@ func (w *Writer) collect(ctx context.Context) {
 		if t.IsZero() {
 			return
 		}
-		until = minTime(until, t)
+		// Sleep to the end of the wait, or a slice of it, and then take
+		// what came meanwhile: waking for every message that joins cost
+		// more than the commit it gathers.
+		sleep := min(minTime(until, t).Sub(now), gatherSlice)
 		w.waits.Add(1)
 		if timer == nil {
-			timer = time.NewTimer(until.Sub(now))
+			timer = time.NewTimer(sleep)
 		} else {
-			timer.Reset(until.Sub(now))
+			timer.Reset(sleep)
 		}
 		select {
-		case req := <-w.queue:
-			n += w.take(req)
 		case <-timer.C:
 		case <-ctx.Done():
 			return
 		}
 	}
 }
+
+// gatherSlice is how long a commit that waits for more readings sleeps at
+// most before it takes what came and asks again whether to wait: a
+// commit ends at most that long after the last sensor it waited for
+// joined it.
+const gatherSlice = 20 * time.Millisecond
 
 // take adds req to w.batch, or forgets its publisher if it is gone, and
 // returns the readings it added.
