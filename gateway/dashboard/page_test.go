@@ -30,7 +30,7 @@ func testPage(n, m int, r Range, charts bool) Page {
 			RecentRejections: []Rejection{{now.Add(-time.Minute), "sensors/x/state", "bad_json", "unexpected end of input"}},
 			Unmatched:        7, RecentUnmatched: []Unmatched{{"zigbee2mqtt/bridge/state", now.Add(-3 * time.Minute), 7}},
 			Store:     Store{Readings: 123456789, Series: n * m, DiskBytes: 3 << 30, MaxDiskBytes: 8 << 30, FreeBytes: 20 << 30, ReserveBytes: 256 << 20},
-			Uplink:    &Uplink{Pending: 1200, OldestPending: now.Add(-2 * time.Minute), LastSuccess: now.Add(-70 * time.Second)},
+			Uplinks:   []Uplink{{Name: "default", Pending: 1200, OldestPending: now.Add(-2 * time.Minute), LastSuccess: now.Add(-70 * time.Second)}},
 			Retention: &Retention{Paused: "the clock is not synchronised", LastRun: now.Add(-time.Hour), Removed: 1000},
 		},
 	}
@@ -334,7 +334,7 @@ func TestWritePage_ChartPages(t *testing.T) {
 func TestWritePage_Counts(t *testing.T) {
 	p := testPage(1, 1, Range24h, false)
 	h := &p.Health
-	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplink.Pending, h.Retention.Removed = 1, 1, 1, 1, 1
+	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplinks[0].Pending, h.Retention.Removed = 1, 1, 1, 1, 1
 	h.Stored = 1
 	one := render(t, p)
 	for _, want := range []string{
@@ -347,7 +347,7 @@ func TestWritePage_Counts(t *testing.T) {
 	}
 	p = testPage(2, 1, Range24h, false)
 	h = &p.Health
-	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplink.Pending, h.Retention.Removed = 0, 2, 1234, 2, 0
+	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplinks[0].Pending, h.Retention.Removed = 0, 2, 1234, 2, 0
 	h.Stored = 1000
 	many := render(t, p)
 	for _, want := range []string{
@@ -395,7 +395,7 @@ func TestWritePart_StoreLimit(t *testing.T) {
 func TestWritePage_UplinkErrorPast(t *testing.T) {
 	p := testPage(1, 1, Range24h, false)
 	now := p.Now
-	u := p.Health.Uplink
+	u := &p.Health.Uplinks[0]
 	u.LastError, u.LastErrorAt, u.LastSuccess = "503 Service Unavailable", now.Add(-10*time.Second), now.Add(-time.Minute)
 	failing := render(t, p)
 	if !strings.Contains(failing, `<p class="bad">Last error <time`) || !strings.Contains(failing, "the uplink is failing: 503 Service Unavailable") {
