@@ -500,7 +500,7 @@ func (c *Config) loadFiles() error {
 	if err := c.loadSecurityFiles(); err != nil {
 		return err
 	}
-	c.uplinkFiles = c.uplinkFiles[:0]
+	c.uplinkFiles = nil
 	var errs []error
 	for i, u := range c.uplinks {
 		var digest [sha256.Size]byte
