@@ -893,7 +893,7 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 	case u.Bucket == "" && u.Org != "":
 		bad("uplink.org", "goes with uplink.bucket, InfluxDB 2.x's (got org %q and no bucket)", u.Org)
 	case u.Bucket != "" && format != uplink.Influx:
-		bad("uplink.bucket", "only format influx writes to a bucket (InfluxDB 2.x's /api/v2/write); format %s posts to uplink.url as it is", format)
+		bad("uplink.bucket", "only kind influx writes to a bucket (InfluxDB 2.x's /api/v2/write); kind %s posts to uplink.url as it is", format)
 	case u.Bucket != "" && parsed != nil:
 		v2, err := uplink.InfluxV2URL(u.URL, u.Org, u.Bucket)
 		if err != nil {

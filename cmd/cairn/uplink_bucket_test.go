@@ -168,7 +168,7 @@ func TestLoadConfig_UplinkBucketAndRate(t *testing.T) {
 
 	for _, tc := range []struct{ yaml, want string }{
 		{"uplink:\n  url: http://db:8086\n  format: json\n  bucket: sensors\n",
-			"uplink.bucket: only format influx writes to a bucket (InfluxDB 2.x's /api/v2/write); format json posts to uplink.url as it is"},
+			"uplink.bucket: only kind influx writes to a bucket (InfluxDB 2.x's /api/v2/write); kind json posts to uplink.url as it is"},
 		{"uplink:\n  url: http://db:8086/write?db=sensors\n  org: acme\n",
 			`uplink.org: goes with uplink.bucket, InfluxDB 2.x's (got org "acme" and no bucket)`},
 		{"uplink:\n  url: http://db:8086/write\n  bucket: sensors\n",
