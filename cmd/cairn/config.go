@@ -47,7 +47,8 @@ type Config struct {
 	// set by Validate (format) and loadFiles (TLS and credentials).
 	uplinks []*uplink.Options
 	// uplinkFiles are digests of each upstream's secret and certificate
-	// files, so that a reload sees them change.
+	// files, one for each of uplinks, set by loadFiles, so that a reload
+	// sees them change.
 	uplinkFiles [][sha256.Size]byte
 	// secrets are what the security keys' files hold, set by loadFiles.
 	secrets secretFiles
