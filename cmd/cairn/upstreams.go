@@ -36,7 +36,7 @@ func (us *Upstreams) UnmarshalYAML(unmarshal func(any) error) error {
 		return err
 	}
 	switch shape.(type) {
-	case map[string]any:
+	case map[string]any, map[any]any:
 		var u UplinkConfig
 		if err := unmarshal(&u); err != nil {
 			return err
