@@ -40,6 +40,8 @@ type Outbox interface {
 
 // Options configure an Uplink. Zero values are defaults.
 type Options struct {
+	// Name names the upstream in Status (its cursor's name in the store).
+	Name string
 	// URL is the upstream's full write URL, such as
 	// http://127.0.0.1:8428/write (VictoriaMetrics) or
 	// http://127.0.0.1:8086/write?db=sensors (InfluxDB 1.x), or with
@@ -108,6 +110,7 @@ type Options struct {
 // success: the upstream is failing only while LastErrorAt is after
 // LastSuccess.
 type Status struct {
+	Name            string     `json:"name"`
 	URL             string     `json:"url"`
 	Format          string     `json:"format"`
 	PendingReadings uint64     `json:"pending_readings"`
@@ -118,10 +121,13 @@ type Status struct {
 	ParkedBatches   uint64     `json:"parked_batches"` // on disk in ParkDir, this run's and earlier ones
 	ParkedReadings  uint64     `json:"parked_readings"`
 	Skipped         uint64     `json:"skipped_readings"` // older than max_age, or not finite
-	LastSuccess     *time.Time `json:"last_success"`
-	LastError       string     `json:"last_error"`
-	LastErrorAt     *time.Time `json:"last_error_at"`
-	NextAttempt     *time.Time `json:"next_attempt"` // set while waiting to try a batch again
+	// DroppedUnsent counts the readings the disk cap dropped before they
+	// were sent, for the life of the data directory.
+	DroppedUnsent uint64     `json:"dropped_unsent"`
+	LastSuccess   *time.Time `json:"last_success"`
+	LastError     string     `json:"last_error"`
+	LastErrorAt   *time.Time `json:"last_error_at"`
+	NextAttempt   *time.Time `json:"next_attempt"` // set while waiting to try a batch again
 }
 
 // Failing reports whether the upstream is failing: its last error came
@@ -264,7 +270,7 @@ func (u *Uplink) use(opts Options) {
 		RequestLogHook: u.attempt,
 	}
 	u.mu.Lock()
-	u.st.URL, u.st.Format = redact(opts.URL), opts.Format.String()
+	u.st.Name, u.st.URL, u.st.Format = opts.Name, redact(opts.URL), opts.Format.String()
 	u.mu.Unlock()
 }
 
@@ -316,7 +322,7 @@ func (u *Uplink) Status() Status {
 	st := u.st
 	u.mu.Unlock()
 	o := u.out.Outbox()
-	st.PendingReadings = o.Pending()
+	st.PendingReadings, st.DroppedUnsent = o.Pending(), o.Dropped
 	if o.Pending() > 0 {
 		if rs, err := u.out.ReadOutbox(o.Cursor, 1, nil); err == nil && len(rs) == 1 {
 			t := rs[0].Time()

@@ -35,7 +35,7 @@ type Config struct {
 	HTTP      HTTPConfig      `yaml:"http"`
 	Store     StoreConfig     `yaml:"store"`
 	Retention RetentionConfig `yaml:"retention"`
-	Uplink    UplinkConfig    `yaml:"uplink"`
+	Uplink    Upstreams       `yaml:"uplink"`
 	Clock     ClockConfig     `yaml:"clock"`
 	// MemoryLimitMiB is the Go runtime's soft memory limit (GOMEMLIMIT);
 	// 0 leaves it to the environment; auto (the default) sizes it from the
@@ -44,12 +44,13 @@ type Config struct {
 
 	// routes are the parsed mqtt.topics, set by Validate.
 	routes []gateway.Route
-	// uplink is the uplink's configuration, set by Validate (format) and
-	// loadFiles (TLS and credentials); nil without uplink.url.
-	uplink *uplink.Options
-	// uplinkFiles is a digest of the uplink's secret and certificate
-	// files, so that a reload sees them change.
-	uplinkFiles [sha256.Size]byte
+	// uplinks are the upstreams' options, one for each entry of Uplink,
+	// set by Validate (format) and loadFiles (TLS and credentials).
+	uplinks []*uplink.Options
+	// uplinkFiles are digests of each upstream's secret and certificate
+	// files, one for each of uplinks, set by loadFiles, so that a reload
+	// sees them change.
+	uplinkFiles [][sha256.Size]byte
 	// secrets are what the security keys' files hold, set by loadFiles.
 	secrets secretFiles
 }
@@ -284,11 +285,17 @@ func (m MiBOrAuto) String() string {
 	return strconv.Itoa(int(m))
 }
 
-// UplinkConfig is the uplink: section. Without url the gateway works
-// offline: nothing is sent, and nothing is kept for sending.
+// UplinkConfig is one upstream: an entry of the uplink: list, or the
+// uplink: section itself (upstreams.go).
 type UplinkConfig struct {
-	URL           string        `yaml:"url"`
-	Format        string        `yaml:"format"`      // influx | json | prometheus
+	// Name names the upstream's cursor in the store's log, its metrics
+	// and its status (default: default).
+	Name string `yaml:"name"`
+	URL  string `yaml:"url"`
+	// Kind is what the upstream speaks: influx | json | prometheus.
+	// Format is its earlier name, still taken.
+	Kind          string        `yaml:"kind"`
+	Format        string        `yaml:"format"`
 	Measurement   string        `yaml:"measurement"` // line protocol measurement
 	GatewayID     string        `yaml:"gateway_id"`  // default: the host name
 	Data          string        `yaml:"data"`        // readings (also when empty) | stats
@@ -314,6 +321,9 @@ type UplinkConfig struct {
 	// MaxBytesPerSecond caps the request bodies as posted (after
 	// compression); 0: no limit.
 	MaxBytesPerSecond ByteSize `yaml:"max_bytes_per_second"`
+
+	// key is where the file has it: "uplink", or "uplink[1]" in a list.
+	key string
 }
 
 // AuthConfig is the uplink.auth: section. Secrets live in files (or in
@@ -410,19 +420,6 @@ func DefaultConfig() *Config {
 			MaxDiskBytes:      AutoBytes,
 			KeepRecent:        Duration(time.Hour),
 		},
-		Uplink: UplinkConfig{
-			Format:        "influx",
-			Measurement:   "readings",
-			BatchReadings: 5000,
-			BatchBytes:    1 << 20,
-			Interval:      time.Second,
-			Timeout:       30 * time.Second,
-			RetryWaitMin:  time.Second,
-			RetryWaitMax:  5 * time.Minute,
-			RetryAfterMax: 10 * time.Minute,
-			Gzip:          true,
-			Auth:          AuthConfig{Scheme: "Bearer"},
-		},
 		Clock: ClockConfig{Trust: "auto"},
 		Store: StoreConfig{
 			CommitMaxReadings:  10000,
@@ -436,6 +433,23 @@ func DefaultConfig() *Config {
 			MaxSeriesPerDevice: 1000,
 		},
 		MemoryLimitMiB: AutoMiB,
+	}
+}
+
+// defaultUplink returns what an upstream's keys are when the file does not
+// give them.
+func defaultUplink() UplinkConfig {
+	return UplinkConfig{
+		Measurement:   "readings",
+		BatchReadings: 5000,
+		BatchBytes:    1 << 20,
+		Interval:      time.Second,
+		Timeout:       30 * time.Second,
+		RetryWaitMin:  time.Second,
+		RetryWaitMax:  5 * time.Minute,
+		RetryAfterMax: 10 * time.Minute,
+		Gzip:          true,
+		Auth:          AuthConfig{Scheme: "Bearer"},
 	}
 }
 
@@ -500,37 +514,47 @@ func (c *Config) loadFiles() error {
 	if err := c.loadSecurityFiles(); err != nil {
 		return err
 	}
-	if c.uplink == nil {
-		return nil
+	c.uplinkFiles = nil
+	var errs []error
+	for i, u := range c.uplinks {
+		var digest [sha256.Size]byte
+		errs = append(errs, c.Uplink[i].loadFiles(u, &digest))
+		c.uplinkFiles = append(c.uplinkFiles, digest)
 	}
-	u, a := c.uplink, c.Uplink.Auth
+	return errors.Join(errs...)
+}
+
+// loadFiles reads the token, password and certificate files of the
+// upstream c into u, and their digest into digest.
+func (c *UplinkConfig) loadFiles(u *uplink.Options, digest *[sha256.Size]byte) error {
+	a := c.Auth
 	var errs []error
 	if a.TokenFile != "" {
 		token, err := readSecret(a.TokenFile)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("uplink.auth.token_file: %w", err))
+			errs = append(errs, fmt.Errorf("%s.auth.token_file: %w", c.keyPath(), err))
 		}
 		u.Authorization = a.Scheme + " " + string(token)
 	}
 	if a.PasswordFile != "" {
 		pw, err := readSecret(a.PasswordFile)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("uplink.auth.password_file: %w", err))
+			errs = append(errs, fmt.Errorf("%s.auth.password_file: %w", c.keyPath(), err))
 		}
 		u.Password = string(pw)
 	}
 	h := sha256.New()
-	for _, f := range []string{a.TokenFile, a.PasswordFile, c.Uplink.TLS.CAFile, c.Uplink.TLS.CertFile, c.Uplink.TLS.KeyFile} {
+	for _, f := range []string{a.TokenFile, a.PasswordFile, c.TLS.CAFile, c.TLS.CertFile, c.TLS.KeyFile} {
 		if b, err := os.ReadFile(secretPath(f)); err == nil {
 			h.Write(b)
 		}
 		h.Write([]byte{0})
 	}
-	h.Sum(c.uplinkFiles[:0])
-	if p, err := url.Parse(c.Uplink.URL); err == nil && p.Scheme == "https" { // Parse lowers the scheme
-		tc, err := c.Uplink.TLS.clientConfig()
+	h.Sum(digest[:0])
+	if p, err := url.Parse(c.URL); err == nil && p.Scheme == "https" { // Parse lowers the scheme
+		tc, err := c.TLS.clientConfig()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("uplink.tls: %w", err))
+			errs = append(errs, fmt.Errorf("%s.tls: %w", c.keyPath(), err))
 		}
 		u.TLS = tc
 	}
@@ -760,7 +784,7 @@ func (c *Config) Validate() error {
 	if r.MaxDiskBytes < AutoBytes || (r.MaxDiskBytes > 0 && r.MaxDiskBytes < buffer.MinDiskBytes) {
 		bad("retention.max_disk_bytes", "must be auto, 0 (no cap) or at least %s (got %s)", ByteSize(buffer.MinDiskBytes), r.MaxDiskBytes)
 	}
-	c.validateUplink(bad)
+	c.validateUplinks(bad)
 	if t := c.Clock.Trust; t != "auto" && t != "always" {
 		bad("clock.trust", "must be auto or always (got %q)", t)
 	}
@@ -770,15 +794,17 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// validateUplink checks the uplink: section and derives c.uplink from it.
-func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
-	u := c.Uplink
-	c.uplink = nil
-	if u.URL == "" {
-		return
+// validateUplink checks the upstream u and returns its options. Its
+// errors name u's keys where the file has them ("uplink.url",
+// "uplink[1].url"): bad's keys "uplink.<key>" are reported so.
+func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) *uplink.Options {
+	bad := func(k, format string, a ...any) {
+		report(u.keyPath()+strings.TrimPrefix(k, "uplink"), format, a...)
 	}
 	parsed, err := url.Parse(u.URL)
-	if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
+	if u.URL == "" {
+		bad("uplink.url", "must be set: the upstream's write URL, such as http://127.0.0.1:8428/write")
+	} else if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
 		bad("uplink.url", "want an http:// or https:// URL (got %q)", u.URL)
 	} else if parsed.User != nil {
 		bad("uplink.url", "must not hold credentials: use uplink.auth.username and password_file")
@@ -790,8 +816,13 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 			}
 		}
 	}
-	format, err := uplink.ParseFormat(u.Format)
-	if err != nil {
+	format, err := uplink.ParseFormat(u.kind())
+	switch {
+	case u.Kind != "" && u.Format != "" && u.Kind != u.Format:
+		bad("uplink.format", "is kind's earlier name, and kind says %s (got %q): keep one of them", u.Kind, u.Format)
+	case err != nil && u.Kind != "":
+		bad("uplink.kind", "%v", err)
+	case err != nil:
 		bad("uplink.format", "%v", err)
 	}
 	if u.GatewayID == "" {
@@ -800,7 +831,6 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 			host = "cairn"
 		}
 		u.GatewayID = host
-		c.Uplink.GatewayID = host
 	}
 	if !gateway.ValidAccount(u.GatewayID) {
 		bad("uplink.gateway_id", "use 1 to 64 of A-Z a-z 0-9 _ . : - (got %q)", u.GatewayID)
@@ -810,7 +840,7 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 	} else if !uplink.WritableName(u.Measurement) {
 		bad("uplink.measurement", "line protocol cannot carry a line break, or a backslash at the end or before a comma, an equals sign, a space or a backslash (got %q)", u.Measurement)
 	}
-	data, group := validateUplinkData(u, bad)
+	data, group := validateUplinkData(*u, bad)
 	if u.BatchReadings < 1 || u.BatchReadings > 100000 {
 		bad("uplink.batch_readings", "must be from 1 to 100000 (got %d)", u.BatchReadings)
 	}
@@ -843,7 +873,8 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 	if u.Auth.Scheme == "" || strings.ContainsAny(u.Auth.Scheme, " \t\r\n") {
 		bad("uplink.auth.scheme", "must be one word, such as Bearer or Token (got %q)", u.Auth.Scheme)
 	}
-	c.uplink = &uplink.Options{
+	opts := &uplink.Options{
+		Name:          u.Name,
 		URL:           u.URL,
 		Format:        format,
 		Measurement:   u.Measurement,
@@ -861,7 +892,7 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 		Gzip:          u.Gzip,
 		Username:      u.Auth.Username,
 	}
-	c.uplink.MaxBytesPerSecond = int64(u.MaxBytesPerSecond)
+	opts.MaxBytesPerSecond = int64(u.MaxBytesPerSecond)
 	if u.MaxBytesPerSecond < 0 {
 		bad("uplink.max_bytes_per_second", "must be 0 (no limit) or a number of bytes, such as 2000 or 16KiB (got %s)", u.MaxBytesPerSecond)
 	}
@@ -869,14 +900,15 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 	case u.Bucket == "" && u.Org != "":
 		bad("uplink.org", "goes with uplink.bucket, InfluxDB 2.x's (got org %q and no bucket)", u.Org)
 	case u.Bucket != "" && format != uplink.Influx:
-		bad("uplink.bucket", "only format influx writes to a bucket (InfluxDB 2.x's /api/v2/write); format %s posts to uplink.url as it is", format)
+		bad("uplink.bucket", "only kind influx writes to a bucket (InfluxDB 2.x's /api/v2/write); kind %s posts to uplink.url as it is", format)
 	case u.Bucket != "" && parsed != nil:
 		v2, err := uplink.InfluxV2URL(u.URL, u.Org, u.Bucket)
 		if err != nil {
 			bad("uplink.url", "%v", err)
 		}
-		c.uplink.URL = v2
+		opts.URL = v2
 	}
+	return opts
 }
 
 // validateUplinkData checks uplink.data and uplink.group.

@@ -47,8 +47,8 @@ func TestLoadConfig_UplinkData(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.uplink.Data != tc.data || cfg.uplink.Group != tc.group {
-				t.Errorf("got data %v, group %v; want %v, %v", cfg.uplink.Data, cfg.uplink.Group, tc.data, tc.group)
+			if cfg.uplinks[0].Data != tc.data || cfg.uplinks[0].Group != tc.group {
+				t.Errorf("got data %v, group %v; want %v, %v", cfg.uplinks[0].Data, cfg.uplinks[0].Group, tc.data, tc.group)
 			}
 		})
 	}

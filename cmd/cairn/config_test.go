@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/uplink"
 )
 
 func TestLoadConfig_Example(t *testing.T) {
@@ -170,6 +171,16 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"uplink_measurement.bad.yaml":       `uplink.measurement: line protocol cannot carry a line break, or a backslash at the end or before a comma, an equals sign, a space or a backslash (got "readings\\")`,
 		"uplink_auth.bad.yaml":              "uplink.auth: username and password_file go together",
 		"uplink_secret_in_url.bad.yaml":     `uplink.url: must not hold credentials (query parameter "p"): use uplink.auth`,
+		"uplink_list_name.bad.yaml":         `uplink[0].name: use 1 to 32 of a-z 0-9 _ -, starting with a letter or digit (got "VM 1")`,
+		"uplink_list_duplicate.bad.yaml":    `uplink[1].name: "vm" is the name of uplink[0] already: each upstream needs its own`,
+		"uplink_list_unnamed.bad.yaml":      "uplink[1].name: must be set: uplink[0] is named default already, the name of an upstream without one",
+		"uplink_kind_and_format.bad.yaml":   `uplink[0].format: is kind's earlier name, and kind says influx (got "json"): keep one of them`,
+		"uplink_kind.bad.yaml":              `uplink[0].kind: must be influx, json or prometheus (got "protobuf")`,
+		"uplink_list_url.bad.yaml":          `uplink[1].url: want an http:// or https:// URL (got "victoria:8428/write")`,
+		"uplink_list_no_url.bad.yaml":       "uplink[1].url: must be set: the upstream's write URL",
+		"uplink_list_unknown_key.bad.yaml":  "uplink[1].urll: unknown key (line 5)",
+		"uplink_list_wrong_type.bad.yaml":   `uplink[0].batch_readings: must be a whole number (got "lots") (line 4)`,
+		"uplink_scalar.bad.yaml":            `uplink: must be a list; each entry starts with '-' (got "http://...") (line 1)`,
 	}
 	files, err := filepath.Glob("testdata/*.bad.yaml")
 	if err != nil {
@@ -224,10 +235,10 @@ func TestLoadConfig_UplinkSecretFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.uplink.Authorization; got != "Token abc123" {
+	if got := cfg.uplinks[0].Authorization; got != "Token abc123" {
 		t.Errorf("Authorization: got %q, want the scheme and the file's token", got)
 	}
-	if cfg.uplink.Gateway == "" {
+	if cfg.uplinks[0].Gateway == "" {
 		t.Error("no gateway id: want the host name")
 	}
 
@@ -300,6 +311,59 @@ func TestLoadConfig_Presets(t *testing.T) {
 		}
 		if r.Preset == "telegraf" && r.DeviceTag != "source" {
 			t.Errorf("telegraf route %s: device tag %q, want source", r.Pattern, r.DeviceTag)
+		}
+	}
+}
+
+// TestParseConfig_Upstreams reads uplink: as a list, each entry over the
+// defaults and named as written, and as the single block before lists,
+// named default; format is kind's earlier name; a block without url is
+// no upstream.
+func TestParseConfig_Upstreams(t *testing.T) {
+	type want struct {
+		name, url string
+		format    uplink.Format
+		gzip      bool
+	}
+	for _, tc := range []struct {
+		yaml string
+		want []want
+	}{
+		{"uplink:\n  url: http://127.0.0.1:8428/write\n", []want{{"default", "http://127.0.0.1:8428/write", uplink.Influx, true}}},
+		{"uplink:\n  name: vm\n  format: json\n  url: http://127.0.0.1:8428/write\n", []want{{"vm", "http://127.0.0.1:8428/write", uplink.JSON, true}}},
+		{"uplink:\n  gzip: false\n", nil},
+		{"uplink: []\n", nil},
+		{"uplink:\n", nil},
+		{`uplink:
+  - name: vm
+    url: http://127.0.0.1:8428/write
+    gzip: false
+  - name: central
+    kind: prometheus
+    format: prometheus
+    url: http://127.0.0.1:9090/api/v1/write
+  - kind: json
+    url: http://127.0.0.1:8080/ingest
+`, []want{
+			{"vm", "http://127.0.0.1:8428/write", uplink.Influx, false},
+			{"central", "http://127.0.0.1:9090/api/v1/write", uplink.Prometheus, true},
+			{"default", "http://127.0.0.1:8080/ingest", uplink.JSON, true},
+		}},
+	} {
+		cfg, err := ParseConfig(strings.NewReader(tc.yaml))
+		if err != nil {
+			t.Errorf("%q: %v", tc.yaml, err)
+			continue
+		}
+		var got []want
+		for i, o := range cfg.uplinks {
+			if o.Name != cfg.Uplink[i].Name || o.BatchReadings != 5000 || o.RetryWaitMax != 5*time.Minute {
+				t.Errorf("%q: upstream %d: options %+v, want its name and the defaults", tc.yaml, i, o)
+			}
+			got = append(got, want{o.Name, o.URL, o.Format, o.Gzip})
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q: got upstreams %+v, want %+v", tc.yaml, got, tc.want)
 		}
 	}
 }

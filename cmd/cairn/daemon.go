@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -41,7 +42,8 @@ const noSyncEnv = "CAIRN_UNSAFE_NO_SYNC"
 //	                         Writer: group commit, sync ──▶ Store (Badger)
 //	                                             │             ▲
 //	          PUBACK / Ack once synced ◀─────────┘             │
-//	HTTP API (status, queries, metrics) ───────────────────────┘
+//	HTTP API (status, queries, metrics) ───────────────────────┤
+//	upstreams ◀── Uplink, one per upstream, on its own cursor ─┘
 func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan os.Signal, reload reloadSource) error {
 	log, err := newLogger(cfg.Log, stderr)
 	if err != nil {
@@ -291,28 +293,15 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		g.Add(func() error { return limiter.run(ctx) }, func(error) { cancel() })
 	}
 
-	// Uplink: sends the log upstream until interrupted.
-	var up *uplink.Uplink
-	if cfg.uplink != nil {
-		opts := *cfg.uplink
-		opts.Stats, opts.Now = store, clock.Now // data: stats reads records, and closes periods by the gateway's clock
-		opts.ParkDir = filepath.Join(cfg.DataDir, "parked")
-		opts.Logger = log.With("component", "uplink")
-		cur, err := store.Cursor(defaultUpstream)
-		if err != nil {
-			return err
-		}
-		up, err = uplink.New(cur, opts)
-		if err != nil {
-			return err
-		}
+	// Uplinks: each sends the log upstream from its own cursor until
+	// interrupted, at its own pace: one that fails waits alone.
+	ups, err := newUplinks(store, clock, cfg, log)
+	if err != nil {
+		return err
+	}
+	for _, up := range ups {
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return up.Run(ctx) }, func(error) { cancel() })
-	}
-	for _, name := range store.CursorNames() {
-		if o, _ := store.CursorState(name); o.Pending() > 0 && (cfg.uplink == nil || name != defaultUpstream) {
-			log.Warn("readings are waiting in the log for an upstream that is not configured; they are kept", "upstream", name, "pending", o.Pending())
-		}
 	}
 
 	// HTTP: status, queries and metrics.
@@ -332,8 +321,8 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		Registry:        reg,
 		Logger:          log.With("component", "http"),
 	}
-	if up != nil { // a nil *Uplink in the interface would not be nil
-		apiOpts.Uplink = up
+	for _, up := range ups {
+		apiOpts.Uplinks = append(apiOpts.Uplinks, up)
 	}
 	api, err := httpapi.New(apiOpts)
 	if err != nil {
@@ -375,7 +364,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 
 	// Reload: SIGHUP applies a changed topic list, retention and uplink.
 	{
-		r := &reloader{src: reload, cfg: cfg, ingester: ingester, sub: sub, broker: brk, writer: writer, store: store, uplink: up, log: log.With("component", "reload")}
+		r := &reloader{src: reload, cfg: cfg, ingester: ingester, sub: sub, broker: brk, writer: writer, store: store, uplinks: ups, log: log.With("component", "reload")}
 		ctx, cancel := context.WithCancel(context.Background())
 		g.Add(func() error { return r.run(ctx) }, func(error) { cancel() })
 	}
@@ -500,6 +489,38 @@ func retentionPolicy(rt RetentionConfig, maxDisk int64) buffer.RetentionPolicy {
 	}
 }
 
-// defaultUpstream names the upstream of the uplink: section: its cursor in
-// the store's log.
-const defaultUpstream = "default"
+// newUplinks creates the uplink of each upstream of cfg, in order, on its
+// cursor in the store's log, and warns of readings that wait in the log
+// for an upstream no longer configured.
+func newUplinks(store *buffer.Store, clock *buffer.Clock, cfg *Config, log *slog.Logger) ([]*uplink.Uplink, error) {
+	ups := make([]*uplink.Uplink, len(cfg.uplinks))
+	for i, opts := range cfg.uplinks {
+		o := *opts
+		o.ParkDir = parkDir(cfg.DataDir, o.Name)
+		o.Logger = log.With("component", "uplink", "upstream", o.Name)
+		o.Stats, o.Now = store, clock.Now // data: stats reads records, and closes periods by the gateway's clock
+		cur, err := store.Cursor(o.Name)
+		if err != nil {
+			return nil, err
+		}
+		if ups[i], err = uplink.New(cur, o); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range store.CursorNames() {
+		if o, _ := store.CursorState(name); o.Pending() > 0 && !slices.ContainsFunc(cfg.uplinks, func(u *uplink.Options) bool { return u.Name == name }) {
+			log.Warn("readings are waiting in the log for an upstream that is not configured; they are kept", "upstream", name, "pending", o.Pending())
+		}
+	}
+	return ups, nil
+}
+
+// parkDir is where the upstream name parks the batches it refuses:
+// <data_dir>/parked for default, where the single upstream before lists
+// parked them, and <data_dir>/parked/<name> for any other.
+func parkDir(dataDir, name string) string {
+	if name == defaultUpstream {
+		return filepath.Join(dataDir, "parked")
+	}
+	return filepath.Join(dataDir, "parked", name)
+}

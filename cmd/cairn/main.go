@@ -145,8 +145,16 @@ func describe(c *Config) string {
 		mqtt = "external broker " + c.MQTT.URL
 	}
 	up := "no uplink"
-	if c.Uplink.URL != "" {
-		up = fmt.Sprintf("uplink %s to %s as %s", c.Uplink.Format, c.Uplink.URL, c.Uplink.GatewayID)
+	for i, u := range c.Uplink {
+		if i == 0 {
+			up = "uplink "
+		} else {
+			up += ", "
+		}
+		if u.key != "uplink" { // a list names its upstreams
+			up += u.Name + " "
+		}
+		up += fmt.Sprintf("%s to %s as %s", u.kind(), u.URL, u.GatewayID)
 	}
 	return fmt.Sprintf("data in %s, %s, %d topic pattern(s), http on %s, %s",
 		c.DataDir, mqtt, len(c.MQTT.Topics), c.HTTP.Listen, up)

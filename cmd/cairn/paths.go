@@ -39,13 +39,17 @@ func (c *Config) resolvePaths(dir string) {
 	}
 	secret(&c.MQTT.PasswordFile)
 	secret(&c.HTTP.TokenFile)
-	for _, t := range []*TLSConfig{&c.MQTT.TLS, &c.Uplink.TLS} {
+	tls := []*TLSConfig{&c.MQTT.TLS}
+	for i := range c.Uplink {
+		tls = append(tls, &c.Uplink[i].TLS)
+		secret(&c.Uplink[i].Auth.TokenFile)
+		secret(&c.Uplink[i].Auth.PasswordFile)
+	}
+	for _, t := range tls {
 		abs(&t.CAFile)
 		abs(&t.CertFile)
 		secret(&t.KeyFile)
 	}
-	secret(&c.Uplink.Auth.TokenFile)
-	secret(&c.Uplink.Auth.PasswordFile)
 }
 
 // checkDataDir reports whether cairn can create data_dir and write in it,

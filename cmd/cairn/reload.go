@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -50,8 +51,8 @@ type reloader struct {
 	sub      *gateway.Subscriber // nil with the embedded broker
 	broker   *gateway.Broker     // nil with an external broker
 	writer   *buffer.Writer
-	store    *buffer.Store  // for retention.max_disk_bytes auto
-	uplink   *uplink.Uplink // nil when the gateway works offline
+	store    *buffer.Store    // for retention.max_disk_bytes auto
+	uplinks  []*uplink.Uplink // one for each of cfg.uplinks
 	log      *slog.Logger
 }
 
@@ -125,18 +126,8 @@ func (r *reloader) apply(ctx context.Context, cfg *Config) []string {
 				"max_disk_bytes", rt.MaxDiskBytes)
 		}
 	}
-	// The uplink is reconfigured when its settings or the content of its
-	// token, password or certificate files changed (a batch being tried
-	// is then sent again at once with them). Turning it on or off takes
-	// a restart (needsRestart).
-	if r.uplink != nil && cfg.uplink != nil && (old.Uplink != cfg.Uplink || old.uplinkFiles != cfg.uplinkFiles) {
-		if err := r.uplink.Reconfigure(*cfg.uplink); err != nil {
-			r.log.Error("reload: uplink not applied", "err", err)
-		} else {
-			next.Uplink, next.uplink, next.uplinkFiles = cfg.Uplink, cfg.uplink, cfg.uplinkFiles
-			applied = append(applied, "uplink")
-			r.log.Info("reload: uplink applied", "url", cfg.Uplink.URL, "format", cfg.Uplink.Format)
-		}
+	if r.applyUplinks(cfg, &next) {
+		applied = append(applied, "uplink")
 	}
 	r.cfg = &next
 	return applied
@@ -170,9 +161,9 @@ func (r *reloader) applyBrokerPolicy(cfg, next *Config) []string {
 // until apply handles it and clears it below.
 func needsRestart(a, b *Config) []string {
 	ac, bc := *a, *b
-	// The uplink's settings apply while it runs; turning it on or off
-	// takes a restart.
-	uplinkChanges := (a.Uplink.URL == "") == (b.Uplink.URL == "")
+	// The upstreams' settings apply while they run; adding or removing
+	// one takes a restart.
+	sameUpstreams := slices.Equal(upstreamNames(a), upstreamNames(b))
 	for _, c := range []*Config{&ac, &bc} {
 		c.MQTT.Topics, c.routes = nil, nil
 		if a.MQTT.Embedded != nil && b.MQTT.Embedded != nil {
@@ -180,8 +171,8 @@ func needsRestart(a, b *Config) []string {
 		}
 		c.Retention = RetentionConfig{}
 		c.Store.forgetRemoved() // they do nothing, and their lines may move
-		if uplinkChanges {
-			c.Uplink, c.uplink = UplinkConfig{}, nil
+		if sameUpstreams {
+			c.Uplink, c.uplinks, c.uplinkFiles = nil, nil, nil
 		}
 	}
 	keys := []string{}
@@ -245,4 +236,62 @@ func topicList(topics []TopicConfig) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// applyUplinks reconfigures each running upstream whose settings, or the
+// content of whose token, password or certificate files, differ in cfg
+// (a batch being tried is then sent again at once with them), and
+// records in next the ones it applied. An upstream is known by its
+// name; one added or removed takes a restart, which it logs. It
+// reports whether it applied any.
+func (r *reloader) applyUplinks(cfg, next *Config) bool {
+	old := r.cfg
+	if added, removed := upstreamsDiff(old, cfg); len(added)+len(removed) > 0 {
+		r.log.Warn("reload: upstreams added or removed take effect at the next restart", "added", added, "removed", removed)
+	}
+	applied := false
+	for i, name := range upstreamNames(old) {
+		j := slices.Index(upstreamNames(cfg), name)
+		if j < 0 || (old.Uplink[i] == cfg.Uplink[j] && old.uplinkFiles[i] == cfg.uplinkFiles[j]) {
+			continue
+		}
+		if err := r.uplinks[i].Reconfigure(*cfg.uplinks[j]); err != nil {
+			r.log.Error("reload: uplink not applied", "upstream", name, "err", err)
+			continue
+		}
+		// next's lists are old's until here: copy them before the first change.
+		if !applied {
+			next.Uplink, next.uplinks, next.uplinkFiles = slices.Clone(old.Uplink), slices.Clone(old.uplinks), slices.Clone(old.uplinkFiles)
+		}
+		next.Uplink[i], next.uplinks[i], next.uplinkFiles[i] = cfg.Uplink[j], cfg.uplinks[j], cfg.uplinkFiles[j]
+		applied = true
+		r.log.Info("reload: uplink applied", "upstream", name, "url", cfg.Uplink[j].URL, "kind", cfg.Uplink[j].kind())
+	}
+	return applied
+}
+
+// upstreamNames returns the names of c's upstreams, in order.
+func upstreamNames(c *Config) []string {
+	names := make([]string, len(c.Uplink))
+	for i, u := range c.Uplink {
+		names[i] = u.Name
+	}
+	return names
+}
+
+// upstreamsDiff returns the names of the upstreams that b has and a has
+// not, and those that a has and b has not.
+func upstreamsDiff(a, b *Config) (added, removed []string) {
+	an, bn := upstreamNames(a), upstreamNames(b)
+	for _, n := range bn {
+		if !slices.Contains(an, n) {
+			added = append(added, n)
+		}
+	}
+	for _, n := range an {
+		if !slices.Contains(bn, n) {
+			removed = append(removed, n)
+		}
+	}
+	return added, removed
 }

@@ -99,7 +99,8 @@ func answerReason(resp *http.Response) string {
 
 // rates are what changed per second between two status documents.
 type rates struct {
-	messages, stored, sent float64
+	messages, stored float64
+	sent             map[string]float64 // by upstream
 }
 
 func ratesBetween(a, b httpapi.Status, d time.Duration) *rates {
@@ -109,9 +110,13 @@ func ratesBetween(a, b httpapi.Status, d time.Duration) *rates {
 		}
 		return float64(y-x) / d.Seconds()
 	}
-	r := &rates{messages: per(a.Ingest.Messages, b.Ingest.Messages), stored: per(a.Ingest.Stored, b.Ingest.Stored)}
-	if a.Uplink != nil && b.Uplink != nil {
-		r.sent = per(a.Uplink.SentReadings, b.Uplink.SentReadings)
+	r := &rates{messages: per(a.Ingest.Messages, b.Ingest.Messages), stored: per(a.Ingest.Stored, b.Ingest.Stored), sent: map[string]float64{}}
+	for _, bu := range statusUplinks(b) {
+		for _, au := range statusUplinks(a) {
+			if au.Name == bu.Name {
+				r.sent[bu.Name] = per(au.SentReadings, bu.SentReadings)
+			}
+		}
 	}
 	return r
 }
@@ -206,7 +211,29 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 	}
 	printRetention(w, st.Retention)
 	printClock(w, st.Clock)
-	printUplink(w, st.Uplink, r)
+	printUplinks(w, statusUplinks(st), r)
+}
+
+// statusUplinks returns the upstreams of st: its uplinks, or its one uplink
+// from a daemon before lists.
+func statusUplinks(st httpapi.Status) []uplink.Status {
+	if len(st.Uplinks) == 0 && st.Uplink != nil {
+		return []uplink.Status{*st.Uplink}
+	}
+	return st.Uplinks
+}
+
+// printUplinks says of each upstream whether it keeps up, and if not,
+// why: one line each, "uplink vm: …", or "uplink: …" for the one named
+// default (the single uplink: block's).
+func printUplinks(w io.Writer, us []uplink.Status, r *rates) {
+	if len(us) == 0 {
+		fmt.Fprintln(w, "uplink: off (no uplink.url): readings stay on this gateway")
+		return
+	}
+	for i := range us {
+		printUplink(w, &us[i], r)
+	}
 }
 
 // printClock says whether the clock is trusted, and why.
@@ -274,24 +301,27 @@ func printDiskLimit(w io.Writer, r *buffer.RetentionStatus) {
 
 // printUplink says whether the upstream keeps up, and if not, why.
 func printUplink(w io.Writer, u *uplink.Status, r *rates) {
-	if u == nil {
-		fmt.Fprintln(w, "uplink: off (no uplink.url): readings stay on this gateway")
-		return
+	name := " " + u.Name
+	if u.Name == defaultUpstream || u.Name == "" {
+		name = ""
 	}
-	fmt.Fprintf(w, "uplink: %s to %s: %s in %s sent, %d pending",
-		u.Format, u.URL, quantity(u.SentReadings, "reading", "readings"), quantity(u.SentBatches, "batch", "batches"), u.PendingReadings)
+	fmt.Fprintf(w, "uplink%s: %s to %s: %s in %s sent, %d pending",
+		name, u.Format, u.URL, quantity(u.SentReadings, "reading", "readings"), quantity(u.SentBatches, "batch", "batches"), u.PendingReadings)
 	if u.OldestPending != nil {
 		fmt.Fprintf(w, " (oldest from %s)", u.OldestPending.Format(time.RFC3339))
 	}
 	fmt.Fprintf(w, ", %s", quantity(u.Retries, "retry", "retries"))
 	if r != nil {
-		fmt.Fprintf(w, ", now %.0f readings/s", r.sent)
+		fmt.Fprintf(w, ", now %.0f readings/s", r.sent[u.Name])
 	}
 	if u.ParkedBatches > 0 {
 		fmt.Fprintf(w, ", %s parked", quantity(u.ParkedBatches, "batch", "batches"))
 	}
 	if u.Skipped > 0 {
 		fmt.Fprintf(w, ", %s skipped", quantity(u.Skipped, "reading", "readings"))
+	}
+	if u.DroppedUnsent > 0 {
+		fmt.Fprintf(w, ", %s dropped unsent by the disk cap", quantity(u.DroppedUnsent, "reading", "readings"))
 	}
 	fmt.Fprintln(w)
 	if u.LastSuccess != nil {

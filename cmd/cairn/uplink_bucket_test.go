@@ -155,20 +155,20 @@ func TestLoadConfig_UplinkBucketAndRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "https://db.example:8086/api/v2/write?bucket=sensors&org=acme&precision=ns"; cfg.uplink.URL != want {
-		t.Errorf("uplink URL: got %q, want %q", cfg.uplink.URL, want)
+	if want := "https://db.example:8086/api/v2/write?bucket=sensors&org=acme&precision=ns"; cfg.uplinks[0].URL != want {
+		t.Errorf("uplink URL: got %q, want %q", cfg.uplinks[0].URL, want)
 	}
-	if cfg.uplink.MaxBytesPerSecond != 16<<10 {
-		t.Errorf("max bytes per second: got %d, want %d", cfg.uplink.MaxBytesPerSecond, 16<<10)
+	if cfg.uplinks[0].MaxBytesPerSecond != 16<<10 {
+		t.Errorf("max bytes per second: got %d, want %d", cfg.uplinks[0].MaxBytesPerSecond, 16<<10)
 	}
 	cfg, _, err = load("uplink:\n  url: http://127.0.0.1:8428/write\n")
-	if err != nil || cfg.uplink.URL != "http://127.0.0.1:8428/write" || cfg.uplink.MaxBytesPerSecond != 0 {
-		t.Errorf("without bucket and cap: %v, %+v; want the URL as it is and no cap", err, cfg.uplink)
+	if err != nil || cfg.uplinks[0].URL != "http://127.0.0.1:8428/write" || cfg.uplinks[0].MaxBytesPerSecond != 0 {
+		t.Errorf("without bucket and cap: %v, %+v; want the URL as it is and no cap", err, cfg.uplinks)
 	}
 
 	for _, tc := range []struct{ yaml, want string }{
 		{"uplink:\n  url: http://db:8086\n  format: json\n  bucket: sensors\n",
-			"uplink.bucket: only format influx writes to a bucket (InfluxDB 2.x's /api/v2/write); format json posts to uplink.url as it is"},
+			"uplink.bucket: only kind influx writes to a bucket (InfluxDB 2.x's /api/v2/write); kind json posts to uplink.url as it is"},
 		{"uplink:\n  url: http://db:8086/write?db=sensors\n  org: acme\n",
 			`uplink.org: goes with uplink.bucket, InfluxDB 2.x's (got org "acme" and no bucket)`},
 		{"uplink:\n  url: http://db:8086/write\n  bucket: sensors\n",

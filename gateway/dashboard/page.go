@@ -83,8 +83,9 @@ type Health struct {
 	// Paused says why ingest is paused; empty while it is not.
 	Paused string
 	Store  Store
-	// Uplink is nil when no upstream is configured.
-	Uplink *Uplink
+	// Uplinks are the upstreams, in the configuration's order; none
+	// when the gateway works offline.
+	Uplinks []Uplink
 	// Retention is nil when retention does not run.
 	Retention *Retention
 }
@@ -151,6 +152,8 @@ func (s Store) capInForce() int64 {
 // Uplink is how sending upstream is doing. Zero times are unknown or
 // never.
 type Uplink struct {
+	// Name is the upstream's name in the configuration.
+	Name string
 	// Pending counts the readings not sent yet, OldestPending is the
 	// time of the first of them.
 	Pending       uint64
@@ -161,6 +164,16 @@ type Uplink struct {
 	LastErrorAt time.Time
 	// NextAttempt is set while waiting to try a batch again.
 	NextAttempt time.Time
+}
+
+// Named is " " and the upstream's name, or "" for the upstream named
+// default, the one that the configuration's single uplink: block makes:
+// "Uplink", "the uplink is failing" read as they did before lists.
+func (u Uplink) Named() string {
+	if u.Name == "default" || u.Name == "" {
+		return ""
+	}
+	return " " + u.Name
 }
 
 // Failing reports whether the uplink's last error came after its last
@@ -367,8 +380,10 @@ func alerts(p Page, quiet int) []string {
 	if h.Paused != "" {
 		as = append(as, "ingest is paused: "+h.Paused)
 	}
-	if u := h.Uplink; u != nil && u.Failing() {
-		as = append(as, "the uplink is failing: "+u.LastError)
+	for _, u := range h.Uplinks {
+		if u.Failing() {
+			as = append(as, "the uplink"+u.Named()+" is failing: "+u.LastError)
+		}
 	}
 	if r := h.Retention; r != nil && r.Paused != "" {
 		as = append(as, "retention is paused: "+r.Paused)

@@ -30,7 +30,7 @@ func testPage(n, m int, r Range, charts bool) Page {
 			RecentRejections: []Rejection{{now.Add(-time.Minute), "sensors/x/state", "bad_json", "unexpected end of input"}},
 			Unmatched:        7, RecentUnmatched: []Unmatched{{"zigbee2mqtt/bridge/state", now.Add(-3 * time.Minute), 7}},
 			Store:     Store{Readings: 123456789, Series: n * m, DiskBytes: 3 << 30, MaxDiskBytes: 8 << 30, FreeBytes: 20 << 30, ReserveBytes: 256 << 20},
-			Uplink:    &Uplink{Pending: 1200, OldestPending: now.Add(-2 * time.Minute), LastSuccess: now.Add(-70 * time.Second)},
+			Uplinks:   []Uplink{{Name: "default", Pending: 1200, OldestPending: now.Add(-2 * time.Minute), LastSuccess: now.Add(-70 * time.Second)}},
 			Retention: &Retention{Paused: "the clock is not synchronised", LastRun: now.Add(-time.Hour), Removed: 1000},
 		},
 	}
@@ -334,7 +334,7 @@ func TestWritePage_ChartPages(t *testing.T) {
 func TestWritePage_Counts(t *testing.T) {
 	p := testPage(1, 1, Range24h, false)
 	h := &p.Health
-	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplink.Pending, h.Retention.Removed = 1, 1, 1, 1, 1
+	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplinks[0].Pending, h.Retention.Removed = 1, 1, 1, 1, 1
 	h.Stored = 1
 	one := render(t, p)
 	for _, want := range []string{
@@ -347,7 +347,7 @@ func TestWritePage_Counts(t *testing.T) {
 	}
 	p = testPage(2, 1, Range24h, false)
 	h = &p.Health
-	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplink.Pending, h.Retention.Removed = 0, 2, 1234, 2, 0
+	h.MQTT.Clients, h.Unmatched, h.Store.Readings, h.Uplinks[0].Pending, h.Retention.Removed = 0, 2, 1234, 2, 0
 	h.Stored = 1000
 	many := render(t, p)
 	for _, want := range []string{
@@ -395,7 +395,7 @@ func TestWritePart_StoreLimit(t *testing.T) {
 func TestWritePage_UplinkErrorPast(t *testing.T) {
 	p := testPage(1, 1, Range24h, false)
 	now := p.Now
-	u := p.Health.Uplink
+	u := &p.Health.Uplinks[0]
 	u.LastError, u.LastErrorAt, u.LastSuccess = "503 Service Unavailable", now.Add(-10*time.Second), now.Add(-time.Minute)
 	failing := render(t, p)
 	if !strings.Contains(failing, `<p class="bad">Last error <time`) || !strings.Contains(failing, "the uplink is failing: 503 Service Unavailable") {
@@ -408,6 +408,36 @@ func TestWritePage_UplinkErrorPast(t *testing.T) {
 	}
 	if !strings.Contains(past, `<p class="muted">Last error <time`) || !strings.Contains(past, "before the last send: 503 Service Unavailable") {
 		t.Errorf("an error before the last send is not shown as past:\n%s", past)
+	}
+}
+
+// TestWritePart_UplinkCards: a card for each upstream, titled with its
+// name ("Uplink" alone for default), and an alert for each one failing,
+// naming it; no upstream is one card that says the uplink is off.
+func TestWritePart_UplinkCards(t *testing.T) {
+	health := func(us ...Uplink) string {
+		t.Helper()
+		var buf bytes.Buffer
+		if err := WritePart(&buf, PartHealth, Page{Now: end, Health: Health{Uplinks: us}}); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	failing := Uplink{Name: "central", Pending: 7, LastError: "503 Service Unavailable", LastErrorAt: end.Add(-time.Second)}
+	doc := health(Uplink{Name: "vm", LastSuccess: end.Add(-time.Second)}, failing)
+	for _, want := range []string{"<h3>Uplink vm</h3>", "<h3>Uplink central</h3>", "the uplink central is failing: 503 Service Unavailable"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("two upstreams: the health part lacks %q:\n%s", want, doc)
+		}
+	}
+	if strings.Contains(doc, "the uplink vm is failing") || strings.Contains(doc, "Off: no upstream") {
+		t.Errorf("two upstreams, vm sending: %s", doc)
+	}
+	if doc := health(Uplink{Name: "default"}); !strings.Contains(doc, "<h3>Uplink</h3>") || strings.Contains(doc, "Off: no upstream") {
+		t.Errorf("the upstream default: want a card titled Uplink:\n%s", doc)
+	}
+	if doc := health(); !strings.Contains(doc, "<h3>Uplink</h3>\n<p class=\"muted\">Off: no upstream is configured.</p>") {
+		t.Errorf("no upstream: want the uplink card off:\n%s", doc)
 	}
 }
 

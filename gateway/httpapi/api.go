@@ -102,7 +102,9 @@ type Options struct {
 	Writer Writer
 	Ingest Ingest
 	MQTT   func() MQTTStatus
-	Uplink Uplink // nil when the gateway works offline
+	// Uplinks are the upstreams, in the configuration's order; none
+	// when the gateway works offline.
+	Uplinks []Uplink
 	// Retention, when set, is reported under "retention".
 	Retention Retention
 	// Headroom, when set, reports the free space under "store".

@@ -17,7 +17,7 @@ type collector struct {
 	storeReadings, storeSeries, diskBytes, mqttConnected              *prometheus.Desc
 	diskFree, diskReserve, foreignBytes, paused                       *prometheus.Desc
 	upPending, upOldest, upSent, upBatches, upRetries, upParked       *prometheus.Desc
-	upSkipped, upLastSuccess, upNextAttempt                           *prometheus.Desc
+	upSkipped, upLastSuccess, upNextAttempt, upDropped                *prometheus.Desc
 	mqttRefused                                                       *prometheus.Desc
 	retLastRun, retRemoved, retDropped, retPaused, retOldest          *prometheus.Desc
 	retNewest, retMaxDisk                                             *prometheus.Desc
@@ -59,15 +59,16 @@ func newCollector(opts Options) *collector {
 		foreignBytes:  d("store_foreign_bytes", "Size of the files in the data directory that are not cairn's."),
 		paused:        d("ingest_paused", "1 while the store takes no new readings (the disk cap, or too little free space)."),
 		mqttConnected: d("mqtt_connected", "1 when the broker listens or the subscriber is connected."),
-		upPending:     d("uplink_pending_readings", "Stored readings not yet accepted upstream."),
-		upOldest:      d("uplink_oldest_pending_timestamp_seconds", "Timestamp of the first reading not yet sent (0 when none)."),
-		upSent:        d("uplink_sent_readings_total", "Readings the upstream accepted."),
-		upBatches:     d("uplink_sent_batches_total", "Batches the upstream accepted."),
-		upRetries:     d("uplink_retries_total", "Attempts to send a batch again."),
-		upParked:      d("uplink_parked_batches", "Batches refused as malformed, kept on disk."),
-		upSkipped:     d("uplink_skipped_readings_total", "Readings not sent: older than uplink.max_age, or not finite."),
-		upLastSuccess: d("uplink_last_success_timestamp_seconds", "When the upstream last accepted a batch (0: never since start)."),
-		upNextAttempt: d("uplink_next_attempt_timestamp_seconds", "When a refused batch is tried again (0: not waiting)."),
+		upPending:     d("uplink_pending_readings", "Stored readings not yet accepted upstream, by upstream.", "upstream"),
+		upOldest:      d("uplink_oldest_pending_timestamp_seconds", "Timestamp of the first reading not yet sent (0 when none), by upstream.", "upstream"),
+		upSent:        d("uplink_sent_readings_total", "Readings the upstream accepted, by upstream.", "upstream"),
+		upBatches:     d("uplink_sent_batches_total", "Batches the upstream accepted, by upstream.", "upstream"),
+		upRetries:     d("uplink_retries_total", "Attempts to send a batch again, by upstream.", "upstream"),
+		upParked:      d("uplink_parked_batches", "Batches refused as malformed, kept on disk, by upstream.", "upstream"),
+		upSkipped:     d("uplink_skipped_readings_total", "Readings not sent: older than uplink.max_age, or not finite, by upstream.", "upstream"),
+		upLastSuccess: d("uplink_last_success_timestamp_seconds", "When the upstream last accepted a batch (0: never since start), by upstream.", "upstream"),
+		upNextAttempt: d("uplink_next_attempt_timestamp_seconds", "When a refused batch is tried again (0: not waiting), by upstream.", "upstream"),
+		upDropped:     d("uplink_dropped_unsent_total", "Readings the disk cap dropped before the upstream took them (life of the data directory), by upstream.", "upstream"),
 		mqttRefused:   d("mqtt_refused_total", "Connections, messages and subscriptions the embedded broker refused, and limits hit, by reason.", "reason"),
 		retLastRun:    d("retention_last_run_timestamp_seconds", "When retention last ran (0: not since start)."),
 		retRemoved:    d("retention_removed_readings_total", "Raw readings retention deleted, by age or for the disk cap."),
@@ -90,8 +91,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
-	gauge := func(d *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	in := c.opts.Ingest.Stats()
 	counter(c.messages, float64(in.Messages))
@@ -175,17 +176,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.retMaxDisk, float64(rs.MaxDiskBytes))
 		}
 	}
-	if c.opts.Uplink != nil {
-		us := c.opts.Uplink.Status()
-		gauge(c.upPending, float64(us.PendingReadings))
-		gauge(c.upOldest, unix(us.OldestPending))
-		counter(c.upSent, float64(us.SentReadings))
-		counter(c.upBatches, float64(us.SentBatches))
-		counter(c.upRetries, float64(us.Retries))
-		gauge(c.upParked, float64(us.ParkedBatches))
-		counter(c.upSkipped, float64(us.Skipped))
-		gauge(c.upLastSuccess, unix(us.LastSuccess))
-		gauge(c.upNextAttempt, unix(us.NextAttempt))
+	for _, u := range c.opts.Uplinks {
+		us := u.Status()
+		gauge(c.upPending, float64(us.PendingReadings), us.Name)
+		gauge(c.upOldest, unix(us.OldestPending), us.Name)
+		counter(c.upSent, float64(us.SentReadings), us.Name)
+		counter(c.upBatches, float64(us.SentBatches), us.Name)
+		counter(c.upRetries, float64(us.Retries), us.Name)
+		gauge(c.upParked, float64(us.ParkedBatches), us.Name)
+		counter(c.upSkipped, float64(us.Skipped), us.Name)
+		gauge(c.upLastSuccess, unix(us.LastSuccess), us.Name)
+		gauge(c.upNextAttempt, unix(us.NextAttempt), us.Name)
+		counter(c.upDropped, float64(us.DroppedUnsent), us.Name)
 	}
 	for reason, n := range m.RefusedByReason {
 		counter(c.mqttRefused, float64(n), reason)

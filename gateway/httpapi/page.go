@@ -201,16 +201,17 @@ func (a *API) health(now time.Time) (dashboard.Health, error) {
 		hs := a.opts.Headroom.Status()
 		h.Store.FreeBytes, h.Store.ReserveBytes = hs.FreeBytes, hs.ReserveBytes
 	}
-	if a.opts.Uplink != nil {
-		us := a.opts.Uplink.Status()
-		h.Uplink = &dashboard.Uplink{
+	for _, u := range a.opts.Uplinks {
+		us := u.Status()
+		h.Uplinks = append(h.Uplinks, dashboard.Uplink{
+			Name:          us.Name,
 			Pending:       us.PendingReadings,
 			OldestPending: deref(us.OldestPending),
 			LastSuccess:   deref(us.LastSuccess),
 			LastError:     us.LastError,
 			LastErrorAt:   deref(us.LastErrorAt),
 			NextAttempt:   deref(us.NextAttempt),
-		}
+		})
 	}
 	if a.opts.Retention != nil {
 		rs, err := a.opts.Retention.Status()

@@ -17,8 +17,10 @@ type Status struct {
 	MQTT          MQTTStatus          `json:"mqtt"`
 	Ingest        gateway.IngestStats `json:"ingest"`
 	Store         StoreStatus         `json:"store"`
-	// Uplink is absent when no uplink is configured.
-	Uplink *uplink.Status `json:"uplink,omitempty"`
+	// Uplinks are the upstreams, in the configuration's order; Uplink is
+	// the first of them, absent when there is none.
+	Uplinks []uplink.Status `json:"uplinks"`
+	Uplink  *uplink.Status  `json:"uplink,omitempty"`
 	// Retention says what retention removed, and why it may be paused.
 	Retention *buffer.RetentionStatus `json:"retention,omitempty"`
 	// Clock says whether the clock is synchronised and trusted.
@@ -98,9 +100,11 @@ func (a *API) status(w http.ResponseWriter, _ *http.Request) {
 	if n := ws.Commits + ws.Failures; n > 0 {
 		s.Store.CommitMillis = float64(ws.SyncNanos) / float64(n) / 1e6
 	}
-	if a.opts.Uplink != nil {
-		us := a.opts.Uplink.Status()
-		s.Uplink = &us
+	for _, u := range a.opts.Uplinks {
+		s.Uplinks = append(s.Uplinks, u.Status())
+	}
+	if len(s.Uplinks) > 0 {
+		s.Uplink = &s.Uplinks[0]
 	}
 	if a.opts.Retention != nil {
 		rs, err := a.opts.Retention.Status()
@@ -126,6 +130,9 @@ func withEmptyLists(s Status) Status {
 	}
 	if s.Store.ForeignFiles == nil {
 		s.Store.ForeignFiles = []string{}
+	}
+	if s.Uplinks == nil {
+		s.Uplinks = []uplink.Status{}
 	}
 	return s
 }
