@@ -62,6 +62,15 @@ type Options struct {
 	// MaxAge skips readings older than this when their batch is sent
 	// (0: none is too old); they are counted in Status.Skipped.
 	MaxAge time.Duration
+	// CatchUp is what goes first after an outage (catchup.go): the
+	// backlog (OldestFirst, the default) or the newest readings
+	// (LiveFirst, which needs a LiveOutbox).
+	CatchUp CatchUp
+	// MaxBacklog, when set, is the backlog the upstream may hold: its
+	// oldest unsent readings beyond it are dropped, counted in
+	// Status.Dropped and logged (needs a BacklogTrimmer). Zero: none are;
+	// the store's disk cap governs.
+	MaxBacklog buffer.BacklogLimit
 
 	// Timeout bounds one request, response included (default 30s).
 	Timeout time.Duration
@@ -103,6 +112,7 @@ type Status struct {
 	ParkedBatches   uint64     `json:"parked_batches"` // on disk in ParkDir, this run's and earlier ones
 	ParkedReadings  uint64     `json:"parked_readings"`
 	Skipped         uint64     `json:"skipped_readings"` // older than max_age, or not finite
+	Dropped         uint64     `json:"dropped_readings"` // unsent, dropped by the disk cap or max_backlog
 	LastSuccess     *time.Time `json:"last_success"`
 	LastError       string     `json:"last_error"`
 	LastErrorAt     *time.Time `json:"last_error_at"`
@@ -125,11 +135,13 @@ type Uplink struct {
 	// parkDir is Options.ParkDir, which Reconfigure keeps.
 	parkDir string
 
-	mu          sync.Mutex // guards st, next and cancelBatch
+	mu          sync.Mutex // guards st, next, cancelBatch and maxBacklog
 	st          Status
 	next        *Options           // options to use from the next batch on
 	cancelBatch context.CancelFunc // abandons the batch being tried
 	reconfigure chan struct{}      // wakes Run for new options
+	// maxBacklog is Options.MaxBacklog in effect: the trim loop reads it.
+	maxBacklog buffer.BacklogLimit
 
 	// Used by the Run goroutine only.
 	readings []buffer.OutboxReading
@@ -141,12 +153,24 @@ type Uplink struct {
 	// the log says so once it takes one again.
 	failingSince   time.Time
 	failedAttempts int
+	// catchUp is set at start and when a batch fails: the next batch
+	// may start a live stream (catchup.go). notTaken says that the last
+	// failed attempt surely did not deliver its batch; inFlight is the
+	// batch being sent, liveSince when live readings were first seen
+	// waiting.
+	catchUp   bool
+	notTaken  bool
+	inFlight  batch
+	liveSince time.Time
 }
 
 // New checks opts and creates the Uplink of out.
 func New(out Outbox, opts Options) (*Uplink, error) {
 	opts, err := withDefaults(opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkOutbox(out, opts); err != nil {
 		return nil, err
 	}
 	u := &Uplink{out: out, log: opts.Logger, parkDir: opts.ParkDir, reconfigure: make(chan struct{}, 1)}
@@ -226,13 +250,23 @@ func (u *Uplink) use(opts Options) {
 		// No limit: a batch is tried until the upstream takes it, or
 		// refuses it as malformed, or the gateway stops (or the
 		// configuration changes: Reconfigure).
-		RetryMax:       int(^uint(0) >> 1),
-		CheckRetry:     u.checkRetry,
-		Backoff:        u.backoff,
+		RetryMax:   int(^uint(0) >> 1),
+		CheckRetry: u.checkRetry,
+		Backoff: func(lo, hi time.Duration, n int, resp *http.Response) time.Duration {
+			if opts.CatchUp == LiveFirst {
+				// A batch may be given up for a newer one: the
+				// backoff goes on from the failures since the last
+				// success.
+				n = max(n, u.failedAttempts-1)
+			}
+			return u.backoff(lo, hi, n, resp)
+		},
+		PrepareRetry:   u.prepareRetry,
 		RequestLogHook: u.attempt,
 	}
 	u.mu.Lock()
 	u.st.URL, u.st.Format = redact(opts.URL), opts.Format.String()
+	u.maxBacklog = opts.MaxBacklog
 	u.mu.Unlock()
 }
 
@@ -243,6 +277,9 @@ func (u *Uplink) use(opts Options) {
 func (u *Uplink) Reconfigure(opts Options) error {
 	opts, err := withDefaults(opts)
 	if err != nil {
+		return err
+	}
+	if err := checkOutbox(u.out, opts); err != nil {
 		return err
 	}
 	u.mu.Lock()
@@ -283,7 +320,7 @@ func (u *Uplink) Status() Status {
 	st := u.st
 	u.mu.Unlock()
 	o := u.out.Outbox()
-	st.PendingReadings = o.Pending()
+	st.PendingReadings, st.Dropped = o.Pending(), o.Dropped
 	if o.Pending() > 0 {
 		if rs, err := u.out.ReadOutbox(o.Cursor, 1, nil); err == nil && len(rs) == 1 {
 			t := rs[0].Time()
@@ -300,6 +337,11 @@ func (u *Uplink) Run(ctx context.Context) error {
 	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.Format.String(),
 		"pending", u.out.Outbox().Pending())
 	defer u.client.HTTPClient.CloseIdleConnections()
+	trimCtx, stopTrim := context.WithCancel(ctx)
+	trimmed := make(chan struct{})
+	go func() { defer close(trimmed); u.trimLoop(trimCtx) }()
+	defer func() { stopTrim(); <-trimmed }()
+	u.catchUp = true
 	failures := 0
 	for {
 		u.mu.Lock()
@@ -311,7 +353,7 @@ func (u *Uplink) Run(ctx context.Context) error {
 			failures = 0
 			u.log.Info("uplink reconfigured", "url", redact(next.URL), "format", next.Format.String())
 		}
-		end, err := u.nextBatch(ctx)
+		b, err := u.nextBatch(ctx)
 		if errors.Is(err, errReconfigured) {
 			continue
 		}
@@ -325,7 +367,7 @@ func (u *Uplink) Run(ctx context.Context) error {
 		}
 		u.cancelBatch = cancel
 		u.mu.Unlock()
-		err = u.send(batchCtx, end)
+		err = u.send(batchCtx, b)
 		u.mu.Lock()
 		u.cancelBatch = nil
 		u.mu.Unlock()
@@ -334,7 +376,7 @@ func (u *Uplink) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err == nil || reconfigured {
+		if err == nil || reconfigured || errors.Is(err, errReplan) {
 			failures = 0
 			continue
 		}
@@ -353,10 +395,11 @@ func (u *Uplink) Run(ctx context.Context) error {
 	}
 }
 
-// nextBatch waits until a batch is due and returns its end: the batch
+// nextBatch waits until a batch is due and returns it: the batch
 // recorded before a restart, or a full batch, or whatever is pending once
-// the first pending reading has waited Interval.
-func (u *Uplink) nextBatch(ctx context.Context) (uint64, error) {
+// the first pending reading has waited Interval; while the cursor has a
+// live stream, catchUpBatch's.
+func (u *Uplink) nextBatch(ctx context.Context) (batch, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -365,12 +408,15 @@ func (u *Uplink) nextBatch(ctx context.Context) (uint64, error) {
 	}()
 	var due <-chan time.Time
 	for {
+		if b, ok, err := u.catchUpBatch(); ok || err != nil {
+			return b, err
+		}
 		o := u.out.Outbox()
 		if o.BatchEnd > o.Cursor {
-			return o.BatchEnd, nil
+			return batch{end: o.BatchEnd}, nil
 		}
 		if o.Pending() >= uint64(u.opts.BatchReadings) {
-			return o.Cursor + uint64(u.opts.BatchReadings), nil
+			return batch{end: o.Cursor + uint64(u.opts.BatchReadings)}, nil
 		}
 		if o.Pending() > 0 && due == nil {
 			timer = time.NewTimer(u.opts.Interval)
@@ -380,14 +426,17 @@ func (u *Uplink) nextBatch(ctx context.Context) (uint64, error) {
 		case <-u.out.OutboxWake():
 		case <-due:
 			o := u.out.Outbox()
+			if o.CatchingUp() {
+				continue // a live stream, started meanwhile by a drop? catchUpBatch chooses
+			}
 			if o.Pending() > 0 {
-				return o.Cursor + min(o.Pending(), uint64(u.opts.BatchReadings)), nil
+				return batch{end: o.Cursor + min(o.Pending(), uint64(u.opts.BatchReadings))}, nil
 			}
 			due = nil // dropped meanwhile (disk cap): wait for more
 		case <-u.reconfigure:
-			return 0, errReconfigured
+			return batch{}, errReconfigured
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return batch{}, ctx.Err()
 		}
 	}
 }
@@ -395,18 +444,23 @@ func (u *Uplink) nextBatch(ctx context.Context) (uint64, error) {
 // errReconfigured has Run apply new options before the next batch.
 var errReconfigured = errors.New("reconfigured")
 
-// send sends the readings from the cursor up to end (or fewer, if they
-// cross BatchBytes) until the upstream takes them or refuses them as
-// malformed, and then moves the cursor past them. A batch recorded before
-// (o.BatchEnd) goes again exactly as it was formed: the same readings,
-// with the same max_age cutoff, under the same id.
-func (u *Uplink) send(ctx context.Context, end uint64) error {
+// send sends the readings of b, from the cursor (or the live stream's
+// place) up to b.end (or fewer, if they cross BatchBytes) until the
+// upstream takes them or refuses them as malformed, and then moves the
+// cursor past them. A batch recorded before (o.BatchEnd, o.LiveBatchEnd)
+// goes again exactly as it was formed: the same readings, with the same
+// max_age cutoff, under the same id.
+func (u *Uplink) send(ctx context.Context, b batch) error {
 	o := u.out.Outbox()
-	start := o.Cursor
+	if b.live && !o.CatchingUp() {
+		return nil // merged with the backlog meanwhile: choose again
+	}
+	str := u.stream(o, b.live)
+	start, end := str.start, b.end
 	var err error
 	u.readings, err = u.out.ReadOutbox(start, int(end-start), u.readings[:0])
 	if ce, ok := errors.AsType[*buffer.CorruptOutboxError](err); ok {
-		return u.skipCorrupt(ce)
+		return u.skipCorrupt(ce, str.advance)
 	}
 	if err != nil {
 		return fmt.Errorf("uplink: read outbox: %w", err)
@@ -414,24 +468,27 @@ func (u *Uplink) send(ctx context.Context, end uint64) error {
 	if len(u.readings) == 0 {
 		// Dropped meanwhile (retention's disk cap, which counts them):
 		// nothing to send.
-		return u.out.AdvanceOutbox(end)
+		return str.advance(end)
 	}
 	if last := u.readings[len(u.readings)-1].Seq + 1; last < end {
 		// Stopped before an entry that cannot be read: this batch ends
 		// there, the next one parks that entry.
 		end = last
 	}
-	cutoff := o.BatchNote
-	if o.BatchEnd != end {
+	cutoff := str.batchNote
+	if str.batchEnd != end {
 		end = u.cut(u.readings, end)
 		cutoff = 0
 		if u.opts.MaxAge > 0 {
 			cutoff = time.Now().Add(-u.opts.MaxAge).UnixNano()
 		}
-		if err := u.out.SetOutboxBatch(end, cutoff); err != nil {
+		if err := str.set(end, cutoff); errors.Is(err, buffer.ErrNoLiveStream) {
+			return nil // merged with the backlog meanwhile: choose again
+		} else if err != nil {
 			return err
 		}
 	}
+	u.inFlight = batch{live: b.live, end: end}
 	rs := u.readings
 	for len(rs) > 0 && rs[len(rs)-1].Seq >= end {
 		rs = rs[:len(rs)-1]
@@ -456,7 +513,7 @@ func (u *Uplink) send(ctx context.Context, end uint64) error {
 		u.st.Skipped += uint64(skipped)
 		u.mu.Unlock()
 	}
-	return u.out.AdvanceOutbox(end)
+	return str.advance(end)
 }
 
 // fresh returns the readings of rs not older than cutoff (0: all), in a
@@ -566,7 +623,7 @@ func (u *Uplink) post(ctx context.Context, id string, body []byte, n int) error 
 // counts its readings as parked, and moves the cursor past it: one bad
 // entry must not stop everything behind it. Its readings are still in the
 // store.
-func (u *Uplink) skipCorrupt(ce *buffer.CorruptOutboxError) error {
+func (u *Uplink) skipCorrupt(ce *buffer.CorruptOutboxError, advance func(uint64) error) error {
 	id := "outbox-" + strconv.FormatUint(ce.Entry, 10)
 	if u.opts.Gateway != "" {
 		id = u.opts.Gateway + "-" + id
@@ -586,7 +643,7 @@ func (u *Uplink) skipCorrupt(ce *buffer.CorruptOutboxError) error {
 			return fmt.Errorf("uplink: park outbox entry %d: %w", ce.Entry, err)
 		}
 	}
-	if err := u.out.AdvanceOutbox(ce.To); err != nil {
+	if err := advance(ce.To); err != nil {
 		return err
 	}
 	n := ce.To - ce.From
@@ -690,6 +747,7 @@ func (u *Uplink) checkRetry(ctx context.Context, resp *http.Response, err error)
 		u.failingSince = now
 	}
 	u.failedAttempts++
+	u.catchUp, u.notTaken = true, surelyNotTaken(resp, err)
 	u.log.Warn("upstream did not take a batch; trying again", "err", msg)
 	return true, nil
 }
