@@ -301,6 +301,11 @@ type UplinkConfig struct {
 	Gzip          bool          `yaml:"gzip"`
 	TLS           TLSConfig     `yaml:"tls"`
 	Auth          AuthConfig    `yaml:"auth"`
+	// After an outage (docs/uplink.md): what goes first, and how much
+	// backlog the upstream may hold, with what happens beyond it.
+	CatchUp       string  `yaml:"catch_up"`       // oldest_first | live_first
+	MaxBacklog    Backlog `yaml:"max_backlog"`    // an age (7d) or a size (500MB)
+	BacklogPolicy string  `yaml:"backlog_policy"` // none | drop_oldest
 }
 
 // AuthConfig is the uplink.auth: section. Secrets live in files (or in
@@ -409,6 +414,8 @@ func DefaultConfig() *Config {
 			RetryAfterMax: 10 * time.Minute,
 			Gzip:          true,
 			Auth:          AuthConfig{Scheme: "Bearer"},
+			CatchUp:       "oldest_first",
+			BacklogPolicy: "none",
 		},
 		Clock: ClockConfig{Trust: "auto"},
 		Store: StoreConfig{
@@ -829,6 +836,7 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 	if u.Auth.Scheme == "" || strings.ContainsAny(u.Auth.Scheme, " \t\r\n") {
 		bad("uplink.auth.scheme", "must be one word, such as Bearer or Token (got %q)", u.Auth.Scheme)
 	}
+	catchUp, maxBacklog := catchUpOptions(u, bad)
 	c.uplink = &uplink.Options{
 		URL:           u.URL,
 		Format:        format,
@@ -844,6 +852,8 @@ func (c *Config) validateUplink(bad func(key, format string, a ...any)) {
 		RetryAfterMax: u.RetryAfterMax,
 		Gzip:          u.Gzip,
 		Username:      u.Auth.Username,
+		CatchUp:       catchUp,
+		MaxBacklog:    maxBacklog,
 	}
 }
 

@@ -170,6 +170,11 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"uplink_measurement.bad.yaml":       `uplink.measurement: line protocol cannot carry a line break, or a backslash at the end or before a comma, an equals sign, a space or a backslash (got "readings\\")`,
 		"uplink_auth.bad.yaml":              "uplink.auth: username and password_file go together",
 		"uplink_secret_in_url.bad.yaml":     `uplink.url: must not hold credentials (query parameter "p"): use uplink.auth`,
+		"uplink_catch_up.bad.yaml":          `uplink.catch_up: want oldest_first or live_first (got "newest")`,
+		"uplink_backlog_nopolicy.bad.yaml":  "uplink.max_backlog: 7d drops nothing unless uplink.backlog_policy is drop_oldest",
+		"uplink_policy_no_max.bad.yaml":     "uplink.backlog_policy: drop_oldest needs uplink.max_backlog",
+		"uplink_max_backlog_word.bad.yaml":  `uplink.max_backlog: cannot use "lots" as a backlog`,
+		"uplink_backlog_policy.bad.yaml":    `uplink.backlog_policy: want none or drop_oldest (got "drop_newest")`,
 	}
 	files, err := filepath.Glob("testdata/*.bad.yaml")
 	if err != nil {
