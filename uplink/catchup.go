@@ -242,7 +242,16 @@ func (u *Uplink) TrimBacklog(now time.Time) error {
 	if !ok || lim == (buffer.BacklogLimit{}) {
 		return nil
 	}
-	_, err := tr.TrimBacklog(lim, now)
+	d, err := tr.TrimBacklog(lim, now)
+	if d.Readings() > 0 {
+		// The backlog's batch being tried starts at the cursor: it was
+		// dropped too, and is not sent.
+		u.mu.Lock()
+		if u.cancelBatch != nil && !u.sendingLive {
+			u.cancelBatch()
+		}
+		u.mu.Unlock()
+	}
 	return err
 }
 

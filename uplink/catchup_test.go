@@ -21,8 +21,9 @@ import (
 type outage struct {
 	mu      sync.Mutex
 	down    bool
-	tried   []string // Idempotency-Keys of the refused attempts
-	keys    []string // and of the batches taken
+	delay   time.Duration // before taking a batch
+	tried   []string      // Idempotency-Keys of the refused attempts
+	keys    []string      // and of the batches taken
 	batches [][]string
 	srv     *httptest.Server
 }
@@ -40,6 +41,10 @@ func newOutage(t *testing.T) *outage {
 			return
 		}
 		key := r.Header.Get("Idempotency-Key")
+		o.mu.Lock()
+		delay := o.delay
+		o.mu.Unlock()
+		time.Sleep(delay)
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if o.down {
@@ -98,7 +103,8 @@ func checkOnce(t *testing.T, batches [][]string, want []string) {
 
 // TestUplink_LiveFirstAfterOutage stores readings while the upstream is
 // down; once it is back, the first batch it takes holds the newest
-// readings, the backlog follows, and every reading arrives once.
+// readings, the backlog follows, readings stored meanwhile go ahead of
+// it, and every reading arrives once.
 func TestUplink_LiveFirstAfterOutage(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir)
@@ -118,7 +124,12 @@ func TestUplink_LiveFirstAfterOutage(t *testing.T) {
 	}
 	// Tried while down: the newest batch.
 	waitFor(t, "the newest readings to be tried", func() bool { return up.triedKey("gw1-1000") })
-	up.setDown(false)
+	// Back, and slow enough that the backlog takes a while.
+	up.mu.Lock()
+	up.down, up.delay = false, 20*time.Millisecond
+	up.mu.Unlock()
+	waitFor(t, "the first batch", func() bool { keys, _ := up.taken(); return len(keys) > 0 })
+	s.add(t, 1100, 100)
 	waitFor(t, "everything to arrive", func() bool { return s.cur.Outbox().Pending() == 0 })
 
 	keys, batches := up.taken()
@@ -126,17 +137,21 @@ func TestUplink_LiveFirstAfterOutage(t *testing.T) {
 		t.Errorf("batches taken after the outage %v, want gw1-1000 (the newest) first", keys)
 	}
 	sameLines(t, batches[0], wantLines("gw1", 1000, 100))
-	checkOnce(t, batches, wantLines("gw1", 0, 1100))
-	if o := s.cur.Outbox(); o.CatchingUp() || o.Cursor != 1100 {
-		t.Errorf("cursor after the catch-up: %+v, want 1100, no live stream", o)
+	t.Logf("batches taken: %v", keys)
+	if i, j := slices.Index(keys, "gw1-1100"), slices.Index(keys, "gw1-900"); i > j {
+		t.Errorf("batches %v: the readings stored during the catch-up (gw1-1100) came after the backlog's last batch (gw1-900)", keys)
+	}
+	checkOnce(t, batches, wantLines("gw1", 0, 1200))
+	if o := s.cur.Outbox(); o.CatchingUp() || o.Cursor != 1200 {
+		t.Errorf("cursor after the catch-up: %+v, want 1200, no live stream", o)
 	}
 
 	// Live again: new readings go as before.
-	s.add(t, 1100, 100)
+	s.add(t, 1200, 100)
 	waitFor(t, "the next readings", func() bool { return s.cur.Outbox().Pending() == 0 })
 	keys, _ = up.taken()
-	if last := keys[len(keys)-1]; last != "gw1-1100" {
-		t.Errorf("last batch %s, want gw1-1100", last)
+	if last := keys[len(keys)-1]; last != "gw1-1200" {
+		t.Errorf("last batch %s, want gw1-1200", last)
 	}
 }
 
@@ -174,8 +189,8 @@ func TestUplink_OldestFirstByDefault(t *testing.T) {
 }
 
 // TestUplink_MaxBacklogDropsOldest holds a down upstream's backlog to an
-// age: the older readings are dropped from its cursor and counted, but for
-// the batch that was being tried, which goes all the same.
+// age: the older readings, the batch being tried among them, are dropped
+// from its cursor and counted, and the rest arrives.
 func TestUplink_MaxBacklogDropsOldest(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir)
@@ -205,12 +220,12 @@ func TestUplink_MaxBacklogDropsOldest(t *testing.T) {
 	up.setDown(false)
 	waitFor(t, "the rest to arrive", func() bool { return s.cur.Outbox().Pending() == 0 })
 	keys, batches := up.taken()
-	if keys[0] != "gw1-0" {
-		t.Errorf("batches %v, want the one in flight, gw1-0, first", keys)
+	if keys[0] != "gw1-500" {
+		t.Errorf("batches %v, want gw1-500 first", keys)
 	}
-	checkOnce(t, batches, append(wantLines("gw1", 0, 100), wantLines("gw1", 500, 500)...))
-	if st := u.Status(); st.Dropped != 400 {
-		t.Errorf("dropped %d, want 400 (the batch in flight went after all)", st.Dropped)
+	checkOnce(t, batches, wantLines("gw1", 500, 500))
+	if st := u.Status(); st.Dropped != 500 || st.SentReadings != 500 {
+		t.Errorf("dropped %d, sent %d; want 500 and 500", st.Dropped, st.SentReadings)
 	}
 }
 

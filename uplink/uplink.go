@@ -135,13 +135,15 @@ type Uplink struct {
 	// parkDir is Options.ParkDir, which Reconfigure keeps.
 	parkDir string
 
-	mu          sync.Mutex // guards st, next, cancelBatch and maxBacklog
+	mu          sync.Mutex // guards st, next, cancelBatch, maxBacklog and sendingLive
 	st          Status
 	next        *Options           // options to use from the next batch on
 	cancelBatch context.CancelFunc // abandons the batch being tried
 	reconfigure chan struct{}      // wakes Run for new options
 	// maxBacklog is Options.MaxBacklog in effect: the trim loop reads it.
-	maxBacklog buffer.BacklogLimit
+	// sendingLive says that the batch being tried is the live stream's.
+	maxBacklog  buffer.BacklogLimit
+	sendingLive bool
 
 	// Used by the Run goroutine only.
 	readings []buffer.OutboxReading
@@ -489,6 +491,9 @@ func (u *Uplink) send(ctx context.Context, b batch) error {
 		}
 	}
 	u.inFlight = batch{live: b.live, end: end}
+	u.mu.Lock()
+	u.sendingLive = b.live
+	u.mu.Unlock()
 	rs := u.readings
 	for len(rs) > 0 && rs[len(rs)-1].Seq >= end {
 		rs = rs[:len(rs)-1]
@@ -706,9 +711,11 @@ func safeName(id string) string {
 	}, id)
 }
 
-// attempt counts every attempt after a batch's first.
+// attempt counts every attempt after a batch's first, and with LiveFirst
+// every attempt while the upstream fails (a batch may be given up for a
+// newer one).
 func (u *Uplink) attempt(_ retryablehttp.Logger, _ *http.Request, n int) {
-	if n > 0 {
+	if n > 0 || (u.opts.CatchUp == LiveFirst && u.failedAttempts > 0) {
 		u.mu.Lock()
 		u.st.Retries++
 		u.mu.Unlock()

@@ -165,6 +165,43 @@ func TestRun_LiveFirstAfterOutage(t *testing.T) {
 	}
 }
 
+// TestRun_MaxBacklogDropsOldest stores readings of 2023 and of now while
+// the VictoriaMetrics a cairn with max_backlog: 1h and drop_oldest writes
+// to is down: the old ones are dropped, counted and logged; once it is up
+// it gets the recent ones, and only those.
+func TestRun_MaxBacklogDropsOldest(t *testing.T) {
+	vm := newVictoriaMetrics(t) // not started yet
+	cfg := strings.ReplaceAll(uplinkConfig, "%URL%", vm.writeURL()) + "  max_backlog: 1h\n  backlog_policy: drop_oldest\n"
+	p := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), cfg))
+	api := newAPIClient(p.http)
+	fleet := func(name string, first int64, n int) *sensorFleet {
+		f := &sensorFleet{devices: 5, window: 64, acks: newAckLog(0)}
+		for range n {
+			i := f.acks.add()
+			f.msgs = append(f.msgs, newSensorMessage(fmt.Sprintf("%s-%d", name, i%5), first+int64(i), i))
+		}
+		if err := f.publish(p.mqtt, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	fleet("old", t0, 100) // 2023
+	recent := fleet("new", time.Now().Add(-time.Minute).UnixMilli(), 100)
+	waitUntil(t, 30*time.Second, "the old readings to be dropped", func() (bool, string) {
+		st := api.status(t)
+		return st.Uplink.Dropped == 200 && st.Uplink.PendingReadings == 200, fmt.Sprintf("%+v", *st.Uplink)
+	})
+	line, err := p.out.WaitLine("dropped the oldest readings the upstream had not sent", p.Exited(), startTimeout)
+	if err != nil || !strings.Contains(line, "level=WARN") || !strings.Contains(line, "readings=200") || !strings.Contains(line, "oldest=2023-") {
+		t.Errorf("log line of the drop: %q, %v; want a warning with the count and the time span", line, err)
+	}
+	vm.start(t)
+	if st := waitSent(t, api); st.Uplink.SentReadings != 200 || st.Uplink.Dropped != 200 {
+		t.Errorf("uplink once the upstream is up: %+v, want 200 sent, 200 dropped", *st.Uplink)
+	}
+	checkUpstream(t, vm, recent.msgs, recent.acks)
+}
+
 // TestParseConfig_CatchUp reads catch_up and max_backlog into the
 // uplink's options.
 func TestParseConfig_CatchUp(t *testing.T) {
