@@ -127,6 +127,13 @@ func (u *Uplink) catchUpBatch() (b batch, ok bool, err error) {
 		return batch{}, false, err
 	}
 	o := u.out.Outbox()
+	switch {
+	case o.CatchingUp():
+		u.catchingUp = true
+	case u.catchingUp:
+		u.catchingUp = false
+		u.log.Info("the backlog caught up with the live stream; readings go in order again", "pending", o.Pending())
+	}
 	if !o.CatchingUp() {
 		return batch{}, false, nil
 	}
@@ -177,7 +184,11 @@ func (u *Uplink) aim(lo LiveOutbox) error {
 	if err := lo.AimLive(mark); err != nil {
 		return err
 	}
-	u.log.Info("upstream gets the newest readings first; the backlog follows", "live_from", mark, "backlog", mark-o.Cursor)
+	if o.CatchingUp() {
+		u.log.Debug("live stream aimed again at the newest readings", "live_from", mark, "backlog", mark-o.Cursor)
+	} else {
+		u.log.Info("upstream gets the newest readings first; the backlog follows", "live_from", mark, "backlog", mark-o.Cursor)
+	}
 	return nil
 }
 

@@ -159,11 +159,13 @@ type Uplink struct {
 	// may start a live stream (catchup.go). notTaken says that the last
 	// failed attempt surely did not deliver its batch; inFlight is the
 	// batch being sent, liveSince when live readings were first seen
-	// waiting.
-	catchUp   bool
-	notTaken  bool
-	inFlight  batch
-	liveSince time.Time
+	// waiting; catchingUp whether the cursor had a live stream at the
+	// last batch.
+	catchUp    bool
+	notTaken   bool
+	inFlight   batch
+	liveSince  time.Time
+	catchingUp bool
 }
 
 // New checks opts and creates the Uplink of out.

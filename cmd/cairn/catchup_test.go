@@ -160,8 +160,11 @@ func TestRun_LiveFirstAfterOutage(t *testing.T) {
 		t.Errorf("%d readings taken after the outage, want 6000: each once", n)
 	}
 	checkUpstream(t, vm, fleet.msgs, fleet.acks)
-	if lines := p.out.Matching("upstream gets the newest readings first"); len(lines) == 0 {
-		t.Error("the log does not say that the newest readings go first")
+	if lines := p.out.Matching("upstream gets the newest readings first"); len(lines) != 1 {
+		t.Errorf("the log says %d times that the newest readings go first, want once: %q", len(lines), lines)
+	}
+	if _, err := p.out.WaitLine("the backlog caught up with the live stream", p.Exited(), startTimeout); err != nil {
+		t.Errorf("the log does not say that the backlog caught up: %v", err)
 	}
 }
 
