@@ -207,3 +207,29 @@ func TestCursor_TrimBacklog(t *testing.T) {
 		t.Errorf("after the trims: %+v, want cursor and dropped %d", o, d.To)
 	}
 }
+
+// TestLog_DiskCapCountsOnlyWhatALiveStreamHadNotSent drops, for the disk
+// cap, readings of which the live stream had sent some: only the backlog's
+// count as dropped, and the cursor goes on from the live stream's place.
+func TestLog_DiskCapCountsOnlyWhatALiveStreamHadNotSent(t *testing.T) {
+	s, w := testStore(t, "")
+	up := namedCursor(t, s, "up")
+	writeCommits(t, w, 10, 10, time.Unix(1_700_000_000, 0))
+	if err := up.AimLive(50); err != nil {
+		t.Fatal(err)
+	}
+	if err := up.AdvanceLive(70); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.DropOutbox(60)
+	if err != nil || d.From != 0 || d.To != 60 {
+		t.Fatalf("DropOutbox(60) = %+v, %v; want readings 0 to 59", d, err)
+	}
+	want := OutboxState{End: 100, Cursor: 70, Dropped: 50}
+	if o := up.Outbox(); o != want {
+		t.Errorf("after the drop: %+v, want %+v (the 10 sent live are not dropped ones)", o, want)
+	}
+	if got := s.DroppedUnsent(); got != 50 {
+		t.Errorf("dropped unsent %d, want 50", got)
+	}
+}
