@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,9 +23,10 @@ import (
 // whether the upstream took it. While the upstream is down it answers 502,
 // as a proxy or load balancer in front of one would.
 type upstreamLog struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	log []loggedBatch
+	srv   *httptest.Server
+	mu    sync.Mutex
+	log   []loggedBatch
+	delay time.Duration // before passing a batch on
 }
 
 type loggedBatch struct {
@@ -42,6 +44,10 @@ func newUpstreamLog(t *testing.T, target string) *upstreamLog {
 			return
 		}
 		b := spanOf(t, body, r.Header.Get("Content-Encoding") == "gzip")
+		l.mu.Lock()
+		delay := l.delay
+		l.mu.Unlock()
+		time.Sleep(delay)
 		req, err := http.NewRequest(r.Method, target+r.URL.RequestURI(), bytes.NewReader(body))
 		if err != nil {
 			t.Error(err)
@@ -68,6 +74,12 @@ func newUpstreamLog(t *testing.T, target string) *upstreamLog {
 func (l *upstreamLog) add(b loggedBatch) {
 	l.mu.Lock()
 	l.log = append(l.log, b)
+	l.mu.Unlock()
+}
+
+func (l *upstreamLog) setDelay(d time.Duration) {
+	l.mu.Lock()
+	l.delay = d
 	l.mu.Unlock()
 }
 
@@ -165,6 +177,60 @@ func TestRun_LiveFirstAfterOutage(t *testing.T) {
 	}
 	if _, err := p.out.WaitLine("the backlog caught up with the live stream", p.Exited(), startTimeout); err != nil {
 		t.Errorf("the log does not say that the backlog caught up: %v", err)
+	}
+}
+
+// TestRun_LiveFirstSurvivesSIGKILL stops the upstream of a cairn with
+// catch_up: live_first, stores readings, starts it again behind a slow
+// link, and kills cairn once the newest batch and a batch of the backlog
+// went: started again, it sends the rest, and the upstream ends with
+// every reading, none twice but those of the batch in flight at the kill.
+func TestRun_LiveFirstSurvivesSIGKILL(t *testing.T) {
+	vm := newVictoriaMetrics(t) // started once the readings are stored
+	front := newUpstreamLog(t, vm.base())
+	cfg := writeConfig(t, t.TempDir(), strings.ReplaceAll(uplinkConfig, "%URL%", front.srv.URL+"/write")+"  catch_up: live_first\n")
+	bin := cairnBinary.get(t)
+	p := startCairn(t, bin, cfg)
+	fleet := &sensorFleet{devices: 10, window: 64, acks: newAckLog(0)}
+	for i := range 2100 {
+		fleet.acks.add()
+		fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%10), t0+int64(i), i))
+	}
+	if err := fleet.publish(p.mqtt, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	newest := ms(t0 + 2099)
+	waitUntil(t, 30*time.Second, "the newest readings to be tried", func() (bool, string) {
+		bs := front.batches()
+		return len(bs) > 0 && bs[len(bs)-1].newest == newest, fmt.Sprintf("%d attempts", len(bs))
+	})
+	front.setDelay(300 * time.Millisecond)
+	vm.start(t)
+	taken := func() []loggedBatch {
+		var out []loggedBatch
+		for _, b := range front.batches() {
+			if b.taken {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	waitUntil(t, 30*time.Second, "two batches to be taken", func() (bool, string) {
+		n := len(taken())
+		return n >= 2, fmt.Sprintf("%d taken", n)
+	})
+	if err := p.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("cairn exited cleanly on SIGKILL")
+	}
+	if first := taken()[0]; first.newest != newest || first.readings != 500 {
+		t.Errorf("first batch after the outage: %d readings up to %s, want the newest 500, up to %s", first.readings, msTS(first.newest/1e6), msTS(t0+2099))
+	}
+	front.setDelay(0)
+	p = startCairn(t, bin, cfg)
+	waitSent(t, newAPIClient(p.http))
+	checkUpstream(t, vm, fleet.msgs, fleet.acks)
+	if got, total := vm.readings(t); len(got) != 4200 || total > 4200+500 {
+		t.Errorf("upstream holds %d samples of %d readings, want 4200 readings, none twice but one batch of 500 at most", total, len(got))
 	}
 }
 
