@@ -57,8 +57,9 @@ type OutboxState struct {
 	// sender recorded with it (the uplink: its max_age cutoff).
 	BatchEnd  uint64
 	BatchNote int64
-	// Dropped counts the readings the disk cap dropped before this
-	// upstream sent them, for the life of the data directory.
+	// Dropped counts the readings the disk cap (DropOutbox) or the
+	// upstream's own limit (Cursor.Drop) dropped before this upstream
+	// sent them, for the life of the data directory.
 	Dropped uint64
 	// Mark, Live, LiveBatchEnd and LiveBatchNote are the live stream
 	// while the upstream catches up with its newest readings first
