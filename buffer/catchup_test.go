@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -231,5 +232,45 @@ func TestLog_DiskCapCountsOnlyWhatALiveStreamHadNotSent(t *testing.T) {
 	}
 	if got := s.DroppedUnsent(); got != 50 {
 		t.Errorf("dropped unsent %d, want 50", got)
+	}
+}
+
+// BenchmarkCursor_OverBytes measures what holding a backlog to a size
+// costs: the walk over the log's keys that TrimBacklog makes every few
+// seconds, here over 1,000 entries of 1,000 readings.
+func BenchmarkCursor_OverBytes(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	up := upstream(b, s)
+	w := NewWriter(s, WriterOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	t0 := time.Unix(1_700_000_000, 0)
+	for c := range 1000 {
+		rs := make([]Reading, 1000)
+		for i := range rs {
+			rs[i] = Reading{Device: "d" + strconv.Itoa(i%100), Metric: "m", TS: t0.Add(time.Duration(c*10+i/100) * time.Second).UnixNano(), Value: float64(i)}
+		}
+		ch := make(chan Result, 1)
+		if err := w.Submit(ctx, rs, func(r Result) { ch <- r }); err != nil {
+			b.Fatal(err)
+		}
+		if r := <-ch; r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if n, err := up.overBytes(1 << 20); err != nil || n == 0 {
+			b.Fatalf("overBytes = %d, %v", n, err)
+		}
 	}
 }
