@@ -57,13 +57,20 @@ type OutboxState struct {
 	// sender recorded with it (the uplink: its max_age cutoff).
 	BatchEnd  uint64
 	BatchNote int64
-	// Dropped counts the readings the disk cap dropped before this
-	// upstream sent them, for the life of the data directory.
+	// Dropped counts the readings the disk cap (DropOutbox) or the
+	// upstream's own limit (Cursor.Drop) dropped before this upstream
+	// sent them, for the life of the data directory.
 	Dropped uint64
+	// Mark, Live, LiveBatchEnd and LiveBatchNote are the live stream
+	// while the upstream catches up with its newest readings first
+	// (catchup.go); all 0 otherwise.
+	Mark, Live    uint64
+	LiveBatchEnd  uint64
+	LiveBatchNote int64
 }
 
 // Pending is the number of readings not yet sent.
-func (o OutboxState) Pending() uint64 { return o.End - o.Cursor }
+func (o OutboxState) Pending() uint64 { return o.End - o.Cursor - (o.Live - o.Mark) }
 
 // outbox is the Store's view of the log.
 type outbox struct {
@@ -314,6 +321,7 @@ func (s *Store) newCursor(name string, m encoding.CursorMeta) *Cursor {
 	if m.BatchStart == m.Cursor {
 		c.state.BatchEnd, c.state.BatchNote = m.BatchEnd, m.BatchNote
 	}
+	c.setLive(m)
 	return c
 }
 
@@ -432,6 +440,7 @@ func (c *Cursor) meta() encoding.CursorMeta {
 	return encoding.CursorMeta{
 		OutboxMeta: encoding.OutboxMeta{Cursor: c.state.Cursor, BatchStart: c.batchStart, BatchEnd: c.state.BatchEnd, BatchNote: c.state.BatchNote},
 		Dropped:    c.state.Dropped,
+		Mark:       c.state.Mark, Live: c.state.Live, LiveBatchEnd: c.state.LiveBatchEnd, LiveBatchNote: c.state.LiveBatchNote,
 	}
 }
 
@@ -641,6 +650,8 @@ func (c *Cursor) AdvanceOutbox(to uint64) error {
 		to = cur // never back
 	}
 	m.OutboxMeta = encoding.OutboxMeta{Cursor: to, BatchStart: to}
+	m = merged(m)
+	to = m.Cursor
 	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
 	defer s.syncMu.Unlock()
 	var low uint64
@@ -665,8 +676,9 @@ func (c *Cursor) AdvanceOutbox(to uint64) error {
 		return fmt.Errorf("log: %w", err)
 	}
 	o.mu.Lock()
-	c.state.Cursor, c.state.BatchEnd, c.state.BatchNote, c.state.Dropped = to, 0, 0, m.Dropped
-	c.batchStart = to
+	c.state.Cursor, c.state.BatchEnd, c.state.BatchNote, c.state.Dropped = to, m.BatchEnd, m.BatchNote, m.Dropped
+	c.batchStart = m.BatchStart
+	c.setLive(m)
 	o.low = max(o.low, low)
 	o.mu.Unlock()
 	return nil
@@ -819,9 +831,7 @@ func (s *Store) DropOutbox(n uint64) (OutboxDrop, error) {
 			if c.state.Cursor >= d.To {
 				continue
 			}
-			m := c.meta()
-			m.Dropped += d.To - m.Cursor
-			m.OutboxMeta = encoding.OutboxMeta{Cursor: d.To, BatchStart: d.To}
+			m := c.droppedTo(d.To)
 			if err := c.setMeta(txn, m); err != nil {
 				return err
 			}
@@ -836,7 +846,7 @@ func (s *Store) DropOutbox(n uint64) (OutboxDrop, error) {
 	for c, m := range metas {
 		// batchStart stays: AdvanceOutbox takes what the batch in flight
 		// delivers after all off the count.
-		c.state.Cursor, c.state.BatchEnd, c.state.BatchNote, c.state.Dropped = m.Cursor, 0, 0, m.Dropped
+		c.dropped(m)
 	}
 	o.low = max(o.low, d.To)
 	o.mu.Unlock()

@@ -251,7 +251,7 @@ func (u *Uplink) sendStats(ctx context.Context, end uint64) error {
 	start := o.Cursor
 	scanned, err := u.scanStats(start, end, false)
 	if ce, ok := errors.AsType[*buffer.CorruptOutboxError](err); ok {
-		return u.skipCorrupt(ce)
+		return u.skipCorrupt(ce, u.out.AdvanceOutbox)
 	}
 	if err != nil {
 		return fmt.Errorf("uplink: read outbox: %w", err)

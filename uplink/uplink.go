@@ -75,6 +75,15 @@ type Options struct {
 	// MaxAge skips readings older than this when their batch is sent
 	// (0: none is too old); they are counted in Status.Skipped.
 	MaxAge time.Duration
+	// CatchUp is what goes first after an outage (catchup.go): the
+	// backlog (OldestFirst, the default) or the newest readings
+	// (LiveFirst, which needs a LiveOutbox).
+	CatchUp CatchUp
+	// MaxBacklog, when set, is the backlog the upstream may hold: its
+	// oldest unsent readings beyond it are dropped, counted in
+	// Status.DroppedUnsent and logged (needs a BacklogTrimmer). Zero: none are;
+	// the store's disk cap governs.
+	MaxBacklog buffer.BacklogLimit
 
 	// Timeout bounds one request, response included (default 30s).
 	Timeout time.Duration
@@ -121,8 +130,8 @@ type Status struct {
 	ParkedBatches   uint64     `json:"parked_batches"` // on disk in ParkDir, this run's and earlier ones
 	ParkedReadings  uint64     `json:"parked_readings"`
 	Skipped         uint64     `json:"skipped_readings"` // older than max_age, or not finite
-	// DroppedUnsent counts the readings the disk cap dropped before they
-	// were sent, for the life of the data directory.
+	// DroppedUnsent counts the readings dropped before they were sent,
+	// by the disk cap or MaxBacklog, for the life of the data directory.
 	DroppedUnsent uint64     `json:"dropped_unsent"`
 	LastSuccess   *time.Time `json:"last_success"`
 	LastError     string     `json:"last_error"`
@@ -150,11 +159,15 @@ type Uplink struct {
 	stats   StatsReader
 	now     func() time.Time
 
-	mu          sync.Mutex // guards st, next and cancelBatch
+	mu          sync.Mutex // guards st, next, cancelBatch, maxBacklog and sendingLive
 	st          Status
 	next        *Options           // options to use from the next batch on
 	cancelBatch context.CancelFunc // abandons the batch being tried
 	reconfigure chan struct{}      // wakes Run for new options
+	// maxBacklog is Options.MaxBacklog in effect: the trim loop reads it.
+	// sendingLive says that the batch being tried is the live stream's.
+	maxBacklog  buffer.BacklogLimit
+	sendingLive bool
 
 	// Used by the Run goroutine only.
 	readings []buffer.OutboxReading
@@ -169,12 +182,26 @@ type Uplink struct {
 	// the log says so once it takes one again.
 	failingSince   time.Time
 	failedAttempts int
+	// catchUp is set at start and when a batch fails: the next batch
+	// may start a live stream (catchup.go). notTaken says that the last
+	// failed attempt surely did not deliver its batch; inFlight is the
+	// batch being sent, liveSince when live readings were first seen
+	// waiting; catchingUp whether the cursor had a live stream at the
+	// last batch.
+	catchUp    bool
+	notTaken   bool
+	inFlight   batch
+	liveSince  time.Time
+	catchingUp bool
 }
 
 // New checks opts and creates the Uplink of out.
 func New(out Outbox, opts Options) (*Uplink, error) {
 	opts, err := withDefaults(opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkOutbox(out, opts); err != nil {
 		return nil, err
 	}
 	u := &Uplink{out: out, log: opts.Logger, parkDir: opts.ParkDir, reconfigure: make(chan struct{}, 1)}
@@ -264,13 +291,23 @@ func (u *Uplink) use(opts Options) {
 		// No limit: a batch is tried until the upstream takes it, or
 		// refuses it as malformed, or the gateway stops (or the
 		// configuration changes: Reconfigure).
-		RetryMax:       int(^uint(0) >> 1),
-		CheckRetry:     u.checkRetry,
-		Backoff:        u.backoff,
+		RetryMax:   int(^uint(0) >> 1),
+		CheckRetry: u.checkRetry,
+		Backoff: func(lo, hi time.Duration, n int, resp *http.Response) time.Duration {
+			if opts.CatchUp == LiveFirst {
+				// A batch may be given up for a newer one: the
+				// backoff goes on from the failures since the last
+				// success.
+				n = max(n, u.failedAttempts-1)
+			}
+			return u.backoff(lo, hi, n, resp)
+		},
+		PrepareRetry:   u.prepareRetry,
 		RequestLogHook: u.attempt,
 	}
 	u.mu.Lock()
 	u.st.Name, u.st.URL, u.st.Format = opts.Name, redact(opts.URL), opts.Format.String()
+	u.maxBacklog = opts.MaxBacklog
 	u.mu.Unlock()
 }
 
@@ -282,6 +319,9 @@ func (u *Uplink) Reconfigure(opts Options) error {
 	opts.Stats, opts.Now = u.stats, u.now
 	opts, err := withDefaults(opts)
 	if err != nil {
+		return err
+	}
+	if err := checkOutbox(u.out, opts); err != nil {
 		return err
 	}
 	u.mu.Lock()
@@ -342,6 +382,11 @@ func (u *Uplink) Run(ctx context.Context) error {
 	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.Format.String(),
 		"pending", u.out.Outbox().Pending(), "max_bytes_per_second", u.opts.MaxBytesPerSecond)
 	defer u.client.HTTPClient.CloseIdleConnections()
+	trimCtx, stopTrim := context.WithCancel(ctx)
+	trimmed := make(chan struct{})
+	go func() { defer close(trimmed); u.trimLoop(trimCtx) }()
+	defer func() { stopTrim(); <-trimmed }()
+	u.catchUp = true
 	failures := 0
 	for {
 		u.mu.Lock()
@@ -354,10 +399,14 @@ func (u *Uplink) Run(ctx context.Context) error {
 			u.log.Info("uplink reconfigured", "url", redact(next.URL), "format", next.Format.String())
 		}
 		due, send := u.nextBatch, u.send
-		if u.opts.Data == Stats {
-			due, send = u.nextStatsBatch, u.sendStats
+		if u.opts.Data == Stats { // records of closed periods, in order: no live stream
+			due = func(ctx context.Context) (batch, error) {
+				end, err := u.nextStatsBatch(ctx)
+				return batch{end: end}, err
+			}
+			send = func(ctx context.Context, b batch) error { return u.sendStats(ctx, b.end) }
 		}
-		end, err := due(ctx)
+		b, err := due(ctx)
 		if errors.Is(err, errReconfigured) {
 			continue
 		}
@@ -371,7 +420,7 @@ func (u *Uplink) Run(ctx context.Context) error {
 		}
 		u.cancelBatch = cancel
 		u.mu.Unlock()
-		err = send(batchCtx, end)
+		err = send(batchCtx, b)
 		u.mu.Lock()
 		u.cancelBatch = nil
 		u.mu.Unlock()
@@ -380,7 +429,7 @@ func (u *Uplink) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err == nil || reconfigured {
+		if err == nil || reconfigured || errors.Is(err, errReplan) {
 			failures = 0
 			continue
 		}
@@ -399,10 +448,11 @@ func (u *Uplink) Run(ctx context.Context) error {
 	}
 }
 
-// nextBatch waits until a batch is due and returns its end: the batch
+// nextBatch waits until a batch is due and returns it: the batch
 // recorded before a restart, or a full batch, or whatever is pending once
-// the first pending reading has waited Interval.
-func (u *Uplink) nextBatch(ctx context.Context) (uint64, error) {
+// the first pending reading has waited Interval; while the cursor has a
+// live stream, catchUpBatch's.
+func (u *Uplink) nextBatch(ctx context.Context) (batch, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -411,12 +461,15 @@ func (u *Uplink) nextBatch(ctx context.Context) (uint64, error) {
 	}()
 	var due <-chan time.Time
 	for {
+		if b, ok, err := u.catchUpBatch(); ok || err != nil {
+			return b, err
+		}
 		o := u.out.Outbox()
 		if o.BatchEnd > o.Cursor {
-			return o.BatchEnd, nil
+			return batch{end: o.BatchEnd}, nil
 		}
 		if o.Pending() >= uint64(u.opts.BatchReadings) {
-			return o.Cursor + uint64(u.opts.BatchReadings), nil
+			return batch{end: o.Cursor + uint64(u.opts.BatchReadings)}, nil
 		}
 		if o.Pending() > 0 && due == nil {
 			timer = time.NewTimer(u.opts.Interval)
@@ -426,14 +479,17 @@ func (u *Uplink) nextBatch(ctx context.Context) (uint64, error) {
 		case <-u.out.OutboxWake():
 		case <-due:
 			o := u.out.Outbox()
+			if o.CatchingUp() {
+				continue // a live stream, started meanwhile by a drop? catchUpBatch chooses
+			}
 			if o.Pending() > 0 {
-				return o.Cursor + min(o.Pending(), uint64(u.opts.BatchReadings)), nil
+				return batch{end: o.Cursor + min(o.Pending(), uint64(u.opts.BatchReadings))}, nil
 			}
 			due = nil // dropped meanwhile (disk cap): wait for more
 		case <-u.reconfigure:
-			return 0, errReconfigured
+			return batch{}, errReconfigured
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return batch{}, ctx.Err()
 		}
 	}
 }
@@ -441,18 +497,23 @@ func (u *Uplink) nextBatch(ctx context.Context) (uint64, error) {
 // errReconfigured has Run apply new options before the next batch.
 var errReconfigured = errors.New("reconfigured")
 
-// send sends the readings from the cursor up to end (or fewer, if they
-// cross BatchBytes) until the upstream takes them or refuses them as
-// malformed, and then moves the cursor past them. A batch recorded before
-// (o.BatchEnd) goes again exactly as it was formed: the same readings,
-// with the same max_age cutoff, under the same id.
-func (u *Uplink) send(ctx context.Context, end uint64) error {
+// send sends the readings of b, from the cursor (or the live stream's
+// place) up to b.end (or fewer, if they cross BatchBytes) until the
+// upstream takes them or refuses them as malformed, and then moves the
+// cursor past them. A batch recorded before (o.BatchEnd, o.LiveBatchEnd)
+// goes again exactly as it was formed: the same readings, with the same
+// max_age cutoff, under the same id.
+func (u *Uplink) send(ctx context.Context, b batch) error {
 	o := u.out.Outbox()
-	start := o.Cursor
+	if b.live && !o.CatchingUp() {
+		return nil // merged with the backlog meanwhile: choose again
+	}
+	str := u.stream(o, b.live)
+	start, end := str.start, b.end
 	var err error
 	u.readings, err = u.out.ReadOutbox(start, int(end-start), u.readings[:0])
 	if ce, ok := errors.AsType[*buffer.CorruptOutboxError](err); ok {
-		return u.skipCorrupt(ce)
+		return u.skipCorrupt(ce, str.advance)
 	}
 	if err != nil {
 		return fmt.Errorf("uplink: read outbox: %w", err)
@@ -460,24 +521,30 @@ func (u *Uplink) send(ctx context.Context, end uint64) error {
 	if len(u.readings) == 0 {
 		// Dropped meanwhile (retention's disk cap, which counts them):
 		// nothing to send.
-		return u.out.AdvanceOutbox(end)
+		return str.advance(end)
 	}
 	if last := u.readings[len(u.readings)-1].Seq + 1; last < end {
 		// Stopped before an entry that cannot be read: this batch ends
 		// there, the next one parks that entry.
 		end = last
 	}
-	cutoff := o.BatchNote
-	if o.BatchEnd != end {
+	cutoff := str.batchNote
+	if str.batchEnd != end {
 		end = u.cut(u.readings, end)
 		cutoff = 0
 		if u.opts.MaxAge > 0 {
 			cutoff = time.Now().Add(-u.opts.MaxAge).UnixNano()
 		}
-		if err := u.out.SetOutboxBatch(end, cutoff); err != nil {
+		if err := str.set(end, cutoff); errors.Is(err, buffer.ErrNoLiveStream) {
+			return nil // merged with the backlog meanwhile: choose again
+		} else if err != nil {
 			return err
 		}
 	}
+	u.inFlight = batch{live: b.live, end: end}
+	u.mu.Lock()
+	u.sendingLive = b.live
+	u.mu.Unlock()
 	rs := u.readings
 	for len(rs) > 0 && rs[len(rs)-1].Seq >= end {
 		rs = rs[:len(rs)-1]
@@ -502,7 +569,7 @@ func (u *Uplink) send(ctx context.Context, end uint64) error {
 		u.st.Skipped += uint64(skipped)
 		u.mu.Unlock()
 	}
-	return u.out.AdvanceOutbox(end)
+	return str.advance(end)
 }
 
 // fresh returns the readings of rs not older than cutoff (0: all), in a
@@ -612,7 +679,7 @@ func (u *Uplink) post(ctx context.Context, id string, body []byte, n int) error 
 // counts its readings as parked, and moves the cursor past it: one bad
 // entry must not stop everything behind it. Its readings are still in the
 // store.
-func (u *Uplink) skipCorrupt(ce *buffer.CorruptOutboxError) error {
+func (u *Uplink) skipCorrupt(ce *buffer.CorruptOutboxError, advance func(uint64) error) error {
 	id := "outbox-" + strconv.FormatUint(ce.Entry, 10)
 	if u.opts.Gateway != "" {
 		id = u.opts.Gateway + "-" + id
@@ -632,7 +699,7 @@ func (u *Uplink) skipCorrupt(ce *buffer.CorruptOutboxError) error {
 			return fmt.Errorf("uplink: park outbox entry %d: %w", ce.Entry, err)
 		}
 	}
-	if err := u.out.AdvanceOutbox(ce.To); err != nil {
+	if err := advance(ce.To); err != nil {
 		return err
 	}
 	n := ce.To - ce.From
@@ -696,11 +763,12 @@ func safeName(id string) string {
 }
 
 // attempt runs before every attempt of a batch: it counts those after
-// the batch's first, and waits until the body may go under
-// MaxBytesPerSecond. The wait is outside the request's Timeout, which
-// starts only after it.
+// the batch's first (with LiveFirst, every attempt while the upstream
+// fails: a batch may be given up for a newer one), and waits until the
+// body may go under MaxBytesPerSecond. The wait is outside the request's
+// Timeout, which starts only after it.
 func (u *Uplink) attempt(_ retryablehttp.Logger, req *http.Request, n int) {
-	if n > 0 {
+	if n > 0 || (u.opts.CatchUp == LiveFirst && u.failedAttempts > 0) {
 		u.mu.Lock()
 		u.st.Retries++
 		u.mu.Unlock()
@@ -742,6 +810,7 @@ func (u *Uplink) checkRetry(ctx context.Context, resp *http.Response, err error)
 		u.failingSince = now
 	}
 	u.failedAttempts++
+	u.catchUp, u.notTaken = true, surelyNotTaken(resp, err)
 	u.log.Warn("upstream did not take a batch; trying again", "err", msg)
 	return true, nil
 }

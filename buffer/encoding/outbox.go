@@ -267,24 +267,48 @@ func ParseOutboxMeta(v []byte) (OutboxMeta, error) {
 }
 
 // CursorMeta is the value of an upstream's MetaCursor key: where it
-// stands, and how many readings the disk cap dropped before it sent them.
+// stands, and how many readings the disk cap dropped before it sent them;
+// while it sends its newest readings ahead of a backlog, also where that
+// live stream stands:
 //
-//	OutboxMeta(32B) dropped(8B BE)
+//	OutboxMeta(32B) dropped(8B BE) [mark(8B BE) live(8B BE) liveBatchEnd(8B BE) liveBatchNote(8B BE)]
 type CursorMeta struct {
 	OutboxMeta
 	Dropped uint64
+	// Live, when not 0, is the first reading of the live stream not yet
+	// accepted upstream: readings Mark to Live-1 were, ahead of the
+	// backlog Cursor to Mark-1. LiveBatchEnd, when above Live, ends the
+	// live batch being sent, with LiveBatchNote.
+	Mark, Live    uint64
+	LiveBatchEnd  uint64
+	LiveBatchNote int64
 }
 
 // AppendCursorMeta appends the encoding of m to dst.
 func AppendCursorMeta(dst []byte, m CursorMeta) []byte {
-	return binary.BigEndian.AppendUint64(AppendOutboxMeta(dst, m.OutboxMeta), m.Dropped)
+	dst = binary.BigEndian.AppendUint64(AppendOutboxMeta(dst, m.OutboxMeta), m.Dropped)
+	if m.Live == 0 {
+		return dst
+	}
+	dst = binary.BigEndian.AppendUint64(dst, m.Mark)
+	dst = binary.BigEndian.AppendUint64(dst, m.Live)
+	dst = binary.BigEndian.AppendUint64(dst, m.LiveBatchEnd)
+	return binary.BigEndian.AppendUint64(dst, uint64(m.LiveBatchNote))
 }
 
 // ParseCursorMeta parses a value written by AppendCursorMeta.
 func ParseCursorMeta(v []byte) (CursorMeta, error) {
-	if len(v) != outboxMetaLen+8 {
-		return CursorMeta{}, fmt.Errorf("meta %s: %d bytes, want %d", MetaCursor, len(v), outboxMetaLen+8)
+	if len(v) != outboxMetaLen+8 && len(v) != outboxMetaLen+40 {
+		return CursorMeta{}, fmt.Errorf("meta %s: %d bytes, want %d or %d", MetaCursor, len(v), outboxMetaLen+8, outboxMetaLen+40)
 	}
 	m, err := ParseOutboxMeta(v[:outboxMetaLen])
-	return CursorMeta{OutboxMeta: m, Dropped: binary.BigEndian.Uint64(v[outboxMetaLen:])}, err
+	c := CursorMeta{OutboxMeta: m, Dropped: binary.BigEndian.Uint64(v[outboxMetaLen:])}
+	if l := v[outboxMetaLen+8:]; len(l) > 0 {
+		c.Mark, c.Live = binary.BigEndian.Uint64(l), binary.BigEndian.Uint64(l[8:])
+		c.LiveBatchEnd, c.LiveBatchNote = binary.BigEndian.Uint64(l[16:]), int64(binary.BigEndian.Uint64(l[24:]))
+		if c.Live == 0 || c.Mark > c.Live || c.Cursor >= c.Mark {
+			return CursorMeta{}, fmt.Errorf("meta %s: live stream from %d to %d, cursor %d", MetaCursor, c.Mark, c.Live, c.Cursor)
+		}
+	}
+	return c, err
 }

@@ -156,3 +156,24 @@ func FuzzParseOutboxMeta(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseCursorMeta(f *testing.F) {
+	f.Add(AppendCursorMeta(nil, CursorMeta{OutboxMeta: OutboxMeta{Cursor: 5, BatchStart: 5, BatchEnd: 9}, Dropped: 3}))
+	f.Add(AppendCursorMeta(nil, CursorMeta{OutboxMeta: OutboxMeta{Cursor: 5}, Mark: 100, Live: 140, LiveBatchEnd: 150, LiveBatchNote: -1}))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		m, err := ParseCursorMeta(v)
+		if err != nil {
+			if len(v) == 40 {
+				t.Fatalf("40 bytes refused: %v", err)
+			}
+			return
+		}
+		if got := AppendCursorMeta(nil, m); string(got) != string(v) {
+			t.Fatalf("round trip: %x → %+v → %x", v, m, got)
+		}
+		if m.Live != 0 && (m.Cursor >= m.Mark || m.Mark > m.Live) {
+			t.Fatalf("accepted a live stream out of order: %+v", m)
+		}
+	})
+}

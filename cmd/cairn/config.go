@@ -322,6 +322,12 @@ type UplinkConfig struct {
 	// compression); 0: no limit.
 	MaxBytesPerSecond ByteSize `yaml:"max_bytes_per_second"`
 
+	// After an outage (docs/uplink.md): what goes first, and how much
+	// backlog the upstream may hold, with what happens beyond it.
+	CatchUp       string  `yaml:"catch_up"`       // oldest_first | live_first
+	MaxBacklog    Backlog `yaml:"max_backlog"`    // an age (7d) or a size (500MB)
+	BacklogPolicy string  `yaml:"backlog_policy"` // none | drop_oldest
+
 	// key is where the file has it: "uplink", or "uplink[1]" in a list.
 	key string
 }
@@ -450,6 +456,8 @@ func defaultUplink() UplinkConfig {
 		RetryAfterMax: 10 * time.Minute,
 		Gzip:          true,
 		Auth:          AuthConfig{Scheme: "Bearer"},
+		CatchUp:       "oldest_first",
+		BacklogPolicy: "none",
 	}
 }
 
@@ -873,6 +881,7 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 	if u.Auth.Scheme == "" || strings.ContainsAny(u.Auth.Scheme, " \t\r\n") {
 		bad("uplink.auth.scheme", "must be one word, such as Bearer or Token (got %q)", u.Auth.Scheme)
 	}
+	catchUp, maxBacklog := catchUpOptions(*u, bad)
 	opts := &uplink.Options{
 		Name:          u.Name,
 		URL:           u.URL,
@@ -891,6 +900,8 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 		RetryAfterMax: u.RetryAfterMax,
 		Gzip:          u.Gzip,
 		Username:      u.Auth.Username,
+		CatchUp:       catchUp,
+		MaxBacklog:    maxBacklog,
 	}
 	opts.MaxBytesPerSecond = int64(u.MaxBytesPerSecond)
 	if u.MaxBytesPerSecond < 0 {

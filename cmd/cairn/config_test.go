@@ -181,6 +181,11 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"uplink_list_unknown_key.bad.yaml":  "uplink[1].urll: unknown key (line 5)",
 		"uplink_list_wrong_type.bad.yaml":   `uplink[0].batch_readings: must be a whole number (got "lots") (line 4)`,
 		"uplink_scalar.bad.yaml":            `uplink: must be a list; each entry starts with '-' (got "http://...") (line 1)`,
+		"uplink_catch_up.bad.yaml":          `uplink.catch_up: want oldest_first or live_first (got "newest")`,
+		"uplink_backlog_nopolicy.bad.yaml":  "uplink.max_backlog: 7d drops nothing unless uplink.backlog_policy is drop_oldest",
+		"uplink_policy_no_max.bad.yaml":     "uplink.backlog_policy: drop_oldest needs uplink.max_backlog",
+		"uplink_max_backlog_word.bad.yaml":  `uplink.max_backlog: cannot use "lots" as a backlog`,
+		"uplink_backlog_policy.bad.yaml":    `uplink.backlog_policy: want none or drop_oldest (got "drop_newest")`,
 	}
 	files, err := filepath.Glob("testdata/*.bad.yaml")
 	if err != nil {

@@ -72,7 +72,7 @@ func newCollector(opts Options) *collector {
 		mqttRefused:   d("mqtt_refused_total", "Connections, messages and subscriptions the embedded broker refused, and limits hit, by reason.", "reason"),
 		retLastRun:    d("retention_last_run_timestamp_seconds", "When retention last ran (0: not since start)."),
 		retRemoved:    d("retention_removed_readings_total", "Raw readings retention deleted, by age or for the disk cap."),
-		retDropped:    d("retention_dropped_unsent_total", "Readings the disk cap dropped before they were sent upstream (life of the data directory)."),
+		retDropped:    d("retention_dropped_unsent_total", "Readings the disk cap or an upstream's max_backlog dropped before they were sent upstream (life of the data directory)."),
 		retPaused:     d("retention_paused", "1 while retention by age is paused (the clock is not trusted, or far ahead of the newest reading)."),
 		clockSynced:   d("clock_synchronized", "1 while the kernel says the clock is synchronised (NTP), 0 while it says not; absent where it cannot say."),
 		clockTrusted:  d("clock_trusted", "1 while cairn trusts the clock: retention by age and the future-skew check run only then."),
