@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,40 +114,48 @@ func TestPowerCut_SmallMemtable(t *testing.T) {
 }
 
 // TestPowerCut_WithUplink runs small-memtable cycles with two upstreams:
-// one takes everything at once, the other is down throughout. The uplink's
-// own writes (the batch in flight, the cursors, deleting sent entries) go
-// on beside the group commits, and must never come between a commit and
-// the sync that makes it durable. After every cut, per upstream: the live
-// one took nothing the store lost and everything its cursor passed; the
-// one that is down still has every stored reading pending.
+// one takes everything at once throughout; the other is down (503) for
+// the first half of the cycles and takes everything after. The uplinks'
+// own writes (the batch in flight, the cursors, deleting entries both have
+// passed) go on beside the group commits, and must never come between a
+// commit and the sync that makes it durable. After every cut, per
+// upstream: it took nothing the store lost, and everything its cursor
+// passed; while down, every stored reading is pending for it.
 func TestPowerCut_WithUplink(t *testing.T) {
 	requirePowerCut(t)
-	live := newLineUpstream()
+	live, late := newLineUpstream(), newLineUpstream()
 	defer live.Close()
-	down := httptest.NewServer(http.NotFoundHandler())
-	down.Close() // nothing listens there from now on
-	const cycles = 6
+	defer late.Close()
+	late.down.Store(true)
+	const cycles, downCycles = 6, 3
+	upstream := func(name, url string) string {
+		return "  - name: " + name + "\n    kind: influx\n    url: " + url + "/write\n    batch_readings: 200\n    interval: 10ms\n    retry_wait_max: 1s\n"
+	}
 	sh := shape{sensors: 16, window: 512, store: "store:\n  memtable_mib: 1\n  bucket_samples: 32\n" +
-		"uplink:\n" +
-		"  - name: live\n    kind: influx\n    url: " + live.URL + "/write\n    batch_readings: 200\n    interval: 10ms\n" +
-		"  - name: down\n    kind: influx\n    url: " + down.URL + "/write\n    retry_wait_max: 1s\n"}
+		"uplink:\n" + upstream("live", live.URL) + upstream("late", late.URL)}
 	acked := 0
 	runCycles(t, "uplink", sh, cycles, false, -1, func(cycle int, r cycleResult) {
 		acked += r.load.acked * perMessage
 		ch := r.check
-		got := live.check(r.sensors)
-		t.Logf("uplink cycle %d/%d: %s; store: %d readings, %d missing, %d doubled; live upstream: %d batches, %d readings taken, %d pending; down: %d pending",
-			cycle+1, cycles, r.summary(), ch.stored, len(ch.missing), len(ch.doubled), got.batches, got.distinct, ch.cursors["live"].Pending(), ch.cursors["down"].Pending())
-		problems := ch.problems(true) + got.problems(ch)
+		down := cycle < downCycles
+		l, d := live.check(r.sensors), late.check(r.sensors)
+		t.Logf("uplink cycle %d/%d: %s; store: %d readings, %d missing, %d doubled; live upstream: %d batches, %d readings taken, %d pending; late upstream (down %v): %d batches, %d readings taken, %d pending",
+			cycle+1, cycles, r.summary(), ch.stored, len(ch.missing), len(ch.doubled),
+			l.batches, l.distinct, ch.cursors["live"].Pending(), down, d.batches, d.distinct, ch.cursors["late"].Pending())
+		problems := ch.problems(true) + l.problems(ch, "live", false) + d.problems(ch, "late", down)
 		if problems != "" {
 			t.Fatalf("uplink cycle %d/%d: the store after the power cut is wrong:\n%s\ncairn's log after the cut:\n%s",
 				cycle+1, cycles, problems, r.restartLog)
 		}
+		if cycle+1 == downCycles {
+			late.down.Store(false)
+		}
 	})
-	if live.batches() == 0 {
-		t.Fatal("the live upstream took no batch: the uplink did not run beside the commits")
+	if live.batches() == 0 || late.batches() == 0 {
+		t.Fatalf("the upstreams took %d and %d batches: the uplinks did not run beside the commits", live.batches(), late.batches())
 	}
-	t.Logf("uplink total: cycles %d, readings acknowledged %d, missing 0, doubled 0, batches taken %d", cycles, acked, live.batches())
+	t.Logf("uplink total: cycles %d, readings acknowledged %d, missing 0, doubled 0, batches taken %d (live) and %d (late, from cycle %d on)",
+		cycles, acked, live.batches(), late.batches(), downCycles+1)
 }
 
 // controlMessages bounds the messages each sensor sends per control cycle,

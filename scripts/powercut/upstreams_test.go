@@ -9,12 +9,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // lineUpstream is an upstream that takes every batch of line protocol at
-// once and records each reading it took. Close it.
+// once and records each reading it took, or, while down, answers 503 to
+// every one. Close it.
 type lineUpstream struct {
 	*httptest.Server
+	down atomic.Bool
 
 	mu    sync.Mutex // guards the fields below
 	taken map[takenReading]float64
@@ -37,6 +40,10 @@ func newLineUpstream() *lineUpstream {
 // serve takes a batch, gzipped or not. A batch it cannot read is
 // answered 204 all the same, and recorded: the check reports it.
 func (u *lineUpstream) serve(w http.ResponseWriter, r *http.Request) {
+	if u.down.Load() {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+		return
+	}
 	var in io.Reader = r.Body
 	if r.Header.Get("Content-Encoding") == "gzip" {
 		z, err := gzip.NewReader(r.Body)
@@ -103,7 +110,7 @@ func (u *lineUpstream) batches() int {
 	return u.n
 }
 
-// upstreamCheck is what a check of the live upstream found.
+// upstreamCheck is what a check of an upstream found.
 type upstreamCheck struct {
 	batches, distinct int
 	notStored         []string // readings taken that the store does not hold
@@ -138,11 +145,11 @@ func (s *sensor) stored(k int) bool {
 	return k >= 0 && k < len(s.present) && s.present[k]
 }
 
-// problems describes what is wrong with the upstreams after the check of
-// the store found ch: the live one took a reading the store lost (it was
-// sent before it was durable), or its cursor passed readings it never
-// took; the one that is down has not every stored reading pending.
-func (c upstreamCheck) problems(ch storeCheck) string {
+// problems describes what is wrong with the upstream name after the check
+// of the store found ch: it took a reading the store lost (it was sent
+// before it was durable), or its cursor passed readings it never took;
+// or, if it is down, not every stored reading is pending for it.
+func (c upstreamCheck) problems(ch storeCheck, name string, down bool) string {
 	var b strings.Builder
 	list := func(what string, items []string) {
 		if len(items) == 0 {
@@ -157,20 +164,17 @@ func (c upstreamCheck) problems(ch storeCheck) string {
 			fmt.Fprintf(&b, "\t%s\n", it)
 		}
 	}
-	list("readings the live upstream took that the store does not hold", c.notStored)
-	list("lines the live upstream could not read", c.bad)
-	live, ok := ch.cursors["live"]
-	if !ok {
-		fmt.Fprintf(&b, "the store has no cursor of the live upstream (cursors: %v)\n", ch.cursors)
-	} else if live.Cursor > uint64(c.distinct) {
-		fmt.Fprintf(&b, "the live upstream's cursor passed %d readings, but it took %d\n", live.Cursor, c.distinct)
-	}
-	down, ok := ch.cursors["down"]
-	if !ok {
-		fmt.Fprintf(&b, "the store has no cursor of the upstream that is down (cursors: %v)\n", ch.cursors)
-	} else if down.Pending() != ch.counted {
-		fmt.Fprintf(&b, "the upstream that is down has %d readings pending (cursor %d, log end %d), want every one of the %d stored\n",
-			down.Pending(), down.Cursor, down.End, ch.counted)
+	list("readings the upstream "+name+" took that the store does not hold", c.notStored)
+	list("lines the upstream "+name+" could not read", c.bad)
+	cur, ok := ch.cursors[name]
+	switch {
+	case !ok:
+		fmt.Fprintf(&b, "the store has no cursor of the upstream %s (cursors: %v)\n", name, ch.cursors)
+	case cur.Cursor > uint64(c.distinct):
+		fmt.Fprintf(&b, "the cursor of the upstream %s passed %d readings, but it took %d\n", name, cur.Cursor, c.distinct)
+	case down && cur.Pending() != ch.counted:
+		fmt.Fprintf(&b, "the upstream %s, down, has %d readings pending (cursor %d, log end %d), want every one of the %d stored\n",
+			name, cur.Pending(), cur.Cursor, cur.End, ch.counted)
 	}
 	return b.String()
 }
