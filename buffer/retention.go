@@ -586,6 +586,11 @@ func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.D
 	}
 	if *tier == tierOutbox {
 		if pending := r.store.LogPending(); pending > 0 {
+			// Only entries the checkpoint has passed may go (their
+			// readings are in runs): checkpoint, so that the newest may.
+			if err := r.writer.do(ctx, r.writer.checkpoint); err != nil {
+				return false, err
+			}
 			// The share of the outbox to go is the share of the directory
 			// that must go; at least one entry.
 			d, err := r.store.DropOutbox(max(1, uint64(float64(pending)*float64(size-low)/float64(size))))

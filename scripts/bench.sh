@@ -172,6 +172,8 @@
 #   BENCH_MEMORY_MAX_MIB=N  uplink_backlog: the memory limit of cairn's cgroup
 #                           (memory.limit_in_bytes, v2 memory.max); none
 #                           if unset
+#   BENCH_CAIRN=PATH        measure this cairn binary instead of one built
+#                           from the tree (to compare two versions)
 #   TMPDIR                  where data dirs go; use a real disk, not tmpfs
 #
 # Summary lines go to stdout, progress to stderr. Needs Linux, 2+ cores,
@@ -1062,7 +1064,11 @@ case_uplink_backlog() { # RUN-DIR
 # ---- main -------------------------------------------------------------------
 
 log "building cairn"
-go build -o "$tmp/cairn" ./cmd/cairn || die "go build failed"
+if [[ -n ${BENCH_CAIRN:-} ]]; then
+	cp "$BENCH_CAIRN" "$tmp/cairn" || die "BENCH_CAIRN=$BENCH_CAIRN: cannot copy it"
+else
+	go build -o "$tmp/cairn" ./cmd/cairn || die "go build failed"
+fi
 if [[ " ${cases[*]} " == *" window1 "* ]]; then
 	go build -o "$tmp/window1" ./scripts/bench/window1 || die "go build ./scripts/bench/window1 failed"
 fi

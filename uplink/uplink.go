@@ -44,7 +44,8 @@ type Options struct {
 	// URL is the upstream's full write URL, such as
 	// http://127.0.0.1:8428/write (VictoriaMetrics) or
 	// http://127.0.0.1:8086/write?db=sensors (InfluxDB 1.x), or with
-	// Prometheus http://127.0.0.1:9090/api/v1/write.
+	// Prometheus http://127.0.0.1:9090/api/v1/write; InfluxDB 2.x's
+	// /api/v2/write URL is InfluxV2URL's.
 	URL    string
 	Format Format
 	// Measurement is the line protocol measurement (default "readings").
@@ -84,6 +85,10 @@ type Options struct {
 	// Username and Password, when Username is set, are sent as basic
 	// auth.
 	Username, Password string
+	// MaxBytesPerSecond caps the bytes of request bodies, as posted
+	// (after compression), that go upstream a second, every attempt
+	// counted: a request waits until its body may go (0: no limit).
+	MaxBytesPerSecond int64
 
 	// ParkDir is where batches the upstream refuses as malformed are kept,
 	// with its response, for a person to look at.
@@ -127,6 +132,7 @@ type Uplink struct {
 	opts   Options
 	client *retryablehttp.Client
 	enc    *encoder
+	limit  *byteLimiter // nil: no limit
 	log    *slog.Logger
 	// parkDir is Options.ParkDir, which Reconfigure keeps.
 	parkDir string
@@ -188,6 +194,9 @@ func withDefaults(opts Options) (Options, error) {
 			}
 		}
 	}
+	if opts.MaxBytesPerSecond < 0 {
+		return opts, fmt.Errorf("uplink: max bytes per second %d: must be 0 (no limit) or more", opts.MaxBytesPerSecond)
+	}
 	if opts.BatchReadings <= 0 {
 		opts.BatchReadings = 5000
 	}
@@ -214,6 +223,9 @@ func (u *Uplink) use(opts Options) {
 	}
 	u.opts = opts
 	u.enc = newEncoder(opts.Format, opts.Measurement, opts.Gateway)
+	if opts.MaxBytesPerSecond != u.limit.rate() {
+		u.limit = newByteLimiter(opts.MaxBytesPerSecond)
+	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = opts.TLS
 	transport.MaxIdleConnsPerHost = 2
@@ -304,7 +316,7 @@ func (u *Uplink) Status() Status {
 // backoff: it must not stop the gateway, which keeps storing readings.
 func (u *Uplink) Run(ctx context.Context) error {
 	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.Format.String(),
-		"pending", u.out.Outbox().Pending())
+		"pending", u.out.Outbox().Pending(), "max_bytes_per_second", u.opts.MaxBytesPerSecond)
 	defer u.client.HTTPClient.CloseIdleConnections()
 	failures := 0
 	for {
@@ -655,12 +667,18 @@ func safeName(id string) string {
 	}, id)
 }
 
-// attempt counts every attempt after a batch's first.
-func (u *Uplink) attempt(_ retryablehttp.Logger, _ *http.Request, n int) {
+// attempt runs before every attempt of a batch: it counts those after
+// the batch's first, and waits until the body may go under
+// MaxBytesPerSecond. The wait is outside the request's Timeout, which
+// starts only after it.
+func (u *Uplink) attempt(_ retryablehttp.Logger, req *http.Request, n int) {
 	if n > 0 {
 		u.mu.Lock()
 		u.st.Retries++
 		u.mu.Unlock()
+	}
+	if err := u.limit.wait(req.Context(), req.ContentLength); err != nil {
+		return // the batch is abandoned: the request fails at once with its context
 	}
 }
 

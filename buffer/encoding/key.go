@@ -45,8 +45,10 @@ const (
 	KindMinute KeyKind = 'm'
 	KindHour   KeyKind = 'h'
 	KindDay    KeyKind = 'd'
-	// KindJournal holds the readings of one group commit until a
-	// checkpoint writes them as runs and aggregates:
+	// KindJournal held, in keyspace version 4 and older, the readings of
+	// one group commit until a checkpoint wrote them as runs and
+	// aggregates (the log, KindOutbox, does that now; Open replays and
+	// deletes what an older store left):
 	//   'j' seq(8B BE) → the readings, encoded as an outbox entry.
 	KindJournal KeyKind = 'j'
 	// KindUnit holds the unit of a series, the last one a stored reading

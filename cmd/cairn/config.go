@@ -47,7 +47,8 @@ type Config struct {
 	// set by Validate (format) and loadFiles (TLS and credentials).
 	uplinks []*uplink.Options
 	// uplinkFiles are digests of each upstream's secret and certificate
-	// files, so that a reload sees them change.
+	// files, one for each of uplinks, set by loadFiles, so that a reload
+	// sees them change.
 	uplinkFiles [][sha256.Size]byte
 	// secrets are what the security keys' files hold, set by loadFiles.
 	secrets secretFiles
@@ -308,6 +309,16 @@ type UplinkConfig struct {
 	TLS           TLSConfig     `yaml:"tls"`
 	Auth          AuthConfig    `yaml:"auth"`
 
+	// With Bucket, format influx writes to InfluxDB 2.x: url is the
+	// server's address and cairn posts to its /api/v2/write with org and
+	// bucket (uplink.InfluxV2URL).
+	Org    string `yaml:"org"`
+	Bucket string `yaml:"bucket"`
+
+	// MaxBytesPerSecond caps the request bodies as posted (after
+	// compression); 0: no limit.
+	MaxBytesPerSecond ByteSize `yaml:"max_bytes_per_second"`
+
 	// key is where the file has it: "uplink", or "uplink[1]" in a list.
 	key string
 }
@@ -500,7 +511,7 @@ func (c *Config) loadFiles() error {
 	if err := c.loadSecurityFiles(); err != nil {
 		return err
 	}
-	c.uplinkFiles = c.uplinkFiles[:0]
+	c.uplinkFiles = nil
 	var errs []error
 	for i, u := range c.uplinks {
 		var digest [sha256.Size]byte
@@ -858,7 +869,7 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 	if u.Auth.Scheme == "" || strings.ContainsAny(u.Auth.Scheme, " \t\r\n") {
 		bad("uplink.auth.scheme", "must be one word, such as Bearer or Token (got %q)", u.Auth.Scheme)
 	}
-	return &uplink.Options{
+	opts := &uplink.Options{
 		Name:          u.Name,
 		URL:           u.URL,
 		Format:        format,
@@ -875,6 +886,23 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 		Gzip:          u.Gzip,
 		Username:      u.Auth.Username,
 	}
+	opts.MaxBytesPerSecond = int64(u.MaxBytesPerSecond)
+	if u.MaxBytesPerSecond < 0 {
+		bad("uplink.max_bytes_per_second", "must be 0 (no limit) or a number of bytes, such as 2000 or 16KiB (got %s)", u.MaxBytesPerSecond)
+	}
+	switch {
+	case u.Bucket == "" && u.Org != "":
+		bad("uplink.org", "goes with uplink.bucket, InfluxDB 2.x's (got org %q and no bucket)", u.Org)
+	case u.Bucket != "" && format != uplink.Influx:
+		bad("uplink.bucket", "only kind influx writes to a bucket (InfluxDB 2.x's /api/v2/write); kind %s posts to uplink.url as it is", format)
+	case u.Bucket != "" && parsed != nil:
+		v2, err := uplink.InfluxV2URL(u.URL, u.Org, u.Bucket)
+		if err != nil {
+			bad("uplink.url", "%v", err)
+		}
+		opts.URL = v2
+	}
+	return opts
 }
 
 func checkHostPort(s string) error {

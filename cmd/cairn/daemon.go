@@ -42,7 +42,8 @@ const noSyncEnv = "CAIRN_UNSAFE_NO_SYNC"
 //	                         Writer: group commit, sync ──▶ Store (Badger)
 //	                                             │             ▲
 //	          PUBACK / Ack once synced ◀─────────┘             │
-//	HTTP API (status, queries, metrics) ───────────────────────┘
+//	HTTP API (status, queries, metrics) ───────────────────────┤
+//	upstreams ◀── Uplink, one per upstream, on its own cursor ─┘
 func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan os.Signal, reload reloadSource) error {
 	log, err := newLogger(cfg.Log, stderr)
 	if err != nil {

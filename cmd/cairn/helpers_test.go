@@ -369,7 +369,8 @@ type statusDoc struct {
 		Readings uint64 `json:"readings"`
 		Series   int    `json:"series"`
 	} `json:"store"`
-	Uplink *uplink.Status `json:"uplink"`
+	Uplink  *uplink.Status  `json:"uplink"`
+	Uplinks []uplink.Status `json:"uplinks"`
 }
 
 func (a *apiClient) status(t *testing.T) statusDoc {

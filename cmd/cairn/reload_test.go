@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -296,5 +297,116 @@ mqtt:
 	want := `topics="preset tasmota, preset zigbee2mqtt (base_topic z2m), lab/{device}/{metric} (value), sensors/{device}/telemetry (auto)"`
 	if !strings.Contains(line, want) {
 		t.Errorf("reload line:\n%s\nwant %s", line, want)
+	}
+}
+
+// TestNeedsRestart_Upstreams: a reload applies the settings of the
+// upstreams it finds by name; adding, removing, renaming or reordering
+// one takes a restart.
+func TestNeedsRestart_Upstreams(t *testing.T) {
+	const two = "uplink:\n  - name: vm\n    url: http://127.0.0.1:8428/write\n  - name: central\n    kind: prometheus\n    url: http://127.0.0.1:9090/api/v1/write\n"
+	for _, tc := range []struct {
+		name, from, to string
+		want           []string
+	}{
+		{"settings", two, strings.Replace(two, "8428/write", "8428/write\n    batch_readings: 100", 1), []string{}},
+		{"url", two, strings.Replace(two, "9090", "9091", 1), []string{}},
+		{"removed", two, "uplink:\n  - name: vm\n    url: http://127.0.0.1:8428/write\n", []string{"uplink"}},
+		{"added", "uplink:\n  - name: vm\n    url: http://127.0.0.1:8428/write\n", two, []string{"uplink"}},
+		{"renamed", two, strings.Replace(two, "central", "cloud", 1), []string{"uplink"}},
+		{"block to a list", "uplink:\n  url: http://127.0.0.1:8428/write\n", "uplink:\n  - url: http://127.0.0.1:8428/write\n    gzip: false\n", []string{}},
+		{"block named", "uplink:\n  url: http://127.0.0.1:8428/write\n", "uplink:\n  name: vm\n  url: http://127.0.0.1:8428/write\n", []string{"uplink"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := ParseConfig(strings.NewReader(tc.from))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := ParseConfig(strings.NewReader(tc.to))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := needsRestart(a, b); !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReload_UpstreamsByName starts cairn with two upstreams, one of
+// them at a URL where nothing listens; a SIGHUP that changes that URL and
+// adds a third upstream reconfigures the one it changed, by name, and
+// says that the third waits for a restart. The new URL refuses the
+// upstream's batches as malformed: they are parked in its own folder.
+func TestReload_UpstreamsByName(t *testing.T) {
+	vm := newVictoriaMetrics(t)
+	vm.start(t)
+	dataDir := t.TempDir()
+	section := func(centralURL, extra string) string {
+		return localConfig + fmt.Sprintf(`uplink:
+  - name: vm
+    url: %s
+    interval: 100ms
+  - name: central
+    kind: json
+    url: %s
+    interval: 100ms
+    retry_wait_min: 100ms
+    retry_wait_max: 1s
+%s`, vm.writeURL(), centralURL, extra)
+	}
+	nowhere := fmt.Sprintf("http://127.0.0.1:%d/ingest", freePort(t))
+	cfg := writeConfig(t, dataDir, section(nowhere, ""))
+	p := startCairn(t, cairnBinary.get(t), cfg)
+	api := newAPIClient(p.http)
+	fleet := &sensorFleet{devices: 5, window: 32, acks: newAckLog(0)}
+	for i := range 500 {
+		fleet.acks.add()
+		fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%5), t0+int64(i), i))
+	}
+	if err := fleet.publish(p.mqtt, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Minute, "vm to send everything and central to fail", func() (bool, string) {
+		st := api.status(t)
+		v, c := byName(t, st, "vm"), byName(t, st, "central")
+		return v.SentReadings == 1000 && c.Failing() && c.PendingReadings == 1000, fmt.Sprintf("vm %+v, central %+v", v, c)
+	})
+
+	// central's JSON to where VictoriaMetrics takes remote write: it
+	// answers 400.
+	fixed := vm.base() + "/api/v1/write"
+	rewrite(t, cfg, strings.ReplaceAll(section(fixed, "  - name: extra\n    url: "+vm.writeURL()+"\n"), "%DATA%", dataDir))
+	if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`msg="reload: upstreams added or removed take effect at the next restart" component=reload added=[extra] removed=[]`,
+		`msg="reload: uplink applied" component=reload upstream=central url=` + fixed,
+		`msg="configuration reloaded"`,
+	} {
+		if _, err := p.out.WaitLine(want, p.Exited(), startTimeout); err != nil {
+			t.Fatalf("no log line %s: %v\n%s", want, err, p.out)
+		}
+	}
+	if lines := p.out.Matching(`upstream=vm`); slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "reload") }) {
+		t.Errorf("vm, unchanged, was reconfigured: %q", lines)
+	}
+	waitUntil(t, time.Minute, "central to park its batches at the new URL", func() (bool, string) {
+		c := byName(t, api.status(t), "central")
+		return c.ParkedReadings == 1000 && c.PendingReadings == 0, fmt.Sprintf("%+v", c)
+	})
+	responses, err := filepath.Glob(filepath.Join(dataDir, "parked", "central", "*.response"))
+	if err != nil || len(responses) == 0 {
+		t.Errorf("parked/central/*.response: %q, %v; want central's parked batches", responses, err)
+	}
+	if files, err := filepath.Glob(filepath.Join(dataDir, "parked", "*.*")); err != nil || len(files) > 0 {
+		t.Errorf("parked/ holds %q, %v: the folder of upstream default, which there is not", files, err)
+	}
+	if st := api.status(t); len(st.Uplinks) != 2 {
+		t.Errorf("after the reload: %d upstreams, want 2 until a restart: %+v", len(st.Uplinks), st.Uplinks)
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("cairn: %v\n%s", err, p.out)
 	}
 }

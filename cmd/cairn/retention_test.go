@@ -100,8 +100,9 @@ uplink:
 		st = status()
 		r, u := st.Retention, st.Uplink
 		peak = max(peak, r.DiskBytes)
-		done := st.Ingest.Stored == uint64(sent*fields) && r.DiskBytes <= limit && u.PendingReadings+r.DroppedUnsent == st.Ingest.Stored
-		return done, fmt.Sprintf("stored %d of %d, failed %d, disk %d, pending %d + dropped %d", st.Ingest.Stored, sent*fields, st.Ingest.Failed, r.DiskBytes, u.PendingReadings, r.DroppedUnsent)
+		// A pass of the disk cap is over when it records its run.
+		done := st.Ingest.Stored == uint64(sent*fields) && r.DiskBytes <= limit && u.PendingReadings+r.DroppedUnsent == st.Ingest.Stored && r.LastRun != nil
+		return done, fmt.Sprintf("stored %d of %d, failed %d, disk %d, pending %d + dropped %d, last run %v", st.Ingest.Stored, sent*fields, st.Ingest.Failed, r.DiskBytes, u.PendingReadings, r.DroppedUnsent, r.LastRun)
 	})
 	r := st.Retention
 	t.Logf("%d readings stored, %d dropped unsent, %d removed, peak %d bytes", st.Ingest.Stored, r.DroppedUnsent, r.RemovedReadings, peak)

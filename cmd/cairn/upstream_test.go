@@ -413,7 +413,7 @@ func TestUplink_RealUpstreams(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"cairn_uplink_sent_readings_total 6000", "cairn_uplink_pending_readings 0", "cairn_uplink_parked_batches 0"} {
+			for _, want := range []string{`cairn_uplink_sent_readings_total{upstream="default"} 6000`, `cairn_uplink_pending_readings{upstream="default"} 0`, `cairn_uplink_parked_batches{upstream="default"} 0`} {
 				if !strings.Contains(string(metrics), want+"\n") {
 					t.Errorf("/metrics lacks %q", want)
 				}

@@ -36,7 +36,7 @@ func (us *Upstreams) UnmarshalYAML(unmarshal func(any) error) error {
 		return err
 	}
 	switch shape.(type) {
-	case map[string]any:
+	case map[string]any, map[any]any:
 		var u UplinkConfig
 		if err := unmarshal(&u); err != nil {
 			return err
@@ -96,7 +96,7 @@ var upstreamNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 // validateUplinks checks every upstream and derives c.uplinks from them;
 // a name left out is default, and no two upstreams share a name.
 func (c *Config) validateUplinks(bad func(key, format string, a ...any)) {
-	c.uplinks = c.uplinks[:0]
+	c.uplinks = nil
 	seen := make(map[string]string) // name → key path
 	for i := range c.Uplink {
 		u := &c.Uplink[i]

@@ -411,6 +411,36 @@ func TestWritePage_UplinkErrorPast(t *testing.T) {
 	}
 }
 
+// TestWritePart_UplinkCards: a card for each upstream, titled with its
+// name ("Uplink" alone for default), and an alert for each one failing,
+// naming it; no upstream is one card that says the uplink is off.
+func TestWritePart_UplinkCards(t *testing.T) {
+	health := func(us ...Uplink) string {
+		t.Helper()
+		var buf bytes.Buffer
+		if err := WritePart(&buf, PartHealth, Page{Now: end, Health: Health{Uplinks: us}}); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	failing := Uplink{Name: "central", Pending: 7, LastError: "503 Service Unavailable", LastErrorAt: end.Add(-time.Second)}
+	doc := health(Uplink{Name: "vm", LastSuccess: end.Add(-time.Second)}, failing)
+	for _, want := range []string{"<h3>Uplink vm</h3>", "<h3>Uplink central</h3>", "the uplink central is failing: 503 Service Unavailable"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("two upstreams: the health part lacks %q:\n%s", want, doc)
+		}
+	}
+	if strings.Contains(doc, "the uplink vm is failing") || strings.Contains(doc, "Off: no upstream") {
+		t.Errorf("two upstreams, vm sending: %s", doc)
+	}
+	if doc := health(Uplink{Name: "default"}); !strings.Contains(doc, "<h3>Uplink</h3>") || strings.Contains(doc, "Off: no upstream") {
+		t.Errorf("the upstream default: want a card titled Uplink:\n%s", doc)
+	}
+	if doc := health(); !strings.Contains(doc, "<h3>Uplink</h3>\n<p class=\"muted\">Off: no upstream is configured.</p>") {
+		t.Errorf("no upstream: want the uplink card off:\n%s", doc)
+	}
+}
+
 // A device is quiet by when it was last heard, and its newest reading's
 // date is shown where it is more than a minute apart from that.
 func TestWritePart_NewestReadingApart(t *testing.T) {
