@@ -62,6 +62,9 @@ func (f *sensorFleet) publish(addr string, fresh bool, stop <-chan struct{}) err
 
 // TestCrash_SIGKILL kills a loaded cairn process at random moments and
 // checks that no acknowledged reading is lost and none is stored twice.
+// cairn has two upstreams: one takes readings throughout; the other is
+// down until the last start, and keeps every reading pending across the
+// kills. In the end each holds every stored reading once.
 func TestCrash_SIGKILL(t *testing.T) {
 	cycles := 20
 	if s := os.Getenv("CAIRN_CRASH_CYCLES"); s != "" {
@@ -73,7 +76,11 @@ func TestCrash_SIGKILL(t *testing.T) {
 	}
 	bin := cairnBinary.get(t)
 	dataDir := t.TempDir()
-	cfg := writeConfig(t, dataDir, crashConfig)
+	live, late := newIdempotentVM(t), newIdempotentVM(t)
+	live.start(t)
+	cfg := writeConfig(t, dataDir, crashConfig+uplinkList(
+		namedUpstream{"live", "influx", live.writeURL()},
+		namedUpstream{"late", "influx", late.writeURL()}))
 	// More devices for more cycles keep each device's readings within one
 	// query when the store is checked.
 	fleet := &sensorFleet{devices: 8 * ((cycles + 19) / 20), window: 32, acks: newAckLog(0)}
@@ -87,6 +94,9 @@ func TestCrash_SIGKILL(t *testing.T) {
 		slowestStart = max(slowestStart, time.Since(started))
 		if atLeast := 2 * uint64(ackedBefore); p.readings < atLeast {
 			t.Fatalf("cycle %d: store holds %d readings after restart, want at least %d (every acknowledged one)\noutput:\n%s", cycle, p.readings, atLeast, p.out)
+		}
+		if st := uplinkStatuses(t, newAPIClient(p.http))["late"]; st.PendingReadings != p.readings {
+			t.Fatalf("cycle %d: the upstream that is down has %d readings pending, want all %d stored\noutput:\n%s", cycle, st.PendingReadings, p.readings, p.out)
 		}
 		stop := make(chan struct{})
 		stopOnce := sync.OnceFunc(func() { close(stop) })
@@ -125,7 +135,14 @@ func TestCrash_SIGKILL(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%d messages unacknowledged", pending)
 	})
-	st := newAPIClient(p.http).status(t)
+	// The upstream that was down comes up and takes the backlog.
+	api := newAPIClient(p.http)
+	late.start(t)
+	waitUntil(t, 2*time.Minute, "both upstreams to take every reading", func() (bool, string) {
+		st := uplinkStatuses(t, api)
+		return st["live"].PendingReadings == 0 && st["late"].PendingReadings == 0, fmt.Sprintf("%+v", st)
+	})
+	st := api.status(t)
 	if err := p.signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("cairn after SIGTERM: got %v, want exit status 0\noutput:\n%s", err, p.out)
 	}
@@ -135,7 +152,14 @@ func TestCrash_SIGKILL(t *testing.T) {
 	if want := 2 * len(fleet.msgs); stored != want {
 		t.Errorf("stored %d readings, want %d: every message was acknowledged in the end", stored, want)
 	}
+	for _, up := range []*victoriaMetrics{live, late} {
+		checkUpstream(t, up, fleet.msgs, fleet.acks)
+		if got, total := up.readings(t); total != stored || len(got) != stored {
+			t.Errorf("upstream %s holds %d samples of %d distinct readings, want each of the %d stored once", up.base(), total, len(got), stored)
+		}
+	}
 	t.Logf("cycles %d (%d to %d PUBACKs before each kill, restarts took up to %s), messages acknowledged %d, resent after a kill %d, readings stored %d, missing %d, doubled %d",
 		cycles, minAcked, maxAcked, slowestStart.Round(time.Millisecond), fleet.acks.count(), fleet.resent, stored, missing, doubled)
-	t.Logf("last run: %d readings stored again were recognised as duplicates", st.Ingest.Duplicates)
+	t.Logf("last run: %d readings stored again were recognised as duplicates; upstreams took %d samples (live, resent ones included) and %d (late) for %d readings",
+		st.Ingest.Duplicates, live.received(t), late.received(t), stored)
 }

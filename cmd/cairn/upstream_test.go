@@ -78,6 +78,7 @@ func waitHTTP(t *testing.T, p *process, u string, want int) {
 type victoriaMetrics struct {
 	bin, dir string
 	port     int
+	flags    []string // more command-line flags
 	p        *process
 }
 
@@ -91,12 +92,12 @@ func (v *victoriaMetrics) writeURL() string { return v.base() + "/write" }
 
 func (v *victoriaMetrics) start(t *testing.T) {
 	t.Helper()
-	v.p = startProcess(t, v.bin,
-		"-storageDataPath="+v.dir,
+	v.p = startProcess(t, v.bin, append([]string{
+		"-storageDataPath=" + v.dir,
 		fmt.Sprintf("-httpListenAddr=127.0.0.1:%d", v.port),
 		"-retentionPeriod=100y",
 		"-loggerLevel=ERROR",
-		"-search.disableCache")
+		"-search.disableCache"}, v.flags...)...)
 	waitHTTP(t, v.p, v.base()+"/health", http.StatusOK)
 }
 

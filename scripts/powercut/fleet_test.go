@@ -235,6 +235,8 @@ type storeCheck struct {
 	torn     []string      // acknowledged messages with one of their two readings stored
 	unknown  []string      // readings listed that were never sent, or with another value
 	openWarn []string      // warnings the store logged while this check opened it
+	// cursors is where each upstream's cursor stands in the log.
+	cursors map[string]buffer.OutboxState
 }
 
 // lostIn returns how many of the missing readings were acknowledged in
@@ -280,6 +282,10 @@ func checkStore(dir string, sensors []*sensor) (storeCheck, error) {
 		}
 		slices.SortStableFunc(ch.missing, func(a, b lostReading) int { return a.ackedIn - b.ackedIn })
 		ch.counted = store.ReadingCount()
+		ch.cursors = make(map[string]buffer.OutboxState)
+		for _, name := range store.CursorNames() {
+			ch.cursors[name], _ = store.CursorState(name)
+		}
 		return nil
 	}()
 	return ch, errors.Join(err, store.Close())

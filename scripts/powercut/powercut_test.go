@@ -4,17 +4,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,39 +113,49 @@ func TestPowerCut_SmallMemtable(t *testing.T) {
 	t.Logf("small-memtable total: cycles %d, readings acknowledged %d, missing 0, doubled 0", cycles, acked)
 }
 
-// TestPowerCut_WithUplink runs small-memtable cycles while the uplink
-// sends everything to an upstream that takes it at once: the uplink's own
-// writes (the batch in flight, the cursor, deleting sent entries) go on
-// beside the group commits, and must never come between a commit and the
-// sync that makes it durable.
+// TestPowerCut_WithUplink runs small-memtable cycles with two upstreams:
+// one takes everything at once throughout; the other is down (503) for
+// the first half of the cycles and takes everything after. The uplinks'
+// own writes (the batch in flight, the cursors, deleting entries both have
+// passed) go on beside the group commits, and must never come between a
+// commit and the sync that makes it durable. After every cut, per
+// upstream: it took nothing the store lost, and everything its cursor
+// passed; while down, every stored reading is pending for it.
 func TestPowerCut_WithUplink(t *testing.T) {
 	requirePowerCut(t)
-	var batches atomic.Int64
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := io.Copy(io.Discard, r.Body); err == nil {
-			batches.Add(1)
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer up.Close()
-	const cycles = 6
+	live, late := newLineUpstream(), newLineUpstream()
+	defer live.Close()
+	defer late.Close()
+	late.down.Store(true)
+	const cycles, downCycles = 6, 3
+	upstream := func(name, url string) string {
+		return "  - name: " + name + "\n    kind: influx\n    url: " + url + "/write\n    batch_readings: 200\n    interval: 10ms\n    retry_wait_max: 1s\n"
+	}
 	sh := shape{sensors: 16, window: 512, store: "store:\n  memtable_mib: 1\n  bucket_samples: 32\n" +
-		"uplink:\n  url: " + up.URL + "/write\n  batch_readings: 200\n  interval: 10ms\n"}
+		"uplink:\n" + upstream("live", live.URL) + upstream("late", late.URL)}
 	acked := 0
 	runCycles(t, "uplink", sh, cycles, false, -1, func(cycle int, r cycleResult) {
 		acked += r.load.acked * perMessage
 		ch := r.check
-		t.Logf("uplink cycle %d/%d: %s; store: %d readings, %d missing, %d doubled; batches taken so far %d",
-			cycle+1, cycles, r.summary(), ch.stored, len(ch.missing), len(ch.doubled), batches.Load())
-		if problems := ch.problems(true); problems != "" {
+		down := cycle < downCycles
+		l, d := live.check(r.sensors), late.check(r.sensors)
+		t.Logf("uplink cycle %d/%d: %s; store: %d readings, %d missing, %d doubled; live upstream: %d batches, %d readings taken, %d pending; late upstream (down %v): %d batches, %d readings taken, %d pending",
+			cycle+1, cycles, r.summary(), ch.stored, len(ch.missing), len(ch.doubled),
+			l.batches, l.distinct, ch.cursors["live"].Pending(), down, d.batches, d.distinct, ch.cursors["late"].Pending())
+		problems := ch.problems(true) + l.problems(ch, "live", false) + d.problems(ch, "late", down)
+		if problems != "" {
 			t.Fatalf("uplink cycle %d/%d: the store after the power cut is wrong:\n%s\ncairn's log after the cut:\n%s",
 				cycle+1, cycles, problems, r.restartLog)
 		}
+		if cycle+1 == downCycles {
+			late.down.Store(false)
+		}
 	})
-	if batches.Load() == 0 {
-		t.Fatal("the upstream took no batch: the uplink did not run beside the commits")
+	if live.batches() == 0 || late.batches() == 0 {
+		t.Fatalf("the upstreams took %d and %d batches: the uplinks did not run beside the commits", live.batches(), late.batches())
 	}
-	t.Logf("uplink total: cycles %d, readings acknowledged %d, missing 0, doubled 0, batches taken %d", cycles, acked, batches.Load())
+	t.Logf("uplink total: cycles %d, readings acknowledged %d, missing 0, doubled 0, batches taken %d (live) and %d (late, from cycle %d on)",
+		cycles, acked, live.batches(), late.batches(), downCycles+1)
 }
 
 // controlMessages bounds the messages each sensor sends per control cycle,
@@ -198,6 +204,7 @@ type cycleResult struct {
 	restart    time.Duration // from starting cairn after the cut to its "cairn started"
 	restartLog string        // the output of that start
 	check      storeCheck
+	sensors    []*sensor // the epoch's, as the check left them
 }
 
 // summary describes the cycle up to the check.
@@ -299,6 +306,7 @@ func runEpoch(t *testing.T, name string, sh shape, first, end int, noSync bool, 
 		if r.check.counted != p.Readings || st.Store.Readings != p.Readings {
 			t.Errorf("cycle %d: cairn said it started with %d readings and its status says %d, the store counts %d", cycle+1, p.Readings, st.Store.Readings, r.check.counted)
 		}
+		r.sensors = sensors
 		each(cycle, r)
 	}
 	fs.Unmount(t, stopTimeout)
