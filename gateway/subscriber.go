@@ -69,6 +69,7 @@ func NewSubscriber(opts SubscriberOptions) *Subscriber {
 		SetCleanSession(false).
 		SetAutoAckDisabled(true).
 		SetOrderMatters(true).
+		SetStore(newSessionStore()).
 		SetKeepAlive(30 * time.Second).
 		SetPingTimeout(10 * time.Second).
 		SetConnectTimeout(10 * time.Second).
