@@ -19,6 +19,19 @@ import (
 //	Mark … Live     sent already, ahead of the backlog
 //	Live … End      the live stream, sent from Live as readings come
 //
+// writeLive stores m as c's value, synced if sync, and makes its live
+// stream c's (o.write held).
+func (c *Cursor) writeLive(m encoding.CursorMeta, sync bool) error {
+	if err := c.write(m, sync); err != nil {
+		return err
+	}
+	o := &c.s.outbox
+	o.mu.Lock()
+	c.setLive(m)
+	o.mu.Unlock()
+	return nil
+}
+
 // AimLive starts the live stream at Mark; SetLiveBatch and AdvanceLive
 // are the live stream's SetOutboxBatch and AdvanceOutbox, and record the
 // same way: a live batch is synced before it is sent, and a restart sends
@@ -125,13 +138,7 @@ func (c *Cursor) AimLive(mark uint64) error {
 		return nil
 	}
 	m.Mark, m.Live, m.LiveBatchEnd, m.LiveBatchNote = mark, mark, 0, 0
-	if err := c.write(m, true); err != nil {
-		return err
-	}
-	o.mu.Lock()
-	c.setLive(m)
-	o.mu.Unlock()
-	return nil
+	return c.writeLive(m, true)
 }
 
 // SetLiveBatch is SetOutboxBatch for the live stream: it records, durably,
@@ -148,13 +155,7 @@ func (c *Cursor) SetLiveBatch(end uint64, note int64) error {
 		return ErrNoLiveStream
 	}
 	m.LiveBatchEnd, m.LiveBatchNote = end, note
-	if err := c.write(m, true); err != nil {
-		return err
-	}
-	o.mu.Lock()
-	c.setLive(m)
-	o.mu.Unlock()
-	return nil
+	return c.writeLive(m, true)
 }
 
 // AdvanceLive is AdvanceOutbox for the live stream: it moves Live to to
@@ -178,13 +179,7 @@ func (c *Cursor) AdvanceLive(to uint64) error {
 		return fmt.Errorf("log: live cursor %d is past the end %d", to, end)
 	}
 	m.Live, m.LiveBatchEnd, m.LiveBatchNote = max(to, m.Live), 0, 0
-	if err := c.write(m, false); err != nil {
-		return err
-	}
-	o.mu.Lock()
-	c.setLive(m)
-	o.mu.Unlock()
-	return nil
+	return c.writeLive(m, false)
 }
 
 // BacklogLimit is how much one upstream may hold back in the log.
@@ -244,15 +239,9 @@ func (c *Cursor) overBytes(limit int64) (uint64, error) {
 	var entries []entry
 	var total int64
 	err := c.s.db.View(func(txn *badger.Txn) error {
-		start := encoding.AppendOutboxKey(nil, cur)
-		rit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}, Reverse: true})
-		if rit.Seek(start); rit.Valid() {
-			start = rit.Item().KeyCopy(nil)
-		}
-		rit.Close()
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
+		it := logFrom(txn, cur)
 		defer it.Close()
-		for it.Seek(start); it.Valid(); it.Next() {
+		for ; it.Valid(); it.Next() {
 			seq := binary.BigEndian.Uint64(it.Item().Key()[1:])
 			if seq >= end {
 				break
@@ -361,22 +350,30 @@ func (c *Cursor) drop(n uint64, old func(OutboxReading) bool, why ...any) (Outbo
 	return d, nil
 }
 
+// logFrom returns an iterator over the log's entries from the one that
+// holds seq: the last that starts at seq or before it.
+func logFrom(txn *badger.Txn, seq uint64) *badger.Iterator {
+	start := encoding.AppendOutboxKey(nil, seq)
+	rit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}, Reverse: true})
+	if rit.Seek(start); rit.Valid() {
+		start = rit.Item().KeyCopy(nil)
+	}
+	rit.Close()
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
+	it.Seek(start)
+	return it
+}
+
 // scanLog calls fn with the readings from from to stop-1 in order, until
 // it returns false. An entry that cannot be decoded ends the scan with a
 // *CorruptOutboxError.
 func (s *Store) scanLog(from, stop uint64, fn func(OutboxReading) bool) error {
 	return s.db.View(func(txn *badger.Txn) error {
-		start := encoding.AppendOutboxKey(nil, from)
-		rit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}, Reverse: true})
-		if rit.Seek(start); rit.Valid() {
-			start = rit.Item().KeyCopy(nil)
-		}
-		rit.Close()
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{byte(encoding.KindOutbox)}})
+		it := logFrom(txn, from)
 		defer it.Close()
 		var dec encoding.OutboxDecoder
 		more := true
-		for it.Seek(start); it.Valid() && more; it.Next() {
+		for ; it.Valid() && more; it.Next() {
 			seq := binary.BigEndian.Uint64(it.Item().Key()[1:])
 			if seq >= stop {
 				break
