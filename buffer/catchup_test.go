@@ -27,15 +27,6 @@ func writeCommits(t *testing.T, w *Writer, n, per int, t0 time.Time) {
 	}
 }
 
-func namedCursor(t *testing.T, s *Store, name string) *Cursor {
-	t.Helper()
-	c, err := s.Cursor(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // TestCursor_LiveStreamAcrossReopen sends a live stream ahead of the
 // backlog: its place and batch outlast a reopen, it moves only while it
 // has sent nothing, and once the backlog reaches the mark the cursor goes

@@ -17,7 +17,13 @@ import (
 // end of the log the first time.
 func upstream(t testing.TB, s *Store) *Cursor {
 	t.Helper()
-	c, err := s.Cursor("up")
+	return namedCursor(t, s, "up")
+}
+
+// namedCursor returns the cursor of the upstream name.
+func namedCursor(t testing.TB, s *Store, name string) *Cursor {
+	t.Helper()
+	c, err := s.Cursor(name)
 	if err != nil {
 		t.Fatal(err)
 	}
