@@ -101,6 +101,18 @@ func checkOnce(t *testing.T, batches [][]string, want []string) {
 	}
 }
 
+// startUplink makes an uplink of opts on s's cursor and runs it until the
+// test ends.
+func startUplink(t *testing.T, s *store, opts Options) *Uplink {
+	t.Helper()
+	u, err := New(s.cur, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUplink(t, u)
+	return u
+}
+
 // TestUplink_LiveFirstAfterOutage stores readings while the upstream is
 // down; once it is back, the first batch it takes holds the newest
 // readings, the backlog follows, readings stored meanwhile go ahead of
@@ -111,11 +123,7 @@ func TestUplink_LiveFirstAfterOutage(t *testing.T) {
 	up := newOutage(t)
 	opts := testOptions(up.srv.URL, dir)
 	opts.CatchUp = LiveFirst
-	u, err := New(s.cur, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUplink(t, u)
+	u := startUplink(t, s, opts)
 	for i := 0; i < 1100; i += 100 {
 		s.add(t, i, 100)
 		if i == 0 {
@@ -165,11 +173,7 @@ func TestUplink_LiveFirstAtStartWithBacklog(t *testing.T) {
 	s.add(t, 0, 500)
 	opts := testOptions(up.srv.URL, dir)
 	opts.CatchUp = LiveFirst
-	u, err := New(s.cur, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUplink(t, u)
+	startUplink(t, s, opts)
 	waitFor(t, "the outbox to drain", func() bool { return s.cur.Outbox().Pending() == 0 })
 	keys, batches := up.taken()
 	if len(keys) != 5 || keys[0] != "gw1-400" || keys[1] != "gw1-0" {
@@ -201,11 +205,7 @@ func TestUplink_MaxBacklogDropsOldest(t *testing.T) {
 	if _, err := New(s, opts); err == nil {
 		t.Error("max_backlog on an outbox that cannot drop: no error")
 	}
-	u, err := New(s.cur, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUplink(t, u)
+	u := startUplink(t, s, opts)
 	waitFor(t, "the first batch to be refused", func() bool { return up.triedKey("gw1-0") })
 	if st := u.Status(); st.DroppedUnsent != 0 || st.PendingReadings != 1000 {
 		t.Fatalf("nothing is over max_backlog yet: %+v", st)
@@ -260,11 +260,7 @@ func TestUplink_LiveFirstAcrossRestart(t *testing.T) {
 		t.Fatalf("after the restart: %+v, want the live batch 500–600 and the backlog's 0–100 recorded", o)
 	}
 	up.setDown(false)
-	u, err = New(s.cur, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUplink(t, u)
+	startUplink(t, s, opts)
 	waitFor(t, "everything to arrive", func() bool { return s.cur.Outbox().Pending() == 0 })
 	keys, batches := up.taken()
 	if len(keys) < 2 || keys[0] != "gw1-500" || keys[1] != "gw1-0" {
