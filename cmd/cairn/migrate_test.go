@@ -384,38 +384,13 @@ func checkFixtureUpstream(t *testing.T, vm *victoriaMetrics, fx storeFixture) {
 // "gateway device metric time unit=… value".
 func vmSamples(t *testing.T, vm *victoriaMetrics) map[string]int {
 	t.Helper()
-	resp, err := http.Get(vm.base() + "/internal/force_flush")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	q := url.Values{"match[]": {`{__name__=~"readings_.+"}`}, "start": {"0"}}
-	resp, err = http.Get(vm.base() + "/api/v1/export?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("export: %s: %s", resp.Status, b)
-	}
 	out := map[string]int{}
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var line struct {
-			Metric     map[string]string `json:"metric"`
-			Values     []float64         `json:"values"`
-			Timestamps []int64           `json:"timestamps"`
-		}
-		if err := dec.Decode(&line); err == io.EOF {
-			return out
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, line := range vm.export(t, url.Values{"match[]": {`{__name__=~"readings_.+"}`}, "start": {"0"}}) {
 		m := line.Metric
 		for i, ts := range line.Timestamps {
 			out[fmt.Sprintf("%s %s %s %s unit=%q %v", m["gateway"], m["device"], strings.TrimPrefix(m["__name__"], "readings_"),
 				time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), m["unit"], line.Values[i])]++
 		}
 	}
+	return out
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -69,47 +66,18 @@ func (s *prometheusServer) readings(t *testing.T) (map[upstreamKey]float64, int)
 		"query": {`{__name__=~"readings_.+"}[4h]`},
 		"time":  {strconv.FormatInt(t0/1000+3600, 10)},
 	}
-	resp, err := http.Get(s.base() + "/api/v1/query?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("query: %s: %s", resp.Status, body)
-	}
-	var doc struct {
-		Data struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Values [][2]any          `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		t.Fatalf("query: %v: %s", err, body)
-	}
 	out := make(map[upstreamKey]float64)
 	total := 0
-	for _, r := range doc.Data.Result {
-		for _, v := range r.Values {
-			sec, ok1 := v[0].(float64)
-			str, ok2 := v[1].(string)
-			val, err := strconv.ParseFloat(str, 64)
-			if !ok1 || !ok2 || err != nil {
-				t.Fatalf("query: sample %v", v)
-			}
+	for _, r := range s.rangeQuery(t, q) {
+		for _, v := range r.samples {
 			k := upstreamKey{
-				gateway: r.Metric["gateway"],
-				device:  r.Metric["device"],
-				unit:    r.Metric["unit"],
-				metric:  strings.TrimPrefix(r.Metric["__name__"], "readings_"),
-				ts:      int64(math.Round(sec*1000)) * 1e6,
+				gateway: r.metric["gateway"],
+				device:  r.metric["device"],
+				unit:    r.metric["unit"],
+				metric:  strings.TrimPrefix(r.metric["__name__"], "readings_"),
+				ts:      v.ms * 1e6,
 			}
-			out[k] = val
+			out[k] = v.value
 			total++
 		}
 	}

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -59,40 +57,18 @@ func newIdempotentVM(t *testing.T) *victoriaMetrics {
 // whether it has the sample k.
 func (v *victoriaMetrics) holds(t *testing.T, k upstreamKey) bool {
 	t.Helper()
-	resp, err := http.Get(v.base() + "/internal/force_flush")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
 	sec := k.ts / 1e9
 	q := url.Values{
 		"match[]": {fmt.Sprintf(`{__name__=%q,device=%q,gateway=%q}`, "readings_"+k.metric, k.device, k.gateway)},
 		"start":   {strconv.FormatInt(sec, 10)},
 		"end":     {strconv.FormatInt(sec+1, 10)},
 	}
-	resp, err = http.Get(v.base() + "/api/v1/export?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("export: %s: %s", resp.Status, b)
-	}
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var line struct {
-			Timestamps []int64 `json:"timestamps"`
-		}
-		if err := dec.Decode(&line); err == io.EOF {
-			return false
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, line := range v.export(t, q) {
 		if slices.Contains(line.Timestamps, k.ts/1e6) {
 			return true
 		}
 	}
+	return false
 }
 
 // received sums VictoriaMetrics' vm_rows_inserted_total over its
@@ -129,31 +105,9 @@ func (s *prometheusServer) holds(t *testing.T, k upstreamKey) bool {
 		"query": {fmt.Sprintf(`readings_%s{device=%q,gateway=%q}[2s]`, k.metric, k.device, k.gateway)},
 		"time":  {strconv.FormatFloat(float64(k.ts/1e6)/1000+1, 'f', 3, 64)},
 	}
-	resp, err := http.Get(s.base() + "/api/v1/query?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("query: %s: %s", resp.Status, body)
-	}
-	var doc struct {
-		Data struct {
-			Result []struct {
-				Values [][2]any `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		t.Fatalf("query: %v: %s", err, body)
-	}
-	for _, r := range doc.Data.Result {
-		for _, v := range r.Values {
-			if sec, ok := v[0].(float64); ok && int64(math.Round(sec*1000)) == k.ts/1e6 {
+	for _, r := range s.rangeQuery(t, q) {
+		for _, v := range r.samples {
+			if v.ms == k.ts/1e6 {
 				return true
 			}
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -60,34 +59,8 @@ type vmStats struct{ vmRemoteWrite }
 // latest sample within the period.
 func (vm vmStats) stats(t *testing.T) map[statsKey]statsSample {
 	t.Helper()
-	resp, err := http.Get(vm.base() + "/internal/force_flush")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	q := url.Values{"match[]": {`{__name__=~"readings_stats_.+"}`}, "start": {"0"}}
-	resp, err = http.Get(vm.base() + "/api/v1/export?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("export: %s: %s", resp.Status, b)
-	}
 	out := make(map[statsKey]statsSample)
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var line struct {
-			Metric     map[string]string `json:"metric"`
-			Values     []float64         `json:"values"`
-			Timestamps []int64           `json:"timestamps"`
-		}
-		if err := dec.Decode(&line); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, line := range vm.export(t, url.Values{"match[]": {`{__name__=~"readings_stats_.+"}`}, "start": {"0"}}) {
 		if line.Metric["group"] != "minute" || line.Metric["gateway"] != "gw-test" {
 			t.Errorf("series %v: want group minute and gateway gw-test", line.Metric)
 		}
@@ -183,45 +156,15 @@ func (s promStats) stats(t *testing.T) map[statsKey]statsSample {
 		"query": {`{__name__=~"readings_stats_.+"}[4h]`},
 		"time":  {strconv.FormatInt(t0/1000+3600, 10)},
 	}
-	resp, err := http.Get(s.base() + "/api/v1/query?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("query: %s: %s", resp.Status, body)
-	}
-	var doc struct {
-		Data struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Values [][2]any          `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		t.Fatalf("query: %v: %s", err, body)
-	}
 	out := make(map[statsKey]statsSample)
-	for _, r := range doc.Data.Result {
-		for _, v := range r.Values {
-			sec, ok1 := v[0].(float64)
-			str, ok2 := v[1].(string)
-			val, err := strconv.ParseFloat(str, 64)
-			if !ok1 || !ok2 || err != nil {
-				t.Fatalf("query: sample %v", v)
-			}
-			ms := int64(math.Round(sec * 1000))
-			k := statsKey{device: r.Metric["device"], metric: r.Metric["metric"],
-				stat: strings.TrimPrefix(r.Metric["__name__"], "readings_stats_"), start: ms - ms%60_000}
+	for _, r := range s.rangeQuery(t, q) {
+		for _, v := range r.samples {
+			k := statsKey{device: r.metric["device"], metric: r.metric["metric"],
+				stat: strings.TrimPrefix(r.metric["__name__"], "readings_stats_"), start: v.ms - v.ms%60_000}
 			st := out[k]
 			st.samples++
-			if st.samples == 1 || ms > st.ms {
-				st.ms, st.value = ms, val
+			if st.samples == 1 || v.ms > st.ms {
+				st.ms, st.value = v.ms, v.value
 			}
 			out[k] = st
 		}
@@ -233,16 +176,7 @@ func (s promStats) stats(t *testing.T) map[statsKey]statsSample {
 // by minute from from (ms) for n minutes, by statsKey.
 func gatewayStats(t *testing.T, api *apiClient, device, metric string, from int64, n int) map[statsKey]float64 {
 	t.Helper()
-	var doc struct {
-		Stats []struct {
-			Start string  `json:"start"`
-			Count uint64  `json:"count"`
-			Sum   float64 `json:"sum"`
-			Min   float64 `json:"min"`
-			Max   float64 `json:"max"`
-			Mean  float64 `json:"mean"`
-		} `json:"stats"`
-	}
+	var doc statsDoc
 	path := fmt.Sprintf("/v1/devices/%s/stats?metric=%s&group=minute&from=%s&to=%s", device, metric,
 		url.QueryEscape(msTS(from)), url.QueryEscape(msTS(from+int64(n)*60_000)))
 	if code := api.get(t, path, &doc); code != http.StatusOK {

@@ -113,35 +113,9 @@ func (v *victoriaMetrics) stop(t *testing.T) {
 
 func (v *victoriaMetrics) readings(t *testing.T) (map[upstreamKey]float64, int) {
 	t.Helper()
-	resp, err := http.Get(v.base() + "/internal/force_flush")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	q := url.Values{"match[]": {`{__name__=~"readings_.+"}`}, "start": {"0"}}
-	resp, err = http.Get(v.base() + "/api/v1/export?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("export: %s: %s", resp.Status, b)
-	}
 	out := make(map[upstreamKey]float64)
 	total := 0
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var line struct {
-			Metric     map[string]string `json:"metric"`
-			Values     []float64         `json:"values"`
-			Timestamps []int64           `json:"timestamps"`
-		}
-		if err := dec.Decode(&line); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, line := range v.export(t, url.Values{"match[]": {`{__name__=~"readings_.+"}`}, "start": {"0"}}) {
 		for i, ts := range line.Timestamps {
 			k := upstreamKey{
 				gateway: line.Metric["gateway"],
