@@ -128,22 +128,12 @@ func TestRun_LiveFirstAfterOutage(t *testing.T) {
 	p := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), cfg))
 	api := newAPIClient(p.http)
 	fleet := &sensorFleet{devices: 10, window: 64, acks: newAckLog(0)}
-	publish := func(n int) {
-		t.Helper()
-		for range n {
-			i := fleet.acks.add()
-			fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%10), t0+int64(i), i))
-		}
-		if err := fleet.publish(p.mqtt, false, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	publish(100)
+	fleet.publishNew(t, p.mqtt, "dev", t0, 100)
 	waitSent(t, api)
 
 	vm.stop(t)
 	before := len(front.batches())
-	publish(3000)
+	fleet.publishNew(t, p.mqtt, "dev", t0, 3000)
 	newest := ms(t0 + 3099)
 	waitUntil(t, 30*time.Second, "the newest readings to be tried", func() (bool, string) {
 		bs := front.batches()
@@ -192,13 +182,7 @@ func TestRun_LiveFirstSurvivesSIGKILL(t *testing.T) {
 	bin := cairnBinary.get(t)
 	p := startCairn(t, bin, cfg)
 	fleet := &sensorFleet{devices: 10, window: 64, acks: newAckLog(0)}
-	for i := range 2100 {
-		fleet.acks.add()
-		fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%10), t0+int64(i), i))
-	}
-	if err := fleet.publish(p.mqtt, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	fleet.publishNew(t, p.mqtt, "dev", t0, 2100)
 	newest := ms(t0 + 2099)
 	waitUntil(t, 30*time.Second, "the newest readings to be tried", func() (bool, string) {
 		bs := front.batches()
@@ -245,13 +229,7 @@ func TestRun_MaxBacklogDropsOldest(t *testing.T) {
 	api := newAPIClient(p.http)
 	fleet := func(name string, first int64, n int) *sensorFleet {
 		f := &sensorFleet{devices: 5, window: 64, acks: newAckLog(0)}
-		for range n {
-			i := f.acks.add()
-			f.msgs = append(f.msgs, newSensorMessage(fmt.Sprintf("%s-%d", name, i%5), first+int64(i), i))
-		}
-		if err := f.publish(p.mqtt, false, nil); err != nil {
-			t.Fatal(err)
-		}
+		f.publishNew(t, p.mqtt, name, first, n)
 		return f
 	}
 	fleet("old", t0, 100) // 2023

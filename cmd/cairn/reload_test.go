@@ -360,13 +360,7 @@ func TestReload_UpstreamsByName(t *testing.T) {
 	p := startCairn(t, cairnBinary.get(t), cfg)
 	api := newAPIClient(p.http)
 	fleet := &sensorFleet{devices: 5, window: 32, acks: newAckLog(0)}
-	for i := range 500 {
-		fleet.acks.add()
-		fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%5), t0+int64(i), i))
-	}
-	if err := fleet.publish(p.mqtt, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	fleet.publishNew(t, p.mqtt, "dev", t0, 500)
 	waitUntil(t, time.Minute, "vm to send everything and central to fail", func() (bool, string) {
 		st := api.status(t)
 		v, c := byName(t, st, "vm"), byName(t, st, "central")

@@ -89,17 +89,11 @@ func remoteWriteConfig(t *testing.T, dataDir string, up upstream) string {
 	return writeConfig(t, dataDir, strings.ReplaceAll(uplinkConfig, "%URL%", up.writeURL())+"  format: prometheus\n")
 }
 
-// publishPhase adds n messages of 10 devices from ms on to fleet, publishes
+// publishPhase adds n messages of fleet's devices from ms on to it, publishes
 // them and waits until the uplink has none pending.
 func publishPhase(t *testing.T, p *cairnProcess, fleet *sensorFleet, prefix string, ms int64, n int) statusDoc {
 	t.Helper()
-	for range n {
-		i := fleet.acks.add()
-		fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("%s-%d", prefix, i%10), ms+int64(i), i))
-	}
-	if err := fleet.publish(p.mqtt, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	fleet.publishNew(t, p.mqtt, prefix, ms, n)
 	if len(fleet.acks.pending()) > 0 {
 		t.Fatalf("%d messages not acknowledged", len(fleet.acks.pending()))
 	}

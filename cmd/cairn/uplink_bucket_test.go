@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -108,13 +107,7 @@ func TestUplink_InfluxV2Write(t *testing.T) {
 `
 	p := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), cfg))
 	fleet := &sensorFleet{devices: 5, window: 64, acks: newAckLog(0)}
-	for i := range 1000 {
-		fleet.acks.add()
-		fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%5), t0+int64(i), i))
-	}
-	if err := fleet.publish(p.mqtt, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	fleet.publishNew(t, p.mqtt, "dev", t0, 1000)
 	api := newAPIClient(p.http)
 	st := waitSent(t, api)
 	wantURL := base + "/api/v2/write?bucket=sensors&org=acme&precision=ns"

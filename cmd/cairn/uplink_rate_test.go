@@ -29,13 +29,7 @@ func TestUplink_MaxBytesPerSecond(t *testing.T) {
 	p := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), cfg))
 	api := newAPIClient(p.http)
 	fleet := &sensorFleet{devices: 10, window: 64, acks: newAckLog(0)}
-	for i := range messages {
-		fleet.acks.add()
-		fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%10), t0+int64(i), i))
-	}
-	if err := fleet.publish(p.mqtt, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	fleet.publishNew(t, p.mqtt, "dev", t0, messages)
 	waitUntil(t, time.Minute, "the backlog to wait for the upstream", func() (bool, string) {
 		st := api.status(t)
 		return st.Uplink.PendingReadings == 2*messages && st.Uplink.LastError != "", fmt.Sprintf("%+v", *st.Uplink)

@@ -371,13 +371,7 @@ func TestUplink_RealUpstreams(t *testing.T) {
 			dataDir := t.TempDir()
 			p := startCairn(t, cairnBinary.get(t), writeUplinkConfig(t, dataDir, up))
 			fleet := &sensorFleet{devices: 10, window: 64, acks: newAckLog(0)}
-			for i := range 3000 {
-				fleet.acks.add()
-				fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%10), t0+int64(i), i))
-			}
-			if err := fleet.publish(p.mqtt, false, nil); err != nil {
-				t.Fatal(err)
-			}
+			fleet.publishNew(t, p.mqtt, "dev", t0, 3000)
 			if n := fleet.acks.count(); n != 3000 {
 				t.Fatalf("%d of 3000 messages acknowledged", n)
 			}
@@ -628,13 +622,7 @@ func TestUplink_ReloadFixesTheURL(t *testing.T) {
 	p := startCairn(t, cairnBinary.get(t), cfg)
 	api := newAPIClient(p.http)
 	fleet := &sensorFleet{devices: 5, window: 32, acks: newAckLog(0)}
-	for i := range 500 {
-		fleet.acks.add()
-		fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%5), t0+int64(i), i))
-	}
-	if err := fleet.publish(p.mqtt, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	fleet.publishNew(t, p.mqtt, "dev", t0, 500)
 	waitUntil(t, time.Minute, "the wrong URL to fail", func() (bool, string) {
 		st := api.status(t)
 		return st.Uplink.LastError != "" && st.Uplink.PendingReadings == 1000, fmt.Sprintf("%+v", *st.Uplink)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -101,4 +102,24 @@ func (s *prometheusServer) rangeQuery(t *testing.T, q url.Values) []promSeries {
 		}
 	}
 	return out
+}
+
+// queue adds n messages to f, a millisecond apart from first (ms) on,
+// from the devices prefix-0 to prefix-(f.devices-1) in turn.
+func (f *sensorFleet) queue(prefix string, first int64, n int) {
+	for range n {
+		i := f.acks.add()
+		f.msgs = append(f.msgs, newSensorMessage(fmt.Sprintf("%s-%d", prefix, i%f.devices), first+int64(i), i))
+	}
+}
+
+// publishNew queues n messages as queue does and publishes them, with any
+// left unacknowledged before, to addr; it fails the test when a
+// connection fails.
+func (f *sensorFleet) publishNew(t *testing.T, addr, prefix string, first int64, n int) {
+	t.Helper()
+	f.queue(prefix, first, n)
+	if err := f.publish(addr, false, nil); err != nil {
+		t.Fatal(err)
+	}
 }

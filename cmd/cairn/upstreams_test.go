@@ -121,13 +121,7 @@ func TestUplink_SeveralUpstreams(t *testing.T) {
 	fleet := &sensorFleet{devices: 10, window: 64, acks: newAckLog(0)}
 	publish := func(ms int64, n int) {
 		t.Helper()
-		for range n {
-			i := fleet.acks.add()
-			fleet.msgs = append(fleet.msgs, newSensorMessage(fmt.Sprintf("dev-%d", i%10), ms+int64(i), i))
-		}
-		if err := fleet.publish(p.mqtt, false, nil); err != nil {
-			t.Fatal(err)
-		}
+		fleet.publishNew(t, p.mqtt, "dev", ms, n)
 		if n := len(fleet.acks.pending()); n > 0 {
 			t.Fatalf("%d messages not acknowledged", n)
 		}
