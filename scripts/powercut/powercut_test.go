@@ -220,23 +220,27 @@ func (r cycleResult) summary() string {
 		r.retries, r.restart.Round(time.Millisecond))
 }
 
+// writeList writes to b how many items there are, what they are, and the
+// first 20 of them, a line each.
+func writeList(b *strings.Builder, what string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "%d %s:\n", len(items), what)
+	for i, it := range items {
+		if i == 20 {
+			fmt.Fprintf(b, "\t… and %d more\n", len(items)-i)
+			break
+		}
+		fmt.Fprintf(b, "\t%s\n", it)
+	}
+}
+
 // problems describes what is wrong with the store; missing readings count
 // only if strict.
 func (ch storeCheck) problems(strict bool) string {
 	var b strings.Builder
-	list := func(what string, items []string) {
-		if len(items) == 0 {
-			return
-		}
-		fmt.Fprintf(&b, "%d %s:\n", len(items), what)
-		for i, it := range items {
-			if i == 20 {
-				fmt.Fprintf(&b, "\t… and %d more\n", len(items)-i)
-				break
-			}
-			fmt.Fprintf(&b, "\t%s\n", it)
-		}
-	}
+	list := func(what string, items []string) { writeList(&b, what, items) }
 	if strict {
 		missing := make([]string, len(ch.missing))
 		for i, r := range ch.missing {

@@ -151,19 +151,7 @@ func (s *sensor) stored(k int) bool {
 // or, if it is down, not every stored reading is pending for it.
 func (c upstreamCheck) problems(ch storeCheck, name string, down bool) string {
 	var b strings.Builder
-	list := func(what string, items []string) {
-		if len(items) == 0 {
-			return
-		}
-		fmt.Fprintf(&b, "%d %s:\n", len(items), what)
-		for i, it := range items {
-			if i == 20 {
-				fmt.Fprintf(&b, "\t… and %d more\n", len(items)-i)
-				break
-			}
-			fmt.Fprintf(&b, "\t%s\n", it)
-		}
-	}
+	list := func(what string, items []string) { writeList(&b, what, items) }
 	list("readings the upstream "+name+" took that the store does not hold", c.notStored)
 	list("lines the upstream "+name+" could not read", c.bad)
 	cur, ok := ch.cursors[name]
