@@ -124,7 +124,7 @@ func TestRun_LiveFirstAfterOutage(t *testing.T) {
 	vm := newVictoriaMetrics(t)
 	vm.start(t)
 	front := newUpstreamLog(t, vm.base())
-	cfg := strings.ReplaceAll(uplinkConfig, "%URL%", front.srv.URL+"/write") + "  catch_up: live_first\n"
+	cfg := uplinkTo(front.srv.URL+"/write", "  catch_up: live_first\n")
 	p := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), cfg))
 	api := newAPIClient(p.http)
 	fleet := &sensorFleet{devices: 10, window: 64, acks: newAckLog(0)}
@@ -178,7 +178,7 @@ func TestRun_LiveFirstAfterOutage(t *testing.T) {
 func TestRun_LiveFirstSurvivesSIGKILL(t *testing.T) {
 	vm := newVictoriaMetrics(t) // started once the readings are stored
 	front := newUpstreamLog(t, vm.base())
-	cfg := writeConfig(t, t.TempDir(), strings.ReplaceAll(uplinkConfig, "%URL%", front.srv.URL+"/write")+"  catch_up: live_first\n")
+	cfg := writeConfig(t, t.TempDir(), uplinkTo(front.srv.URL+"/write", "  catch_up: live_first\n"))
 	bin := cairnBinary.get(t)
 	p := startCairn(t, bin, cfg)
 	fleet := &sensorFleet{devices: 10, window: 64, acks: newAckLog(0)}
@@ -224,7 +224,7 @@ func TestRun_LiveFirstSurvivesSIGKILL(t *testing.T) {
 // it gets the recent ones, and only those.
 func TestRun_MaxBacklogDropsOldest(t *testing.T) {
 	vm := newVictoriaMetrics(t) // not started yet
-	cfg := strings.ReplaceAll(uplinkConfig, "%URL%", vm.writeURL()) + "  max_backlog: 1h\n  backlog_policy: drop_oldest\n"
+	cfg := uplinkTo(vm.writeURL(), "  max_backlog: 1h\n  backlog_policy: drop_oldest\n")
 	p := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), cfg))
 	api := newAPIClient(p.http)
 	fleet := func(name string, first int64, n int) *sensorFleet {

@@ -86,7 +86,7 @@ func (s *prometheusServer) readings(t *testing.T) (map[upstreamKey]float64, int)
 
 // remoteWriteConfig is uplinkConfig with format: prometheus.
 func remoteWriteConfig(t *testing.T, dataDir string, up upstream) string {
-	return writeConfig(t, dataDir, strings.ReplaceAll(uplinkConfig, "%URL%", up.writeURL())+"  format: prometheus\n")
+	return writeConfig(t, dataDir, uplinkTo(up.writeURL(), "  format: prometheus\n"))
 }
 
 // publishPhase adds n messages of fleet's devices from ms on to it, publishes

@@ -99,12 +99,12 @@ func TestUplink_InfluxV2Write(t *testing.T) {
 	if err := os.WriteFile(token, []byte("s3cret-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := strings.ReplaceAll(uplinkConfig, "%URL%", base) + `  org: acme
+	cfg := uplinkTo(base, `  org: acme
   bucket: sensors
   auth:
-    token_file: ` + token + `
+    token_file: `+token+`
     scheme: Token
-`
+`)
 	p := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), cfg))
 	fleet := &sensorFleet{devices: 5, window: 64, acks: newAckLog(0)}
 	fleet.publishNew(t, p.mqtt, "dev", t0, 1000)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -24,8 +23,7 @@ func TestUplink_MaxBytesPerSecond(t *testing.T) {
 	vm.start(t)
 	proxy := newRecordingProxy(t, vm.base())
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cfg := strings.ReplaceAll(uplinkConfig, "%URL%", "http://"+addr+"/write") +
-		"  max_bytes_per_second: " + strconv.Itoa(bps) + "\n"
+	cfg := uplinkTo("http://"+addr+"/write", "  max_bytes_per_second: "+strconv.Itoa(bps)+"\n")
 	p := startCairn(t, cairnBinary.get(t), writeConfig(t, t.TempDir(), cfg))
 	api := newAPIClient(p.http)
 	fleet := &sensorFleet{devices: 10, window: 64, acks: newAckLog(0)}

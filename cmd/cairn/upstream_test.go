@@ -285,8 +285,14 @@ const uplinkSection = `uplink:
   retry_wait_max: 1s
 `
 
+// uplinkTo is uplinkConfig with its uplink to url, and the keys of extra
+// (lines indented by two spaces) added to it.
+func uplinkTo(url, extra string) string {
+	return strings.ReplaceAll(uplinkConfig, "%URL%", url) + extra
+}
+
 func writeUplinkConfig(t *testing.T, dataDir string, up upstream) string {
-	return writeConfig(t, dataDir, strings.ReplaceAll(uplinkConfig, "%URL%", up.writeURL()))
+	return writeConfig(t, dataDir, uplinkTo(up.writeURL(), ""))
 }
 
 // checkUpstream compares what the upstream holds with the readings of the
@@ -617,7 +623,7 @@ func TestUplink_ReloadFixesTheURL(t *testing.T) {
 	up := newVictoriaMetrics(t)
 	dataDir := t.TempDir()
 	wrong := fmt.Sprintf("http://127.0.0.1:%d/write", freePort(t))
-	cfgYAML := strings.ReplaceAll(uplinkConfig, "%URL%", wrong)
+	cfgYAML := uplinkTo(wrong, "")
 	cfg := writeConfig(t, dataDir, cfgYAML)
 	p := startCairn(t, cairnBinary.get(t), cfg)
 	api := newAPIClient(p.http)
@@ -628,7 +634,7 @@ func TestUplink_ReloadFixesTheURL(t *testing.T) {
 		return st.Uplink.LastError != "" && st.Uplink.PendingReadings == 1000, fmt.Sprintf("%+v", *st.Uplink)
 	})
 	up.start(t)
-	fixed := strings.ReplaceAll(strings.ReplaceAll(uplinkConfig, "%URL%", up.writeURL()), "%DATA%", dataDir)
+	fixed := strings.ReplaceAll(uplinkTo(up.writeURL(), ""), "%DATA%", dataDir)
 	if err := os.WriteFile(cfg, []byte(testDefaults(fixed)), 0o600); err != nil {
 		t.Fatal(err)
 	}
