@@ -410,8 +410,14 @@ func (u *Uplink) Run(ctx context.Context) error {
 		if errors.Is(err, errReconfigured) {
 			continue
 		}
-		if err != nil {
+		if ctx.Err() != nil {
 			return nil
+		}
+		if err != nil { // the store failed to record where the batch goes
+			if !u.storeFailed(ctx, err, &failures) {
+				return nil
+			}
+			continue
 		}
 		batchCtx, cancel := context.WithCancel(ctx)
 		u.mu.Lock()
@@ -433,18 +439,29 @@ func (u *Uplink) Run(ctx context.Context) error {
 			failures = 0
 			continue
 		}
-		now := time.Now()
-		wait := u.backoff(u.opts.RetryWaitMin, u.opts.RetryWaitMax, failures, nil)
-		failures++
-		u.mu.Lock()
-		u.st.LastError, u.st.LastErrorAt = err.Error(), &now
-		u.mu.Unlock()
-		u.log.Error("uplink cannot use the store; trying again", "err", err, "in", wait.Round(time.Millisecond))
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if !u.storeFailed(ctx, err, &failures) {
 			return nil
 		}
+	}
+}
+
+// storeFailed says that the store failed the uplink (a full or failing
+// disk), and waits a backoff before the next try: it must not stop the
+// gateway, which keeps storing readings, nor loop at full speed. It
+// reports false if ctx ended meanwhile.
+func (u *Uplink) storeFailed(ctx context.Context, err error, failures *int) bool {
+	now := time.Now()
+	wait := u.backoff(u.opts.RetryWaitMin, u.opts.RetryWaitMax, *failures, nil)
+	*failures++
+	u.mu.Lock()
+	u.st.LastError, u.st.LastErrorAt = err.Error(), &now
+	u.mu.Unlock()
+	u.log.Error("uplink cannot use the store; trying again", "err", err, "in", wait.Round(time.Millisecond))
+	select {
+	case <-time.After(wait):
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -588,41 +588,58 @@ func TestEncoder_InfluxEscapesAndSplitsRepeatedMetrics(t *testing.T) {
 
 func TestUplink_StoreFailureDoesNotStopIt(t *testing.T) {
 	// A store that fails (here: closed under it) is reported and tried
-	// again; Run goes on until its context ends, and returns nil.
-	dir := t.TempDir()
-	s, err := buffer.Open(buffer.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cursor(t, s)
-	w := buffer.NewWriter(s, buffer.WriterOptions{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	res := make(chan buffer.Result, 1)
-	if err := w.Submit(ctx, []buffer.Reading{reading(0)}, func(r buffer.Result) { res <- r }); err != nil {
-		t.Fatal(err)
-	}
-	<-res
-	cancel()
-	<-done
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	up := newUpstream(t)
-	u, err := New(c, testOptions(up.srv.URL, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel = context.WithCancel(context.Background())
-	go func() { done <- u.Run(ctx) }()
-	waitFor(t, "the failure in status", func() bool {
-		st := u.Status()
-		return strings.Contains(st.LastError, "DB Closed") && st.NextAttempt != nil
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v, want nil", err)
+	// again; Run goes on until its context ends, and returns nil. With
+	// live_first and a backlog of several batches, the failure comes
+	// where the live stream is recorded, before any batch.
+	for _, catchUp := range []CatchUp{OldestFirst, LiveFirst} {
+		t.Run(catchUp.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := buffer.Open(buffer.Options{Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := cursor(t, s)
+			w := buffer.NewWriter(s, buffer.WriterOptions{})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- w.Run(ctx) }()
+			res := make(chan buffer.Result, 1)
+			var rs []buffer.Reading
+			for i := range 300 {
+				rs = append(rs, reading(i))
+			}
+			if err := w.Submit(ctx, rs, func(r buffer.Result) { res <- r }); err != nil {
+				t.Fatal(err)
+			}
+			<-res
+			cancel()
+			<-done
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			up := newUpstream(t)
+			opts := testOptions(up.srv.URL, dir)
+			opts.CatchUp, opts.BatchReadings = catchUp, 100
+			u, err := New(c, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel = context.WithCancel(context.Background())
+			go func() { done <- u.Run(ctx) }()
+			waitFor(t, "the failure in status", func() bool {
+				st := u.Status()
+				return strings.Contains(st.LastError, "DB Closed") && st.NextAttempt != nil
+			})
+			select {
+			case err := <-done:
+				t.Fatalf("Run returned %v while its context runs", err)
+			default:
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v, want nil", err)
+			}
+		})
 	}
 }
 
