@@ -214,7 +214,10 @@ func (s *Store) replayEntries(entries []logEntry, legacy bool) error {
 		}
 		end := seq
 		if err != nil && !legacy {
-			end = s.corruptEntryEnd(seq, s.outbox.synced)
+			// Past it, to where the next entry starts; the newest one
+			// ends where it began (Open deletes it, dropBadNewest, and
+			// the next reading is numbered from there).
+			end = min(s.corruptEntryEnd(seq, s.outbox.synced), s.outbox.synced)
 		}
 		if legacy {
 			w.ckpt.budget.takeSize(deleteSize)
