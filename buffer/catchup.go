@@ -312,7 +312,7 @@ func (c *Cursor) drop(n uint64, old func(OutboxReading) bool, why ...any) (Outbo
 	}
 	var m encoding.CursorMeta
 	var low uint64
-	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
+	s.syncMu.Lock()
 	err = s.update(func(txn *badger.Txn) error {
 		o.mu.Lock()
 		m = c.droppedTo(d.To)
@@ -331,6 +331,12 @@ func (c *Cursor) drop(n uint64, old func(OutboxReading) bool, why ...any) (Outbo
 		low, err = s.trimLog(txn, &budget, hold)
 		return err
 	})
+	// Synced: the entries are gone, and a cursor that a power cut moved
+	// back would find them gone uncounted; another cursor's trim may
+	// delete them too.
+	if err == nil && !s.noSync {
+		err = s.db.Sync()
+	}
 	s.syncMu.Unlock()
 	if err != nil {
 		return OutboxDrop{}, fmt.Errorf("log: drop: %w", err)

@@ -90,6 +90,9 @@ type outbox struct {
 	// cursors are the upstreams' cursors, by name; "" is the one cursor
 	// of a store of version 4 or older, until an upstream takes it over.
 	cursors map[string]*Cursor
+	// configured names the upstreams configured (SetUpstreams); nil: all
+	// that have a cursor are.
+	configured map[string]bool
 	// badNewest is 1 + the sequence number of the newest entry when Open
 	// could not read it (0: none), with why and its size.
 	badNewest    uint64
@@ -401,6 +404,42 @@ func (s *Store) Cursor(name string) (*Cursor, error) {
 		s.log.Info("the upstream takes over the log's cursor of the store's one upstream", "upstream", name, "pending", o.synced-c.state.Cursor)
 	}
 	return c, nil
+}
+
+// SetUpstreams names the upstreams that are configured. The cursors of
+// others are orphans: nothing sends their readings, and the disk cap drops
+// those before any reading (DropOrphaned).
+func (s *Store) SetUpstreams(names []string) {
+	s.outbox.mu.Lock()
+	defer s.outbox.mu.Unlock()
+	s.outbox.configured = make(map[string]bool, len(names))
+	for _, n := range names {
+		s.outbox.configured[n] = true
+	}
+}
+
+// DropOrphaned drops the unsent readings of every upstream that has a
+// cursor but is not configured (SetUpstreams), counted and logged as each
+// such cursor's, and returns how many went. Their log entries go once no
+// other cursor needs them.
+func (s *Store) DropOrphaned() (uint64, error) {
+	s.outbox.mu.Lock()
+	var orphans []*Cursor
+	for name, c := range s.outbox.cursors {
+		if s.outbox.configured != nil && !s.outbox.configured[name] && c.state.Cursor < s.outbox.synced {
+			orphans = append(orphans, c)
+		}
+	}
+	s.outbox.mu.Unlock()
+	var n uint64
+	for _, c := range orphans {
+		d, err := c.drop(math.MaxUint64, nil, "reason", "the upstream is not configured")
+		if err != nil {
+			return n, err
+		}
+		n += d.Readings()
+	}
+	return n, nil
 }
 
 // CursorNames returns the names of the upstreams with a cursor in the log,
@@ -788,7 +827,7 @@ func (s *Store) DropOutbox(n uint64) (OutboxDrop, error) {
 	if from >= end {
 		return d, nil
 	}
-	s.syncMu.Lock() // not synced, but must not come between a commit and its sync
+	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	var metas map[*Cursor]encoding.CursorMeta
 	err := s.update(func(txn *badger.Txn) error {
@@ -839,6 +878,11 @@ func (s *Store) DropOutbox(n uint64) (OutboxDrop, error) {
 		}
 		return nil
 	})
+	// Synced: a cursor that a power cut moved back would find its
+	// readings gone, uncounted.
+	if err == nil && !s.noSync {
+		err = s.db.Sync()
+	}
 	if err != nil {
 		return OutboxDrop{}, fmt.Errorf("log: drop: %w", err)
 	}

@@ -519,3 +519,42 @@ func TestLog_BadNewestEntryThenACrash(t *testing.T) {
 	// the count was written with it); the one stored after is not.
 	checkReadings(t, s, "d", naiveQuery(append(a, c), all("d")))
 }
+
+// TestLog_OrphanedCursorsGoFirst keeps the cursor of an upstream that is
+// no longer configured: its readings are kept until DropOrphaned (the
+// disk cap's first step), which drops them, counted as its, and leaves
+// the configured upstream's alone; the log's entries go once neither
+// needs them.
+func TestLog_OrphanedCursorsGoFirst(t *testing.T) {
+	s, w := testStore(t, "")
+	up, gone := upstream(t, s), namedCursor(t, s, "gone")
+	var rs []Reading
+	for i := range 20 {
+		rs = append(rs, Reading{Device: "d", Metric: "m", TS: int64(i+1) * 1e9, Value: float64(i)})
+	}
+	write(t, w, rs[:10]...)
+	write(t, w, rs[10:]...)
+	checkpoint(t, w)
+	if n, err := s.DropOrphaned(); err != nil || n != 0 {
+		t.Fatalf("before SetUpstreams: dropped %d, %v; want none (every cursor counts as configured)", n, err)
+	}
+	s.SetUpstreams([]string{"up"})
+	if n, err := s.DropOrphaned(); err != nil || n != 20 {
+		t.Fatalf("dropped %d, %v; want the orphan's 20", n, err)
+	}
+	if o := gone.Outbox(); o.Pending() != 0 || o.Dropped != 20 {
+		t.Errorf("the orphan's cursor: %+v, want nothing pending, 20 dropped", o)
+	}
+	if o := up.Outbox(); o.Pending() != 20 || o.Dropped != 0 {
+		t.Errorf("the configured upstream's cursor: %+v, want 20 pending, none dropped", o)
+	}
+	if n := countKeys(t, s, encoding.KindOutbox); n != 2 {
+		t.Errorf("%d log entries, want both: the configured upstream has not sent them", n)
+	}
+	if err := up.AdvanceOutbox(20); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
+		t.Errorf("%d log entries once every cursor passed them", n)
+	}
+}

@@ -554,6 +554,11 @@ func (r *Retention) dropOldest(ctx context.Context, tier *int, keepRecent time.D
 	// The readings to delete: the share of the directory that must go.
 	readings := r.store.ReadingCount()
 	want := max(1, uint64(float64(readings)*float64(size-low)/float64(max(size, 1))))
+	// Readings kept for an upstream no longer configured go first: no one
+	// is to get them.
+	if n, err := r.store.DropOrphaned(); err != nil || n > 0 {
+		return n > 0, err
+	}
 	if *tier == tierRaw {
 		n, from, to, done, err := r.writer.DropOldestRaw(ctx, keepRecent, want)
 		if err != nil {

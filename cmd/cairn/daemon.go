@@ -507,9 +507,15 @@ func newUplinks(store *buffer.Store, clock *buffer.Clock, cfg *Config, log *slog
 			return nil, err
 		}
 	}
+	names := make([]string, len(cfg.uplinks))
+	for i, u := range cfg.uplinks {
+		names[i] = u.Name
+	}
+	store.SetUpstreams(names)
 	for _, name := range store.CursorNames() {
-		if o, _ := store.CursorState(name); o.Pending() > 0 && !slices.ContainsFunc(cfg.uplinks, func(u *uplink.Options) bool { return u.Name == name }) {
-			log.Warn("readings are waiting in the log for an upstream that is not configured; they are kept", "upstream", name, "pending", o.Pending())
+		if o, _ := store.CursorState(name); o.Pending() > 0 && !slices.Contains(names, name) {
+			log.Warn("readings are waiting in the log for an upstream that is not configured; they are kept until the disk cap needs their room, and go before any other data",
+				"upstream", name, "pending", o.Pending())
 		}
 	}
 	return ups, nil
