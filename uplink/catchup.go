@@ -250,6 +250,9 @@ func (u *Uplink) TrimBacklog(now time.Time) error {
 	u.mu.Lock()
 	lim := u.maxBacklog
 	u.mu.Unlock()
+	if lim.MaxAge > 0 && u.trusted != nil && !u.trusted() {
+		lim.MaxAge = 0 // readings are not judged old by a clock that is not trusted
+	}
 	if !ok || lim == (buffer.BacklogLimit{}) {
 		return nil
 	}
@@ -271,7 +274,7 @@ func (u *Uplink) trimLoop(ctx context.Context) {
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
 	for {
-		if err := u.TrimBacklog(time.Now()); err != nil {
+		if err := u.TrimBacklog(u.now()); err != nil {
 			u.log.Error("uplink cannot hold the backlog to max_backlog", "err", err)
 		}
 		select {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,6 +203,8 @@ func TestUplink_MaxBacklogDropsOldest(t *testing.T) {
 	s.add(t, 0, 1000) // 2026-09-21, a millisecond for each pair
 	opts := testOptions(up.srv.URL, dir)
 	opts.MaxBacklog = buffer.BacklogLimit{MaxAge: 100 * 24 * time.Hour}
+	var trusted atomic.Bool
+	opts.Trusted = trusted.Load
 	if _, err := New(s, opts); err == nil {
 		t.Error("max_backlog on an outbox that cannot drop: no error")
 	}
@@ -210,8 +213,17 @@ func TestUplink_MaxBacklogDropsOldest(t *testing.T) {
 	if st := u.Status(); st.DroppedUnsent != 0 || st.PendingReadings != 1000 {
 		t.Fatalf("nothing is over max_backlog yet: %+v", st)
 	}
-	// 100 days and 250 ms after the first reading: pairs 0 to 249 are older.
-	if err := u.TrimBacklog(time.Unix(0, testEpoch).Add(100*24*time.Hour + 250*time.Millisecond)); err != nil {
+	// 100 days and 250 ms after the first reading: pairs 0 to 249 are
+	// older, by a clock that is not trusted yet: nothing goes.
+	later := time.Unix(0, testEpoch).Add(100*24*time.Hour + 250*time.Millisecond)
+	if err := u.TrimBacklog(later); err != nil {
+		t.Fatal(err)
+	}
+	if st := u.Status(); st.DroppedUnsent != 0 || st.PendingReadings != 1000 {
+		t.Fatalf("max_backlog by age dropped readings by a clock not trusted: %+v", st)
+	}
+	trusted.Store(true)
+	if err := u.TrimBacklog(later); err != nil {
 		t.Fatal(err)
 	}
 	if st := u.Status(); st.DroppedUnsent != 500 || st.PendingReadings != 500 {

@@ -63,6 +63,10 @@ type Options struct {
 	// keeps both.
 	Stats StatsReader
 	Now   func() time.Time
+	// Trusted reports whether the gateway's clock is trusted (nil: it
+	// is): MaxBacklog by age drops nothing while it is not. Reconfigure
+	// keeps it.
+	Trusted func() bool
 
 	// BatchReadings is the most readings in one batch (default 5,000).
 	BatchReadings int
@@ -158,6 +162,7 @@ type Uplink struct {
 	parkDir string
 	stats   StatsReader
 	now     func() time.Time
+	trusted func() bool
 
 	mu          sync.Mutex // guards st, next, cancelBatch, maxBacklog and sendingLive
 	st          Status
@@ -205,7 +210,7 @@ func New(out Outbox, opts Options) (*Uplink, error) {
 		return nil, err
 	}
 	u := &Uplink{out: out, log: opts.Logger, parkDir: opts.ParkDir, reconfigure: make(chan struct{}, 1)}
-	u.stats, u.now = opts.Stats, opts.Now
+	u.stats, u.now, u.trusted = opts.Stats, opts.Now, opts.Trusted
 	u.gz, _ = gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // the level is valid
 	u.use(opts)
 	if opts.ParkDir != "" {
@@ -316,7 +321,7 @@ func (u *Uplink) use(opts Options) {
 // under the same id, with opts: after a wrong URL or token is fixed, the
 // backlog goes without waiting out a backoff. ParkDir and Logger stay.
 func (u *Uplink) Reconfigure(opts Options) error {
-	opts.Stats, opts.Now = u.stats, u.now
+	opts.Stats, opts.Now, opts.Trusted = u.stats, u.now, u.trusted
 	opts, err := withDefaults(opts)
 	if err != nil {
 		return err

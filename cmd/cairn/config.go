@@ -461,6 +461,10 @@ func defaultUplink() UplinkConfig {
 	}
 }
 
+// minBytesPerSecond is the least uplink.max_bytes_per_second: below it a
+// batch of a few readings waits for minutes.
+const minBytesPerSecond ByteSize = 1 << 10
+
 // The bounds of store.disk_reserve: below a few MiB Badger could not
 // finish a flush, and above 64 GiB it is surely a typo.
 const (
@@ -904,8 +908,14 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 		MaxBacklog:    maxBacklog,
 	}
 	opts.MaxBytesPerSecond = int64(u.MaxBytesPerSecond)
-	if u.MaxBytesPerSecond < 0 {
+	switch {
+	case u.MaxBytesPerSecond < 0:
 		bad("uplink.max_bytes_per_second", "must be 0 (no limit) or a number of bytes, such as 2000 or 16KiB (got %s)", u.MaxBytesPerSecond)
+	case u.MaxBytesPerSecond > 0 && u.MaxBytesPerSecond < minBytesPerSecond:
+		bad("uplink.max_bytes_per_second", "must be 0 (no limit) or at least 1KiB: below that a batch of a few readings waits for minutes (got %s)", u.MaxBytesPerSecond)
+	}
+	if data == uplink.Stats && catchUp == uplink.LiveFirst {
+		bad("uplink.catch_up", "live_first is for readings: with data: stats the records go period by period, in order (leave catch_up out)")
 	}
 	switch {
 	case u.Bucket == "" && u.Org != "":

@@ -182,6 +182,8 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"uplink_list_wrong_type.bad.yaml":   `uplink[0].batch_readings: must be a whole number (got "lots") (line 4)`,
 		"uplink_scalar.bad.yaml":            `uplink: must be a list; each entry starts with '-' (got "http://...") (line 1)`,
 		"uplink_catch_up.bad.yaml":          `uplink.catch_up: want oldest_first or live_first (got "newest")`,
+		"uplink_stats_live_first.bad.yaml":  "uplink[0].catch_up: live_first is for readings: with data: stats the records go period by period, in order",
+		"uplink_rate_tiny.bad.yaml":         "uplink.max_bytes_per_second: must be 0 (no limit) or at least 1KiB",
 		"uplink_backlog_nopolicy.bad.yaml":  "uplink.max_backlog: 7d drops nothing unless uplink.backlog_policy is drop_oldest",
 		"uplink_policy_no_max.bad.yaml":     "uplink.backlog_policy: drop_oldest needs uplink.max_backlog",
 		"uplink_max_backlog_word.bad.yaml":  `uplink.max_backlog: cannot use "lots" as a backlog`,

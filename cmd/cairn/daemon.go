@@ -498,7 +498,7 @@ func newUplinks(store *buffer.Store, clock *buffer.Clock, cfg *Config, log *slog
 		o := *opts
 		o.ParkDir = parkDir(cfg.DataDir, o.Name)
 		o.Logger = log.With("component", "uplink", "upstream", o.Name)
-		o.Stats, o.Now = store, clock.Now // data: stats reads records, and closes periods by the gateway's clock
+		o.Stats, o.Now, o.Trusted = store, clock.Now, clock.Trusted // data: stats reads records and closes periods, and max_backlog judges ages, by the gateway's clock
 		cur, err := store.Cursor(o.Name)
 		if err != nil {
 			return nil, err

@@ -392,6 +392,14 @@ func testTwoUpstreams(t *testing.T, live probedUpstream, liveEntry namedUpstream
 		if total != want || len(got) != want {
 			t.Errorf("%s holds %d samples of %d distinct readings, want each of the %d acknowledged readings once", u.name, total, len(got), want)
 		}
+		// An idempotent upstream keeps a resent sample once: what it was
+		// sent says whether more than the batch in flight at each kill
+		// went twice (a batch is at most 5,000 readings).
+		if c, ok := u.up.(countingUpstream); ok {
+			if n := c.received(t); n > want+2*5000 {
+				t.Errorf("%s was sent %d samples for %d readings: more than the batch in flight at each of the two kills went again", u.name, n, want)
+			}
+		}
 	}
 	slices.Sort(lags)
 	if len(lags) == 0 {

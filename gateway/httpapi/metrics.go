@@ -68,7 +68,7 @@ func newCollector(opts Options) *collector {
 		upSkipped:     d("uplink_skipped_readings_total", "Readings not sent: older than uplink.max_age, or not finite, by upstream.", "upstream"),
 		upLastSuccess: d("uplink_last_success_timestamp_seconds", "When the upstream last accepted a batch (0: never since start), by upstream.", "upstream"),
 		upNextAttempt: d("uplink_next_attempt_timestamp_seconds", "When a refused batch is tried again (0: not waiting), by upstream.", "upstream"),
-		upDropped:     d("uplink_dropped_unsent_total", "Readings the disk cap dropped before the upstream took them (life of the data directory), by upstream.", "upstream"),
+		upDropped:     d("uplink_dropped_unsent_total", "Readings dropped before the upstream took them, by the disk cap or its max_backlog (life of the data directory), by upstream.", "upstream"),
 		mqttRefused:   d("mqtt_refused_total", "Connections, messages and subscriptions the embedded broker refused, and limits hit, by reason.", "reason"),
 		retLastRun:    d("retention_last_run_timestamp_seconds", "When retention last ran (0: not since start)."),
 		retRemoved:    d("retention_removed_readings_total", "Raw readings retention deleted, by age or for the disk cap."),
