@@ -113,6 +113,9 @@ type Options struct {
 	// counted: a request waits until its body may go (0: no limit).
 	MaxBytesPerSecond int64
 
+	// MQTT are the options of an mqtt:// or mqtts:// URL (mqtt.go).
+	MQTT MQTTOptions
+
 	// ParkDir is where batches the upstream refuses as malformed are kept,
 	// with its response, for a person to look at.
 	ParkDir string
@@ -141,6 +144,9 @@ type Status struct {
 	LastError     string     `json:"last_error"`
 	LastErrorAt   *time.Time `json:"last_error_at"`
 	NextAttempt   *time.Time `json:"next_attempt"` // set while waiting to try a batch again
+	// Refused counts the MQTT messages that the broker did not
+	// acknowledge, an attempt each (mqtt.go).
+	Refused uint64 `json:"refused_messages,omitempty"`
 }
 
 // Failing reports whether the upstream is failing: its last error came
@@ -175,6 +181,7 @@ type Uplink struct {
 	sendingLive bool
 
 	// Used by the Run goroutine only.
+	mq       mqttLink // an MQTT upstream's connection
 	readings []buffer.OutboxReading
 	kept     []buffer.OutboxReading
 	gz       *gzip.Writer
@@ -257,6 +264,12 @@ func withDefaults(opts Options) (Options, error) {
 	def(&opts.RetryWaitMin, time.Second)
 	def(&opts.RetryWaitMax, 5*time.Minute)
 	def(&opts.RetryAfterMax, 10*time.Minute)
+	if IsMQTTURL(opts.URL) {
+		if opts.Data == Stats {
+			return opts, errors.New("uplink: an MQTT upstream sends readings, not stats")
+		}
+		mqttDefaults(&opts)
+	}
 	opts.RetryWaitMax = max(opts.RetryWaitMax, opts.RetryWaitMin)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -273,6 +286,7 @@ func (u *Uplink) use(opts Options) {
 	if u.client != nil {
 		u.client.HTTPClient.CloseIdleConnections()
 	}
+	u.mq.close()
 	u.opts = opts
 	u.enc = newEncoder(opts.Format, opts.Measurement, opts.Gateway)
 	if opts.MaxBytesPerSecond != u.limit.rate() {
@@ -387,6 +401,7 @@ func (u *Uplink) Run(ctx context.Context) error {
 	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.Format.String(),
 		"pending", u.out.Outbox().Pending(), "max_bytes_per_second", u.opts.MaxBytesPerSecond)
 	defer u.client.HTTPClient.CloseIdleConnections()
+	defer u.mq.close()
 	trimCtx, stopTrim := context.WithCancel(ctx)
 	trimmed := make(chan struct{})
 	go func() { defer close(trimmed); u.trimLoop(trimCtx) }()
@@ -577,7 +592,11 @@ func (u *Uplink) send(ctx context.Context, b batch) error {
 	}
 	fresh := u.fresh(rs, cutoff)
 	skipped := len(rs) - len(fresh)
-	if len(fresh) > 0 {
+	if len(fresh) > 0 && IsMQTTURL(u.opts.URL) {
+		if err := u.publish(ctx, id, fresh); err != nil {
+			return err
+		}
+	} else if len(fresh) > 0 {
 		body, bad := u.enc.encode(id, fresh)
 		skipped += bad
 		if len(fresh) > bad {

@@ -328,6 +328,9 @@ type UplinkConfig struct {
 	MaxBacklog    Backlog `yaml:"max_backlog"`    // an age (7d) or a size (500MB)
 	BacklogPolicy string  `yaml:"backlog_policy"` // none | drop_oldest
 
+	// The keys of kind mqtt (upstream_mqtt.go).
+	MQTTUplinkConfig `yaml:",inline"`
+
 	// key is where the file has it: "uplink", or "uplink[1]" in a list.
 	key string
 }
@@ -563,7 +566,7 @@ func (c *UplinkConfig) loadFiles(u *uplink.Options, digest *[sha256.Size]byte) e
 		h.Write([]byte{0})
 	}
 	h.Sum(digest[:0])
-	if p, err := url.Parse(c.URL); err == nil && p.Scheme == "https" { // Parse lowers the scheme
+	if p, err := url.Parse(c.URL); err == nil && (p.Scheme == "https" || p.Scheme == "mqtts") { // Parse lowers the scheme
 		tc, err := c.TLS.clientConfig()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.tls: %w", c.keyPath(), err))
@@ -816,7 +819,9 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 	parsed, err := url.Parse(u.URL)
 	if u.URL == "" {
 		bad("uplink.url", "must be set: the upstream's write URL, such as http://127.0.0.1:8428/write")
-	} else if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
+	} else if u.isMQTT() && (err != nil || (parsed.Scheme != "mqtt" && parsed.Scheme != "mqtts") || parsed.Host == "" || parsed.Port() == "") {
+		bad("uplink.url", "kind mqtt wants mqtt://host:port or mqtts://host:port (got %q)", u.URL)
+	} else if !u.isMQTT() && (err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "") {
 		bad("uplink.url", "want an http:// or https:// URL (got %q)", u.URL)
 	} else if parsed.User != nil {
 		bad("uplink.url", "must not hold credentials: use uplink.auth.username and password_file")
@@ -829,6 +834,9 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 		}
 	}
 	format, err := uplink.ParseFormat(u.kind())
+	if u.isMQTT() {
+		format, err = uplink.JSON, nil
+	}
 	switch {
 	case u.Kind != "" && u.Format != "" && u.Kind != u.Format:
 		bad("uplink.format", "is kind's earlier name, and kind says %s (got %q): keep one of them", u.Kind, u.Format)
@@ -914,6 +922,7 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 	case u.MaxBytesPerSecond > 0 && u.MaxBytesPerSecond < minBytesPerSecond:
 		bad("uplink.max_bytes_per_second", "must be 0 (no limit) or at least 1KiB: below that a batch of a few readings waits for minutes (got %s)", u.MaxBytesPerSecond)
 	}
+	validateMQTTUplink(u, opts, data, bad)
 	if data == uplink.Stats && catchUp == uplink.LiveFirst {
 		bad("uplink.catch_up", "live_first is for readings: with data: stats the records go period by period, in order (leave catch_up out)")
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 // credentialsDirEnv is set by systemd for a unit with LoadCredential=: a
@@ -66,6 +68,39 @@ type TLSConfig struct {
 	KeyFile  string `yaml:"key_file"`
 	// ServerName overrides the name checked in the server's certificate.
 	ServerName string `yaml:"server_name"`
+	// ALPN are the protocol names offered (AWS IoT Core's MQTT on port
+	// 443 wants x-amzn-mqtt-ca).
+	ALPN ALPNList `yaml:"alpn"`
+}
+
+// ALPNList is tls.alpn: a list of protocol names in the file, kept
+// joined by commas so that TLSConfig stays comparable (a reload compares
+// configurations).
+type ALPNList string
+
+// UnmarshalYAML takes a list of names, or one name.
+func (a *ALPNList) UnmarshalYAML(n *yaml.Node) error {
+	var names []string
+	if n.Kind == yaml.ScalarNode {
+		names = []string{n.Value}
+	} else if err := n.Decode(&names); err != nil {
+		return err
+	}
+	for _, name := range names {
+		if name == "" || strings.Contains(name, ",") || len(name) > 255 {
+			return fmt.Errorf("line %d: tls.alpn: a protocol name is 1 to 255 bytes without a comma (got %q)", n.Line, name)
+		}
+	}
+	*a = ALPNList(strings.Join(names, ","))
+	return nil
+}
+
+// protocols returns the names, or nil.
+func (a ALPNList) protocols() []string {
+	if a == "" {
+		return nil
+	}
+	return strings.Split(string(a), ",")
 }
 
 // validate reports what is wrong with the block; key is its config path.
@@ -78,7 +113,7 @@ func (t TLSConfig) validate(key string) error {
 
 // clientConfig loads the files into a TLS 1.2+ client configuration.
 func (t TLSConfig) clientConfig() (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, NextProtos: t.ALPN.protocols()}
 	if t.CAFile != "" {
 		pool, err := loadCAs(t.CAFile)
 		if err != nil {

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/cairn-gateway/cairn/uplink"
+)
+
+// MQTTUplinkConfig is the keys of an upstream of kind mqtt, beside the
+// others of its entry (docs/uplink.md, "MQTT upstream").
+type MQTTUplinkConfig struct {
+	ClientID        string        `yaml:"client_id"`         // default cairn-<gateway_id>-<name>
+	Topic           string        `yaml:"topic"`             // default cairn/{gateway}/{device}
+	Payload         string        `yaml:"payload"`           // json
+	Inflight        int           `yaml:"inflight"`          // default 100
+	MaxMessageBytes ByteSize      `yaml:"max_message_bytes"` // default 128KiB
+	KeepAlive       time.Duration `yaml:"keep_alive"`        // default 30s
+}
+
+// isMQTT reports whether the upstream is an MQTT broker.
+func (u *UplinkConfig) isMQTT() bool { return u.kind() == "mqtt" }
+
+// topicPlaceholderRE finds the {…} of a topic template.
+var topicPlaceholderRE = regexp.MustCompile(`\{[^}]*\}`)
+
+// validateMQTTUplink checks the keys of an upstream of kind mqtt, or that
+// another kind has none of them, and sets opts.MQTT. bad reports keys as
+// "uplink.<key>".
+func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data, bad func(key, format string, a ...any)) {
+	m := u.MQTTUplinkConfig
+	if !u.isMQTT() {
+		if m != (MQTTUplinkConfig{}) {
+			bad("uplink.kind", "client_id, topic, payload, inflight, max_message_bytes and keep_alive are for kind mqtt (got kind %s)", u.kind())
+		}
+		return
+	}
+	if data == uplink.Stats {
+		bad("uplink.data", "kind mqtt sends readings (leave data out)")
+	}
+	if u.Auth.TokenFile != "" {
+		bad("uplink.auth.token_file", "kind mqtt logs in with username and password_file, or a client certificate (tls.cert_file)")
+	}
+	if u.Bucket != "" || u.Org != "" {
+		bad("uplink.bucket", "is InfluxDB 2.x's: kind mqtt publishes to uplink.topic")
+	}
+	if m.Payload != "" && m.Payload != "json" {
+		bad("uplink.payload", "must be json (got %q)", m.Payload)
+	}
+	if m.ClientID != "" && (len(m.ClientID) > 128 || strings.ContainsAny(m.ClientID, "+#/ \t\r\n")) {
+		bad("uplink.client_id", "use up to 128 characters without + # / or spaces (got %q)", m.ClientID)
+	}
+	topic := m.Topic
+	if topic == "" {
+		topic = uplink.DefaultTopic
+	}
+	switch {
+	case strings.ContainsAny(topic, "+#"):
+		bad("uplink.topic", "a topic to publish to has no wildcard + or # (got %q)", topic)
+	case strings.HasPrefix(topic, "$"):
+		bad("uplink.topic", "topics starting with $ are the broker's (got %q)", topic)
+	}
+	for _, p := range topicPlaceholderRE.FindAllString(topic, -1) {
+		if p != "{gateway}" && p != "{device}" && p != "{metric}" {
+			bad("uplink.topic", "%s: the template knows {gateway}, {device} and {metric} (got %q)", p, topic)
+		}
+	}
+	if m.Inflight < 0 || m.Inflight > 65535 {
+		bad("uplink.inflight", "must be from 1 to 65535 messages (got %d)", m.Inflight)
+	}
+	if m.MaxMessageBytes != 0 && (m.MaxMessageBytes < 1<<10 || m.MaxMessageBytes > 256<<20) {
+		bad("uplink.max_message_bytes", "must be from 1KiB to 256MiB, the most MQTT carries (got %s)", m.MaxMessageBytes)
+	}
+	if m.KeepAlive < 0 || (m.KeepAlive > 0 && m.KeepAlive < time.Second) {
+		bad("uplink.keep_alive", "must be 1s or more (got %s)", m.KeepAlive)
+	}
+	opts.Format = uplink.JSON
+	opts.MQTT = uplink.MQTTOptions{
+		ClientID:        m.ClientID,
+		Topic:           topic,
+		Inflight:        m.Inflight,
+		MaxMessageBytes: int(m.MaxMessageBytes),
+		KeepAlive:       m.KeepAlive,
+	}
+}

@@ -1,0 +1,368 @@
+package uplink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// An upstream whose URL is mqtt:// or mqtts:// is an MQTT broker: a batch
+// goes as QoS 1 messages, one per topic (the Topic template filled in
+// for each reading) and as many as MaxMessageBytes needs, over one
+// connection with a persistent session and a stable client id. The
+// cursor moves past the batch only when every one of its messages has
+// its PUBACK; until then the messages not yet acknowledged go again,
+// after a backoff, on a new connection when the old one failed. A
+// restart resends the whole batch, under the same ids.
+//
+// MQTT 3.1.1, which paho speaks, gives a broker no way to refuse a
+// message but to drop the connection or not to answer: a PUBACK that
+// does not come within Timeout, or a connection lost with messages
+// unacknowledged, is a refusal, counted in Status.Refused and logged with
+// the topic. A broker that acknowledges a message its ACL forbids and
+// drops it (Mosquitto 2.0 does so to MQTT 3.1.1 clients) cannot be told
+// from one that took it.
+
+// MQTTOptions are the options of an MQTT upstream. Zero values are
+// defaults.
+type MQTTOptions struct {
+	// ClientID is the client id, stable across restarts so that the
+	// broker keeps the session (default cairn-<Gateway>-<Name>).
+	ClientID string
+	// Topic is the topic of a reading's message, with {gateway},
+	// {device} and {metric} filled in (default cairn/{gateway}/{device}).
+	Topic string
+	// Inflight is the most messages sent and not yet acknowledged
+	// (default 100).
+	Inflight int
+	// MaxMessageBytes is the most bytes of one message's payload
+	// (default 128 KiB); a device's readings of a batch are split over
+	// as many messages as it takes.
+	MaxMessageBytes int
+	// KeepAlive is the MQTT keep-alive (default 30s).
+	KeepAlive time.Duration
+}
+
+// DefaultTopic is the topic template of an MQTT upstream without one.
+const DefaultTopic = "cairn/{gateway}/{device}"
+
+// IsMQTTURL reports whether s is an MQTT broker's URL: mqtt:// or mqtts://.
+func IsMQTTURL(s string) bool {
+	p, err := url.Parse(s)
+	return err == nil && (p.Scheme == "mqtt" || p.Scheme == "mqtts")
+}
+
+// mqttDefaults fills in the defaults of opts.MQTT.
+func mqttDefaults(opts *Options) {
+	m := &opts.MQTT
+	if m.ClientID == "" {
+		m.ClientID = "cairn-" + opts.Gateway + "-" + opts.Name
+	}
+	if m.Topic == "" {
+		m.Topic = DefaultTopic
+	}
+	if m.Inflight <= 0 {
+		m.Inflight = 100
+	}
+	if m.MaxMessageBytes <= 0 {
+		m.MaxMessageBytes = 128 << 10
+	}
+	if m.KeepAlive <= 0 {
+		m.KeepAlive = 30 * time.Second
+	}
+}
+
+// mqttMessage is one message of a batch.
+type mqttMessage struct {
+	topic   string
+	payload []byte
+	acked   bool
+}
+
+// mqttLink is the connection of an MQTT upstream. It is used by the Run
+// goroutine only, but for lost, which paho closes.
+type mqttLink struct {
+	client paho.Client // nil: not connected
+	lost   chan struct{}
+	why    error // why the connection was lost, set before lost is closed
+}
+
+// close disconnects the link, if connected.
+func (l *mqttLink) close() {
+	if l.client != nil {
+		l.client.Disconnect(250)
+		l.client = nil
+	}
+}
+
+// connect connects the link if it is not connected.
+func (u *Uplink) mqttConnect(ctx context.Context) error {
+	l := &u.mq
+	if l.client != nil {
+		select {
+		case <-l.lost:
+			l.close()
+		default:
+			return nil
+		}
+	}
+	o := u.opts
+	co := paho.NewClientOptions().AddBroker(o.URL).
+		SetClientID(o.MQTT.ClientID).
+		SetCleanSession(false).
+		SetKeepAlive(o.MQTT.KeepAlive).
+		SetConnectTimeout(o.Timeout).
+		SetWriteTimeout(o.Timeout).
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
+		SetTLSConfig(o.TLS)
+	if o.Username != "" {
+		co.SetUsername(o.Username).SetPassword(o.Password)
+	}
+	lost := make(chan struct{})
+	var once sync.Once
+	co.SetConnectionLostHandler(func(_ paho.Client, err error) {
+		once.Do(func() { l.why = err; close(lost) })
+	})
+	c := paho.NewClient(co)
+	tok := c.Connect()
+	select {
+	case <-tok.Done():
+	case <-ctx.Done():
+		c.Disconnect(0)
+		return ctx.Err()
+	}
+	if err := tok.Error(); err != nil {
+		c.Disconnect(0)
+		return fmt.Errorf("connect to %s: %w", redact(o.URL), err)
+	}
+	l.client, l.lost, l.why = c, lost, nil
+	return nil
+}
+
+// publish sends the readings rs of the batch id as MQTT messages until
+// every one has its PUBACK, or ctx ends.
+func (u *Uplink) publish(ctx context.Context, id string, rs []buffer.OutboxReading) error {
+	msgs, skipped := u.mqttMessages(id, rs)
+	if skipped > 0 {
+		u.mu.Lock()
+		u.st.Skipped += uint64(skipped)
+		u.mu.Unlock()
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			u.mu.Lock()
+			u.st.Retries++
+			u.mu.Unlock()
+		}
+		topic, err := u.publishOnce(ctx, msgs)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		now := time.Now()
+		if err == nil {
+			u.mu.Lock()
+			u.st.SentBatches++
+			u.st.SentReadings += uint64(len(rs) - skipped)
+			u.st.LastSuccess = &now
+			u.st.NextAttempt = nil
+			u.mu.Unlock()
+			u.recovered(now)
+			return nil
+		}
+		u.mq.close() // a refusal leaves the session in doubt: start anew
+		msg := err.Error()
+		if topic != "" {
+			msg = "publish to " + topic + ": " + msg
+		}
+		u.mu.Lock()
+		u.st.LastError, u.st.LastErrorAt = msg, &now
+		if topic != "" {
+			u.st.Refused++
+		}
+		u.mu.Unlock()
+		if u.failedAttempts == 0 {
+			u.failingSince = now
+		}
+		u.failedAttempts++
+		u.catchUp = true
+		wait := u.backoff(u.opts.RetryWaitMin, u.opts.RetryWaitMax, attempt, nil)
+		u.log.Warn("broker did not take a batch; trying again", "batch", id, "topic", topic, "err", err, "in", wait.Round(time.Millisecond))
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// errNoPuback is the reason of a message whose PUBACK did not come.
+var errNoPuback = errors.New("no PUBACK")
+
+// publishOnce connects if need be and publishes the messages not yet
+// acknowledged, at most Inflight at a time, and waits for their PUBACKs.
+// On failure it returns the topic of the message refused (empty when
+// none was: the connection failed).
+func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic string, err error) {
+	if err := u.mqttConnect(ctx); err != nil {
+		return "", err
+	}
+	type sent struct {
+		i   int
+		tok paho.Token
+		at  time.Time
+	}
+	var window []sent
+	wait := func(s sent) error {
+		t := time.NewTimer(time.Until(s.at.Add(u.opts.Timeout)))
+		defer t.Stop()
+		select {
+		case <-s.tok.Done():
+			if err := s.tok.Error(); err != nil {
+				return err
+			}
+			msgs[s.i].acked = true
+			return nil
+		case <-u.mq.lost:
+			return fmt.Errorf("connection lost with the message unacknowledged: %w", u.mq.why)
+		case <-t.C:
+			return fmt.Errorf("%w in %s (refused, or the broker is stuck)", errNoPuback, u.opts.Timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for i := range msgs {
+		if msgs[i].acked {
+			continue
+		}
+		if len(window) == u.opts.MQTT.Inflight {
+			if err := wait(window[0]); err != nil {
+				return msgs[window[0].i].topic, err
+			}
+			window = window[1:]
+		}
+		if err := u.limit.wait(ctx, int64(len(msgs[i].payload))); err != nil {
+			return "", err
+		}
+		tok := u.mq.client.Publish(msgs[i].topic, 1, false, msgs[i].payload)
+		window = append(window, sent{i, tok, time.Now()})
+	}
+	for _, s := range window {
+		if err := wait(s); err != nil {
+			return msgs[s.i].topic, err
+		}
+	}
+	return "", nil
+}
+
+// topic fills in the topic template for r.
+func (u *Uplink) topic(r *buffer.OutboxReading) string {
+	return strings.NewReplacer("{gateway}", u.opts.Gateway, "{device}", r.Device, "{metric}", r.Metric).Replace(u.opts.MQTT.Topic)
+}
+
+// mqttMessages groups rs by topic, in the order each topic first comes,
+// and writes each group as JSON messages of at most MaxMessageBytes. A
+// reading whose value is not finite, or that alone is over the limit, is
+// left out and counted in skipped (and logged).
+func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqttMessage, skipped int) {
+	byTopic := make(map[string][]int)
+	var topics []string
+	for i := range rs {
+		t := u.topic(&rs[i])
+		if _, ok := byTopic[t]; !ok {
+			topics = append(topics, t)
+		}
+		byTopic[t] = append(byTopic[t], i)
+	}
+	for _, t := range topics {
+		var m []byte
+		n := 0
+		for _, i := range byTopic[t] {
+			r := &rs[i]
+			one, ok := appendMQTTReading(nil, u.opts.Gateway, r)
+			if !ok {
+				skipped++
+				continue
+			}
+			head := mqttHead(u.opts.Gateway, r.Device, id)
+			if len(head)+len(one)+3 > u.opts.MQTT.MaxMessageBytes {
+				skipped++
+				u.log.Error("a reading alone is over max_message_bytes; left out", "topic", t, "device", r.Device,
+					"metric", r.Metric, "bytes", len(head)+len(one)+3, "max_message_bytes", u.opts.MQTT.MaxMessageBytes)
+				continue
+			}
+			if m != nil && len(m)+1+len(one)+3 > u.opts.MQTT.MaxMessageBytes {
+				msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...)})
+				m, n = nil, 0
+			}
+			if m == nil {
+				m = head
+			}
+			if n > 0 {
+				m = append(m, ',')
+			}
+			m = append(m, one...)
+			n++
+		}
+		if m != nil {
+			msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...)})
+		}
+	}
+	return msgs, skipped
+}
+
+// mqttHead begins a JSON message of the batch id:
+//
+//	{"gateway":"pi-kitchen","device":"kitchen","batch":"pi-kitchen-1200","readings":[
+//	 {"id":"pi-kitchen-1200","metric":"temperature","unit":"°C","time":"RFC 3339","value":21.5},…]}
+//
+// where a reading's id is the gateway and the reading's sequence number
+// in the log: the same whenever the reading is sent again.
+func mqttHead(gateway, device, id string) []byte {
+	b := append([]byte(nil), `{"gateway":`...)
+	b = appendJSONString(b, gateway)
+	b = append(b, `,"device":`...)
+	b = appendJSONString(b, device)
+	b = append(b, `,"batch":`...)
+	b = appendJSONString(b, id)
+	return append(b, `,"readings":[`...)
+}
+
+// appendMQTTReading appends r as an element of a message's readings; ok
+// is false when its value is not finite (JSON cannot carry it).
+func appendMQTTReading(b []byte, gateway string, r *buffer.OutboxReading) ([]byte, bool) {
+	if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) {
+		return b, false
+	}
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, MQTTReadingID(gateway, r.Seq))
+	b = append(b, `,"metric":`...)
+	b = appendJSONString(b, r.Metric)
+	if r.Unit != "" {
+		b = append(b, `,"unit":`...)
+		b = appendJSONString(b, r.Unit)
+	}
+	b = append(b, `,"time":"`...)
+	b = time.Unix(0, r.TS).UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","value":`...)
+	b = strconv.AppendFloat(b, r.Value, 'g', -1, 64)
+	return append(b, '}'), true
+}
+
+// MQTTReadingID is the idempotency id of the reading seq of gateway in an
+// MQTT upstream's messages.
+func MQTTReadingID(gateway string, seq uint64) string {
+	return fmt.Sprintf("%s-%d", gateway, seq)
+}
