@@ -1,0 +1,290 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/cairn-gateway/cairn/scripts/testkit"
+)
+
+// The upstream broker of these tests is Mosquitto configured as AWS IoT
+// Core is: TLS, a client certificate required, its CN the client's
+// identity, and an ACL that lets the gateway publish only under its own
+// topics, cairn/<gateway>/#.
+
+// mqttUpstreamGateway is the gateway id of these tests, and the CN of
+// cairn's client certificate.
+const mqttUpstreamGateway = "gw-mq"
+
+// mqttCloud is the upstream broker and the certificates of its clients.
+type mqttCloud struct {
+	*mosquitto
+	ca                *testCA
+	caFile            string
+	certFile, keyFile string // cairn's
+	readCert, readKey string // the subscriber's
+	dir               string
+}
+
+// startMQTTCloud starts Mosquitto with one TLS listener that requires a
+// client certificate signed by its CA, takes the certificate's CN as the
+// user name, and lets gw-mq write only to cairn/gw-mq/# and reader read
+// cairn/#; its database persists across a restart.
+func startMQTTCloud(t *testing.T) *mqttCloud {
+	t.Helper()
+	me, err := currentUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ca := newTestCA(t, "cloud CA")
+	c := &mqttCloud{ca: ca, dir: dir, caFile: writeFile(t, dir, "ca.pem", ca.pem, 0o644)}
+	cert, key := ca.issue(t, "broker", true)
+	gwCert, gwKey := ca.issue(t, mqttUpstreamGateway, false)
+	c.certFile, c.keyFile = writeFile(t, dir, "gw.pem", gwCert, 0o644), writeFile(t, dir, "gw.key", gwKey, 0o600)
+	rCert, rKey := ca.issue(t, "reader", false)
+	c.readCert, c.readKey = writeFile(t, dir, "reader.pem", rCert, 0o644), writeFile(t, dir, "reader.key", rKey, 0o600)
+	acl := writeFile(t, dir, "acl", []byte("user "+mqttUpstreamGateway+"\ntopic write cairn/"+mqttUpstreamGateway+"/#\n\nuser reader\ntopic read cairn/#\n"), 0o644)
+	m := &mosquitto{bin: mosquittoBin(t), conf: filepath.Join(dir, "mosquitto.conf"), port: freePort(t)}
+	conf := fmt.Sprintf(`per_listener_settings false
+allow_anonymous false
+acl_file %s
+user %s
+persistence true
+persistence_location %s/
+autosave_interval 1
+max_inflight_messages 1000
+max_queued_messages 1000000
+listener %d 127.0.0.1
+cafile %s
+certfile %s
+keyfile %s
+require_certificate true
+use_identity_as_username true
+tls_version tlsv1.2
+log_dest stderr
+log_type error
+log_type warning
+`, acl, me, dir, m.port, c.caFile, writeFile(t, dir, "broker.pem", cert, 0o644), writeFile(t, dir, "broker.key", key, 0o600))
+	if err := os.WriteFile(m.conf, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m.start(t)
+	c.mosquitto = m
+	return c
+}
+
+// mqttUpstreamEntry is cairn's upstream entry for c, with the keys of
+// extra (lines indented by four spaces) added.
+func (c *mqttCloud) entry(extra string) string {
+	return fmt.Sprintf(`uplink:
+  - name: cloud
+    kind: mqtt
+    url: mqtts://127.0.0.1:%d
+    gateway_id: %s
+    batch_readings: 500
+    interval: 100ms
+    retry_wait_min: 200ms
+    retry_wait_max: 1s
+    timeout: 3s
+    tls:
+      ca_file: %s
+      cert_file: %s
+      key_file: %s
+`, c.port, mqttUpstreamGateway, c.caFile, c.certFile, c.keyFile) + extra
+}
+
+// mqttReading is a reading of cairn's MQTT JSON messages.
+type mqttReading struct {
+	ID     string  `json:"id"`
+	Metric string  `json:"metric"`
+	Unit   string  `json:"unit"`
+	Time   string  `json:"time"`
+	Value  float64 `json:"value"`
+}
+
+// mqttSink subscribes to cairn/# on the upstream broker, with a
+// persistent session, and records every reading it gets. It is safe for
+// concurrent use.
+type mqttSink struct {
+	mu       sync.Mutex // guards the fields below
+	byID     map[string]upstreamKey
+	values   map[upstreamKey]float64
+	received int // readings, duplicates included
+	messages int
+	bad      []string // what was wrong with messages
+	maxBytes int
+}
+
+// subscribe connects the sink to c as reader.
+func (c *mqttCloud) subscribe(t *testing.T) *mqttSink {
+	t.Helper()
+	s := &mqttSink{byID: make(map[string]upstreamKey), values: make(map[upstreamKey]float64)}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.ca.pem)
+	cert, err := tls.LoadX509KeyPair(c.readCert, c.readKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := testkit.PublisherOptions(fmt.Sprintf("ssl://127.0.0.1:%d", c.port), "reader", startTimeout).
+		SetTLSConfig(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}).
+		SetCleanSession(false).
+		SetAutoReconnect(true).
+		SetMaxReconnectInterval(200 * time.Millisecond).
+		SetOnConnectHandler(func(cl paho.Client) { cl.Subscribe("cairn/#", 1, nil) }).
+		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) { s.add(m.Topic(), m.Payload()) })
+	cl, err := testkit.Connect(opts, startTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Disconnect(100) })
+	return s
+}
+
+// add records the readings of one message.
+func (s *mqttSink) add(topic string, payload []byte) {
+	var m struct {
+		Gateway, Device, Batch string
+		Readings               []mqttReading
+	}
+	err := json.Unmarshal(payload, &m)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.messages++
+	s.maxBytes = max(s.maxBytes, len(payload))
+	switch {
+	case err != nil:
+		s.bad = append(s.bad, fmt.Sprintf("%s: %v: %.100s", topic, err, payload))
+		return
+	case m.Gateway != mqttUpstreamGateway || topic != "cairn/"+m.Gateway+"/"+m.Device:
+		s.bad = append(s.bad, fmt.Sprintf("%s: gateway %q, device %q", topic, m.Gateway, m.Device))
+		return
+	}
+	for _, r := range m.Readings {
+		ts, err := time.Parse(time.RFC3339Nano, r.Time)
+		if err != nil || !strings.HasPrefix(r.ID, mqttUpstreamGateway+"-") {
+			s.bad = append(s.bad, fmt.Sprintf("%s: reading %+v", topic, r))
+			continue
+		}
+		k := upstreamKey{gateway: m.Gateway, device: m.Device, metric: r.Metric, ts: ts.UnixNano()}
+		if old, seen := s.byID[r.ID]; seen && old != k {
+			s.bad = append(s.bad, fmt.Sprintf("id %s is %+v and %+v", r.ID, old, k))
+		}
+		s.byID[r.ID] = k
+		s.values[k] = r.Value
+		s.received++
+	}
+}
+
+// counts returns the distinct ids seen and the readings received.
+func (s *mqttSink) counts() (ids, received int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byID), s.received
+}
+
+// check compares the readings of the acknowledged messages with what the
+// sink holds: every one there once by id, with its value, and nothing
+// else; and no message over maxBytes.
+func (s *mqttSink) check(t *testing.T, msgs []sensorMessage, acks *ackLog, maxBytes int) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := 0
+	missing := 0
+	for i, m := range msgs {
+		if !acks.isAcked(i) {
+			continue
+		}
+		for _, r := range m.readings(i) {
+			want++
+			v, ok := s.values[upstreamKey{gateway: mqttUpstreamGateway, device: r.Device, metric: r.Metric, ts: r.TS}]
+			if !ok || v != r.Value {
+				missing++
+			}
+		}
+	}
+	if missing > 0 || len(s.byID) != want || len(s.values) != want {
+		t.Errorf("the subscriber holds %d ids and %d readings, want %d; %d missing or wrong", len(s.byID), len(s.values), want, missing)
+	}
+	if len(s.bad) > 0 {
+		t.Errorf("%d bad messages, such as %s", len(s.bad), s.bad[0])
+	}
+	if s.maxBytes > maxBytes {
+		t.Errorf("a message of %d bytes, over max_message_bytes %d", s.maxBytes, maxBytes)
+	}
+}
+
+// TestMQTTUplink_ExactlyOnceAcrossRestarts runs cairn with an MQTT
+// upstream, Mosquitto with client certificates and an ACL: the readings
+// published to cairn arrive at a subscriber of the upstream broker, every
+// one under its id, across a restart of the broker while a backlog goes
+// and a SIGKILL of cairn; the only duplicates are of batches in flight.
+func TestMQTTUplink_ExactlyOnceAcrossRestarts(t *testing.T) {
+	bin := cairnBinary.get(t)
+	cloud := startMQTTCloud(t)
+	sink := cloud.subscribe(t)
+	dataDir := t.TempDir()
+	const maxBytes = 4096
+	// A small window and a byte rate keep the backlog going for some
+	// seconds, so that the broker's restart and the kill find batches in
+	// flight.
+	cfg := writeConfig(t, dataDir, localConfig+cloud.entry(fmt.Sprintf("    max_message_bytes: %d\n    inflight: 4\n    max_bytes_per_second: 128KiB\n", maxBytes)))
+	p := startCairn(t, bin, cfg)
+	fleet := &sensorFleet{devices: 4, window: 64, acks: newAckLog(0)}
+	t0 := time.Now().Add(-time.Hour).UnixMilli()
+	fleet.publishNew(t, p.mqtt, "dev", t0, 3000)
+	api := newAPIClient(p.http)
+
+	waitUntil(t, 60*time.Second, "1,500 readings at the subscriber", func() (bool, string) {
+		ids, got := sink.counts()
+		return ids >= 1500, fmt.Sprintf("%d ids, %d readings", ids, got)
+	})
+	if st := uplinkStatuses(t, api)["cloud"]; st.PendingReadings == 0 {
+		t.Fatalf("the backlog went before the broker's restart: %+v", st)
+	}
+	cloud.stop(t)
+	cloud.start(t)
+	waitUntil(t, 60*time.Second, "cairn to say the broker failed it", func() (bool, string) {
+		st := uplinkStatuses(t, api)["cloud"]
+		return st.LastError != "", fmt.Sprintf("%+v", st)
+	})
+	waitUntil(t, 60*time.Second, "3,500 readings at the subscriber", func() (bool, string) {
+		ids, got := sink.counts()
+		return ids >= 3500, fmt.Sprintf("%d ids, %d readings", ids, got)
+	})
+	if st := uplinkStatuses(t, api)["cloud"]; st.PendingReadings == 0 {
+		t.Fatalf("the backlog went before the kill: %+v", st)
+	}
+	if err := p.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("cairn exited cleanly on SIGKILL")
+	}
+	p = startCairn(t, bin, cfg)
+	fleet.publishNew(t, p.mqtt, "dev", t0, 500)
+	want := 2 * fleet.acks.count()
+	api = newAPIClient(p.http)
+	waitUntil(t, 60*time.Second, "every reading at the subscriber", func() (bool, string) {
+		ids, got := sink.counts()
+		st := uplinkStatuses(t, api)["cloud"]
+		return ids >= want && st.PendingReadings == 0, fmt.Sprintf("%d ids of %d, %d readings; status %+v", ids, want, got, st)
+	})
+	sink.check(t, fleet.msgs, fleet.acks, maxBytes)
+	ids, got := sink.counts()
+	// A restart of the broker and a kill: each may send the batch in
+	// flight again, 500 readings at most.
+	if dup := got - ids; dup > 2*500 {
+		t.Errorf("%d readings received twice, want at most 2 batches of 500", dup)
+	}
+	t.Logf("%d readings once each, %d received in all, in %d messages of at most %d bytes", ids, got, sink.messages, sink.maxBytes)
+}
