@@ -40,8 +40,9 @@ type mqttCloud struct {
 // startMQTTCloud starts Mosquitto with one TLS listener that requires a
 // client certificate signed by its CA, takes the certificate's CN as the
 // user name, and lets gw-mq write only to cairn/gw-mq/# and reader read
-// cairn/#; its database persists across a restart.
-func startMQTTCloud(t *testing.T) *mqttCloud {
+// cairn/#; its database persists across a restart. extra is more lines
+// of its configuration.
+func startMQTTCloud(t *testing.T, extra string) *mqttCloud {
 	t.Helper()
 	me, err := currentUser()
 	if err != nil {
@@ -76,7 +77,7 @@ tls_version tlsv1.2
 log_dest stderr
 log_type error
 log_type warning
-`, acl, me, dir, m.port, c.caFile, writeFile(t, dir, "broker.pem", cert, 0o644), writeFile(t, dir, "broker.key", key, 0o600))
+%s`, acl, me, dir, m.port, c.caFile, writeFile(t, dir, "broker.pem", cert, 0o644), writeFile(t, dir, "broker.key", key, 0o600), extra)
 	if err := os.WriteFile(m.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func (s *mqttSink) check(t *testing.T, msgs []sensorMessage, acks *ackLog, maxBy
 // and a SIGKILL of cairn; the only duplicates are of batches in flight.
 func TestMQTTUplink_ExactlyOnceAcrossRestarts(t *testing.T) {
 	bin := cairnBinary.get(t)
-	cloud := startMQTTCloud(t)
+	cloud := startMQTTCloud(t, "")
 	sink := cloud.subscribe(t)
 	dataDir := t.TempDir()
 	const maxBytes = 4096
@@ -287,4 +288,103 @@ func TestMQTTUplink_ExactlyOnceAcrossRestarts(t *testing.T) {
 		t.Errorf("%d readings received twice, want at most 2 batches of 500", dup)
 	}
 	t.Logf("%d readings once each, %d received in all, in %d messages of at most %d bytes", ids, got, sink.messages, sink.maxBytes)
+}
+
+// TestMQTTUplink_RefusalsAreCountedNotLooped: a broker that drops the
+// connection on a message it will not take (Mosquitto's max_packet_size
+// below cairn's max_message_bytes; AWS IoT Core does the same on a
+// publish its policy forbids) and a broker that stops answering (a PUBACK
+// that never comes) are refusals: counted, named in last_error with the
+// topic, and tried again after a backoff, on little CPU. Once the broker
+// takes messages again, every reading arrives.
+func TestMQTTUplink_RefusalsAreCountedNotLooped(t *testing.T) {
+	bin := cairnBinary.get(t)
+	cloud := startMQTTCloud(t, "max_packet_size 2048\n")
+	sink := cloud.subscribe(t)
+	cfg := writeConfig(t, t.TempDir(), localConfig+cloud.entry("    max_message_bytes: 8KiB\n"))
+	p := startCairn(t, bin, cfg)
+	api := newAPIClient(p.http)
+	fleet := &sensorFleet{devices: 1, window: 64, acks: newAckLog(0)}
+	t0 := time.Now().Add(-time.Hour).UnixMilli()
+	fleet.publishNew(t, p.mqtt, "dev", t0, 300)
+
+	waitUntil(t, 30*time.Second, "a refusal in status", func() (bool, string) {
+		st := uplinkStatuses(t, api)["cloud"]
+		return st.Refused > 0, fmt.Sprintf("%+v", st)
+	})
+	before := uplinkStatuses(t, api)["cloud"]
+	const want = "publish to cairn/" + mqttUpstreamGateway + "/dev-0: connection lost with the message unacknowledged"
+	if !strings.HasPrefix(before.LastError, want) {
+		t.Errorf("last_error %q, want it to begin %q", before.LastError, want)
+	}
+	cpu0, err := testkit.CPUTime(p.Cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	// 20 s of refusals: cairn tries again after a backoff of up to
+	// retry_wait_max (1s), not at once.
+	waitUntil(t, 30*time.Second, "20 s of refusals", func() (bool, string) {
+		return time.Since(start) >= 20*time.Second, ""
+	})
+	cpu1, err := testkit.CPUTime(p.Cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	after := uplinkStatuses(t, api)["cloud"]
+	refused := after.Refused - before.Refused
+	t.Logf("refusals: %d in %s, cairn used %s of CPU (%.1f%% of a core)", refused, elapsed.Round(time.Millisecond), cpu1-cpu0, 100*float64(cpu1-cpu0)/float64(elapsed))
+	if share := float64(cpu1-cpu0) / float64(elapsed); share > 0.10 {
+		t.Errorf("cairn used %s of CPU in %s of refusals (%.0f%% of a core), want under 10%%", cpu1-cpu0, elapsed, 100*share)
+	}
+	if refused < 5 || refused > uint64(elapsed/(100*time.Millisecond)) {
+		t.Errorf("%d refusals in %s, want a few a second at most, and tries again", refused, elapsed)
+	}
+	if ids, _ := sink.counts(); ids > 0 {
+		t.Errorf("the subscriber got %d readings of a batch the broker refused", ids)
+	}
+
+	// The broker without the limit takes them all.
+	conf, err := os.ReadFile(cloud.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cloud.conf, []byte(strings.Replace(string(conf), "max_packet_size 2048\n", "", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cloud.stop(t)
+	cloud.start(t)
+	waitUntil(t, 30*time.Second, "every reading at the subscriber", func() (bool, string) {
+		ids, got := sink.counts()
+		st := uplinkStatuses(t, api)["cloud"]
+		return ids >= 2*fleet.acks.count() && st.PendingReadings == 0, fmt.Sprintf("%d ids, %d readings; status %+v", ids, got, st)
+	})
+
+	// A broker that stops answering: no PUBACK within timeout (3s).
+	if err := cloud.proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	cont := func() {
+		if stopped {
+			stopped = false
+			if err := cloud.proc.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(cont)
+	fleet.publishNew(t, p.mqtt, "dev", t0, 100)
+	waitUntil(t, 30*time.Second, "a PUBACK to time out", func() (bool, string) {
+		st := uplinkStatuses(t, api)["cloud"]
+		return strings.Contains(st.LastError, "no PUBACK in 3s"), fmt.Sprintf("%+v", st)
+	})
+	cont()
+	waitUntil(t, 30*time.Second, "every reading at the subscriber", func() (bool, string) {
+		ids, got := sink.counts()
+		st := uplinkStatuses(t, api)["cloud"]
+		return ids >= 2*fleet.acks.count() && st.PendingReadings == 0, fmt.Sprintf("%d ids, %d readings; status %+v", ids, got, st)
+	})
+	sink.check(t, fleet.msgs, fleet.acks, 8<<10)
 }
