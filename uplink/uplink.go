@@ -146,7 +146,7 @@ type Status struct {
 	NextAttempt   *time.Time `json:"next_attempt"` // set while waiting to try a batch again
 	// Refused counts the MQTT messages that the broker did not
 	// acknowledge, an attempt each (mqtt.go).
-	Refused uint64 `json:"refused_messages,omitempty"`
+	Refused uint64 `json:"refused_messages"`
 }
 
 // Failing reports whether the upstream is failing: its last error came

@@ -323,6 +323,9 @@ func printUplink(w io.Writer, u *uplink.Status, r *rates) {
 	if u.DroppedUnsent > 0 {
 		fmt.Fprintf(w, ", %s dropped unsent by the disk cap", quantity(u.DroppedUnsent, "reading", "readings"))
 	}
+	if u.Refused > 0 {
+		fmt.Fprintf(w, ", %s refused by the broker", quantity(u.Refused, "message", "messages"))
+	}
 	fmt.Fprintln(w)
 	if u.LastSuccess != nil {
 		fmt.Fprintf(w, "        last success %s\n", u.LastSuccess.Format(time.RFC3339))

@@ -28,7 +28,7 @@ func TestPrintStatus_Counts(t *testing.T) {
 		s.MaxSeries = 10
 		s.Gathered = n
 		st.Retention = &buffer.RetentionStatus{RemovedReadings: n}
-		st.Uplink = &uplink.Status{SentReadings: n, SentBatches: n, Retries: n, ParkedBatches: n, Skipped: n}
+		st.Uplink = &uplink.Status{SentReadings: n, SentBatches: n, Retries: n, ParkedBatches: n, Skipped: n, Refused: n}
 		return st
 	}
 	for _, tc := range []struct {
@@ -38,11 +38,11 @@ func TestPrintStatus_Counts(t *testing.T) {
 		{1, []string{"listening, 1 client\n", "ingest: since start 1 message, 1 reading stored, 1 duplicate,",
 			"  1 reading given the receive time", "  1 message on topics no", "store:  1 reading in ", ", 1 commit (", " ms each, 1 waited to gather other sensors), ",
 			"1 commit error, 1 seal error\n", "1 reading refused for a new series", "retention removed 1 reading and 1 aggregate record\n",
-			", 1 reading removed,", "1 reading in 1 batch sent", ", 1 retry", ", 1 batch parked", ", 1 reading skipped"}},
+			", 1 reading removed,", "1 reading in 1 batch sent", ", 1 retry", ", 1 batch parked", ", 1 reading skipped", ", 1 message refused by the broker"}},
 		{2, []string{"listening, 2 clients\n", "ingest: since start 2 messages, 2 readings stored, 2 duplicates,",
 			"  2 readings given the receive time", "  2 messages on topics no", "store:  2 readings in ", ", 2 commits (", " ms each, 2 waited to gather other sensors), ",
 			"2 commit errors, 2 seal errors\n", "2 readings refused for a new series", "retention removed 2 readings and 2 aggregate records\n",
-			", 2 readings removed,", "2 readings in 2 batches sent", ", 2 retries", ", 2 batches parked", ", 2 readings skipped"}},
+			", 2 readings removed,", "2 readings in 2 batches sent", ", 2 retries", ", 2 batches parked", ", 2 readings skipped", ", 2 messages refused by the broker"}},
 	} {
 		var out bytes.Buffer
 		printStatus(&out, status(tc.n), nil)
