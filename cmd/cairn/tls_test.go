@@ -37,6 +37,7 @@ func (ca *testCA) issueFor(t *testing.T, cn string, server bool, notBefore, notA
 	if server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		tmpl.DNSNames = []string{cn}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -387,4 +389,95 @@ func TestMQTTUplink_RefusalsAreCountedNotLooped(t *testing.T) {
 		return ids >= 2*fleet.acks.count() && st.PendingReadings == 0, fmt.Sprintf("%d ids, %d readings; status %+v", ids, got, st)
 	})
 	sink.check(t, fleet.msgs, fleet.acks, 8<<10)
+}
+
+// TestMQTTUplink_SNIAndALPN sends to a broker behind a TLS front that,
+// like AWS IoT Core on port 443, takes only connections that ask for the
+// ALPN protocol x-amzn-mqtt-ca: cairn sends tls.server_name as SNI and
+// offers tls.alpn, and its readings arrive at the broker behind.
+func TestMQTTUplink_SNIAndALPN(t *testing.T) {
+	mq := startMosquitto(t)
+	got := make(chan paho.Message, 16)
+	sub, err := testkit.ConnectPublisher(mq.addr(), "reader", startTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Disconnect(100) })
+	waitToken(t, sub.Subscribe("cairn/#", 1, func(_ paho.Client, m paho.Message) { got <- m }))
+
+	ca := newTestCA(t, "front CA")
+	certPEM, keyPEM := ca.issue(t, "iot.example", true)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hello struct {
+		sni    string
+		protos []string
+	}
+	hellos := make(chan hello, 16)
+	front, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		NextProtos:   []string{"x-amzn-mqtt-ca"},
+		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			hellos <- hello{h.ServerName, h.SupportedProtos}
+			return nil, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { front.Close() })
+	go func() {
+		for {
+			c, err := front.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				tc := c.(*tls.Conn)
+				if tc.Handshake() != nil || tc.ConnectionState().NegotiatedProtocol != "x-amzn-mqtt-ca" {
+					return
+				}
+				back, err := net.Dial("tcp", mq.addr())
+				if err != nil {
+					return
+				}
+				defer back.Close()
+				go io.Copy(back, c)
+				io.Copy(c, back)
+			}()
+		}
+	}()
+
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, localConfig+fmt.Sprintf(`uplink:
+  - name: cloud
+    kind: mqtt
+    url: mqtts://%s
+    gateway_id: %s
+    interval: 100ms
+    tls:
+      ca_file: %s
+      server_name: iot.example
+      alpn: [x-amzn-mqtt-ca]
+`, front.Addr(), mqttUpstreamGateway, writeFile(t, dir, "ca.pem", ca.pem, 0o644)))
+	d := startDaemon(t, cfg)
+	pub := mustConnect(t, d.mqtt, "sensor")
+	if err := publish1(pub, "sensors/kitchen/telemetry", `{"temperature":21.5}`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if want := "cairn/" + mqttUpstreamGateway + "/kitchen"; m.Topic() != want || !strings.Contains(string(m.Payload()), `"value":21.5`) {
+			t.Errorf("got %s %s, want the reading on %s", m.Topic(), m.Payload(), want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no message behind the TLS front in 30 s; status %+v", uplinkStatuses(t, newAPIClient(d.http))["cloud"])
+	}
+	h := <-hellos
+	if h.sni != "iot.example" || len(h.protos) != 1 || h.protos[0] != "x-amzn-mqtt-ca" {
+		t.Errorf("cairn's TLS hello: SNI %q, ALPN %q; want iot.example and [x-amzn-mqtt-ca]", h.sni, h.protos)
+	}
 }
