@@ -481,3 +481,71 @@ func TestMQTTUplink_SNIAndALPN(t *testing.T) {
 		t.Errorf("cairn's TLS hello: SNI %q, ALPN %q; want iot.example and [x-amzn-mqtt-ca]", h.sni, h.protos)
 	}
 }
+
+// TestMQTTUplink_Password logs in at the upstream broker with
+// auth.username and auth.password_file (HiveMQ Cloud, EMQX): with a
+// password the broker does not take, nothing goes and last_error says
+// why; once the broker takes it (its password file changed and
+// reloaded), the reading arrives, over mqtt:// without TLS.
+func TestMQTTUplink_Password(t *testing.T) {
+	broker, passwd := startMosquittoAuth(t, "gw", "not-what-cairn-has", "")
+	sub := make(chan paho.Message, 16)
+	mosquittoPasswd(t, passwd, "reader", "reader-pass")
+	if err := broker.proc.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	opts := testkit.PublisherOptions("tcp://"+broker.addr(), "reader", startTimeout).SetUsername("reader").SetPassword("reader-pass")
+	var reader paho.Client
+	waitUntil(t, startTimeout, "the reader to log in", func() (bool, string) {
+		c, err := testkit.Connect(opts, startTimeout)
+		if err != nil {
+			return false, err.Error()
+		}
+		reader = c
+		return true, ""
+	})
+	t.Cleanup(func() { reader.Disconnect(100) })
+	waitToken(t, reader.Subscribe("cairn/#", 1, func(_ paho.Client, m paho.Message) { sub <- m }))
+
+	dir := t.TempDir()
+	pass := writeFile(t, dir, "mqtt-pass", []byte("what-cairn-has\n"), 0o600)
+	cfg := writeConfig(t, dir, localConfig+fmt.Sprintf(`uplink:
+  - name: cloud
+    kind: mqtt
+    url: mqtt://%s
+    gateway_id: %s
+    interval: 100ms
+    retry_wait_min: 100ms
+    retry_wait_max: 500ms
+    auth:
+      username: gw
+      password_file: %s
+`, broker.addr(), mqttUpstreamGateway, pass))
+	d := startDaemon(t, cfg)
+	api := newAPIClient(d.http)
+	pub := mustConnect(t, d.mqtt, "sensor")
+	if err := publish1(pub, "sensors/kitchen/telemetry", `{"temperature":21.5}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "last_error to say the broker refused the login", func() (bool, string) {
+		st := uplinkStatuses(t, api)["cloud"]
+		return strings.Contains(st.LastError, "not Authorized") || strings.Contains(st.LastError, "not authorised"), st.LastError
+	})
+	select {
+	case m := <-sub:
+		t.Fatalf("got %s %s before cairn could log in", m.Topic(), m.Payload())
+	default:
+	}
+	mosquittoPasswd(t, passwd, "gw", "what-cairn-has")
+	if err := broker.proc.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-sub:
+		if !strings.Contains(string(m.Payload()), `"value":21.5`) {
+			t.Errorf("got %s %s, want the reading", m.Topic(), m.Payload())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no message in 30 s after the password was set; status %+v", uplinkStatuses(t, api)["cloud"])
+	}
+}
