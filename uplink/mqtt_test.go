@@ -1,0 +1,78 @@
+package uplink
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/cairn-gateway/cairn/buffer"
+)
+
+// TestMQTTMessages_SplitByTopicAndSize: a batch's readings go one topic
+// each (the template filled in), in messages no bigger than
+// MaxMessageBytes that hold every finite reading once, under its id.
+func TestMQTTMessages_SplitByTopicAndSize(t *testing.T) {
+	for _, tc := range []struct {
+		topic    string
+		maxBytes int
+		topics   int
+	}{
+		{"cairn/{gateway}/{device}", 128 << 10, 3},
+		{"cairn/{gateway}/{device}", 1 << 10, 3},
+		{"dt/{gateway}/{device}/{metric}", 1 << 10, 6},
+	} {
+		opts := Options{Name: "cloud", URL: "mqtt://127.0.0.1:1883", Gateway: "gw", MQTT: MQTTOptions{Topic: tc.topic, MaxMessageBytes: tc.maxBytes}}
+		opts, err := withDefaults(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &Uplink{opts: opts, log: opts.Logger}
+		var rs []buffer.OutboxReading
+		for i := range 300 {
+			r := buffer.OutboxReading{Seq: uint64(1000 + i)}
+			r.Device, r.Metric, r.Unit, r.TS, r.Value = fmt.Sprintf("dev-%d", i%3), []string{"t", "h"}[i/3%2], "°C", int64(i)*1e9, float64(i)/10
+			if i == 7 {
+				r.Value = math.NaN()
+			}
+			rs = append(rs, r)
+		}
+		msgs, skipped := u.mqttMessages("gw-1000", rs)
+		if skipped != 1 {
+			t.Errorf("%s: %d skipped, want the one NaN", tc.topic, skipped)
+		}
+		seen := make(map[string]bool)
+		topics := make(map[string]bool)
+		for _, m := range msgs {
+			topics[m.topic] = true
+			if len(m.payload) > tc.maxBytes {
+				t.Errorf("%s: a message of %d bytes, over %d", tc.topic, len(m.payload), tc.maxBytes)
+			}
+			var doc struct {
+				Gateway, Device, Batch string
+				Readings               []struct {
+					ID, Metric, Unit, Time string
+					Value                  float64
+				}
+			}
+			if err := json.Unmarshal(m.payload, &doc); err != nil {
+				t.Fatalf("%s: %v: %s", m.topic, err, m.payload)
+			}
+			if want := "cairn/gw/" + doc.Device; tc.topic == DefaultTopic && m.topic != want {
+				t.Errorf("topic %s, want %s", m.topic, want)
+			}
+			for _, r := range doc.Readings {
+				if seen[r.ID] {
+					t.Errorf("%s: id %s twice", tc.topic, r.ID)
+				}
+				seen[r.ID] = true
+			}
+		}
+		if len(seen) != 299 || len(topics) != tc.topics {
+			t.Errorf("%s, %d bytes: %d readings on %d topics, want 299 on %d", tc.topic, tc.maxBytes, len(seen), len(topics), tc.topics)
+		}
+		if !seen[MQTTReadingID("gw", 1299)] {
+			t.Errorf("no reading with id %s", MQTTReadingID("gw", 1299))
+		}
+	}
+}
