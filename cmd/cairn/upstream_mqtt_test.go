@@ -549,3 +549,49 @@ func TestMQTTUplink_Password(t *testing.T) {
 		t.Fatalf("no message in 30 s after the password was set; status %+v", uplinkStatuses(t, api)["cloud"])
 	}
 }
+
+// TestMQTTUplink_MosquittoACLRefusalIsHidden pins down what
+// docs/uplink.md says of Mosquitto 2.0's ACL: a QoS 1 publish its ACL
+// forbids is acknowledged to an MQTT 3.1.1 client, as cairn is, and
+// dropped, so cairn cannot tell it from one taken. The readings on the
+// allowed topic arrive; those on the forbidden one do not, and cairn
+// counts them sent. Should this test fail, the refusal has become
+// visible, and the docs must say what cairn does with it.
+func TestMQTTUplink_MosquittoACLRefusalIsHidden(t *testing.T) {
+	cloud := startMQTTCloud(t, "")
+	sink := cloud.subscribe(t)
+	// "{device}/{gateway}" puts device cairn under cairn/gw-mq, which
+	// the ACL allows, and device other under other/gw-mq, which it does
+	// not.
+	cfg := writeConfig(t, t.TempDir(), localConfig+cloud.entry("    topic: \"{device}/{gateway}\"\n"))
+	d := startDaemon(t, cfg)
+	api := newAPIClient(d.http)
+	pub := mustConnect(t, d.mqtt, "sensor")
+	for _, dev := range []string{"other", "cairn"} {
+		if err := publish1(pub, "sensors/"+dev+"/telemetry", `{"temperature":21.5}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 30*time.Second, "both readings sent", func() (bool, string) {
+		st := uplinkStatuses(t, api)["cloud"]
+		return st.SentReadings == 2 && st.PendingReadings == 0, fmt.Sprintf("%+v", st)
+	})
+	waitUntil(t, 30*time.Second, "the allowed reading at the subscriber", func() (bool, string) {
+		s := sink
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.messages > 0, ""
+	})
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	// Both went in one batch, device other's message first, and
+	// Mosquitto keeps the order: had it delivered that one, it would be
+	// here already. The sink takes only cairn/<gateway>/<device> topics: the one
+	// message it got is the allowed one, on cairn/gw-mq.
+	if sink.messages != 1 || len(sink.bad) != 1 || !strings.HasPrefix(sink.bad[0], "cairn/"+mqttUpstreamGateway+": ") {
+		t.Errorf("the subscriber got %d messages (%q), want only device cairn's", sink.messages, sink.bad)
+	}
+	if st := uplinkStatuses(t, api)["cloud"]; st.Refused != 0 || st.LastError != "" {
+		t.Errorf("cairn saw a refusal: %+v", st)
+	}
+}
