@@ -8,7 +8,7 @@
 #                                        external_paced embedded_pruning sealing
 #                                        uplink_drain uplink_backlog sdwear
 #                                        window1 storage retention series
-#                                        dashboard
+#                                        dashboard mqtt_upstream
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -49,6 +49,13 @@
 #                   upstream is down, then a local VictoriaMetrics (on core
 #                   0) comes up and cairn restarts: readings/s from cairn's
 #                   start until nothing is pending, and peak RSS meanwhile
+#   mqtt_upstream   as uplink_drain, to a local Mosquitto over TLS with a
+#                   client certificate (kind: mqtt, payload json, made
+#                   with openssl): readings/s from cairn's start until
+#                   nothing is pending, CPU seconds per 100 k readings,
+#                   peak RSS, Mosquitto's CPU, and the bytes cairn's TLS
+#                   connection sent per reading (ss's bytes_sent at the
+#                   end: TLS records, MQTT headers and JSON)
 #   uplink_backlog  the upstream stays down while UPLINK_BACKLOG
 #                   (10,000,000) readings are stored at full speed: RSS
 #                   (VmRSS, and VmHWM) when 1 M and when all are stored;
@@ -186,7 +193,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
-ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog sdwear window1 storage retention series dashboard)
+ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog sdwear window1 storage retention series dashboard mqtt_upstream)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
@@ -241,7 +248,7 @@ if [[ " ${cases[*]} " == *" uplink_drain "* ]] && ! command -v victoria-metrics 
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends victoria-metrics >/dev/null ||
 		die "apt-get install victoria-metrics failed"
 fi
-if [[ " ${cases[*]} " == *" external_"* || " ${cases[*]} " == *" sealing "* ]] && ! command -v mosquitto >/dev/null; then
+if [[ " ${cases[*]} " == *" external_"* || " ${cases[*]} " == *" sealing "* || " ${cases[*]} " == *" mqtt_upstream "* ]] && ! command -v mosquitto >/dev/null; then
 	[ "$(id -u)" -eq 0 ] || die "mosquitto not found; install it: sudo apt-get install mosquitto"
 	log "installing mosquitto"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mosquitto >/dev/null ||
@@ -1000,6 +1007,91 @@ case_uplink_drain() { # RUN-DIR
 	record uplink_drain upstream_cpu_percent %.0f "$vm"
 	record uplink_drain core1_other_cpu_percent %.0f "$OTHER"
 	DETAIL="$sent readings sent in $(fmt "$secs")s (from cairn's start) in $batches batches, $retries retries, cairn cpu $(fmt "$cpu")s, victoria-metrics cpu $(fmt "$vm" 0)%"
+}
+
+# mqtt_certs DIR: a CA, Mosquitto's certificate for 127.0.0.1 and cairn's
+# client certificate (CN bench), made with openssl, in DIR.
+mqtt_certs() {
+	local d=$1 ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+	{
+		openssl req -x509 "${ec[@]}" -days 2 -subj "/CN=bench CA" -keyout "$d/ca.key" -out "$d/ca.pem" &&
+			openssl req "${ec[@]}" -subj "/CN=127.0.0.1" -addext "subjectAltName=IP:127.0.0.1" \
+				-keyout "$d/broker.key" -out "$d/broker.csr" &&
+			openssl x509 -req -in "$d/broker.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+				-copy_extensions copy -out "$d/broker.pem" &&
+			openssl req "${ec[@]}" -subj "/CN=bench" -keyout "$d/bench.key" -out "$d/bench.csr" &&
+			openssl x509 -req -in "$d/bench.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 2 -out "$d/bench.pem"
+	} >"$d/openssl.log" 2>&1 || die "openssl failed: $(tail -n 5 "$d/openssl.log")"
+	chmod 600 "$d/bench.key"
+}
+
+case_mqtt_upstream() { # RUN-DIR
+	local dir=$1 mport hport qport qpid t0 c1 q0 q1 b0 b1 out done_at sent batches retries secs cpu q wire
+	read -r mport hport qport <<<"$(free_ports 3)"
+	mqtt_certs "$dir"
+	write_config "$dir/cairn.yaml" embedded "$mport" "$hport" "$dir/data"
+	printf 'uplink:\n  kind: mqtt\n  url: mqtts://127.0.0.1:%s\n  gateway_id: bench\n  tls:\n    ca_file: %s\n    cert_file: %s\n    key_file: %s\n' \
+		"$qport" "$dir/ca.pem" "$dir/bench.pem" "$dir/bench.key" >>"$dir/cairn.yaml"
+	"$tmp/cairn" check-config -config "$dir/cairn.yaml" >/dev/null 2>"$dir/cairn.yaml.err" ||
+		die "generated config rejected (BENCH_CONFIG_EXTRA with uplink?): $(cat "$dir/cairn.yaml.err")"
+	# The backlog: stored while nothing listens on the broker's port.
+	start_cairn "$dir/cairn.yaml" "$dir/cairn-fill.log"
+	wait_started "$CAIRN_PID" "$dir/cairn-fill.log"
+	run_sim "$dir" "$mport" -rate 0 -count $((UPLINK_DRAIN / 2))
+	wait_readings "$hport" "$CAIRN_PID" $((2 * SIM_ACKED)) "$dir/cairn-fill.log"
+	stop "$CAIRN_PID" cairn
+
+	cat >"$dir/mosquitto.conf" <<EOF
+user $(id -un)
+persistence false
+allow_anonymous false
+listener $qport 127.0.0.1
+cafile $dir/ca.pem
+certfile $dir/broker.pem
+keyfile $dir/broker.key
+require_certificate true
+use_identity_as_username true
+log_dest stderr
+log_type error
+log_type warning
+${MOSQ_EXTRA}
+EOF
+	taskset -c 0 mosquitto -c "$dir/mosquitto.conf" 2>"$dir/mosquitto.log" &
+	qpid=$!
+	pids+=("$qpid")
+	wait_port "$qport" "$qpid" mosquitto
+
+	q0=$(cpu_ticks "$qpid")
+	b0=$(core_busy 1)
+	t0=$EPOCHREALTIME
+	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
+	out=$(python3 "$HELPER" sent "http://127.0.0.1:$hport/v1/status" "$CAIRN_PID" "$TIMEOUT" "$STALL") ||
+		die "the backlog was not sent (cairn log: $dir/cairn.log):"$'\n'"$(tail -n 20 "$dir/cairn.log")"
+	read -r done_at sent batches retries <<<"$out"
+	c1=$(cpu_ticks "$CAIRN_PID")
+	q1=$(cpu_ticks "$qpid")
+	b1=$(core_busy 1)
+	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
+	# The bytes cairn's one connection to the broker sent, TLS included.
+	wire=$(ss -tinH state established "( dport = :$qport )" | grep -o 'bytes_sent:[0-9]*' | head -n 1 | cut -d: -f2)
+	stop "$CAIRN_PID" cairn
+	stop "$qpid" mosquitto
+	[ "$sent" -eq $((2 * SIM_ACKED)) ] || die "sent $sent readings, stored $((2 * SIM_ACKED))"
+	[ -n "$wire" ] || die "no connection to the broker in ss"
+	secs=$(calc "$done_at - $t0")
+	cpu=$(calc "$c1 / $TCK")
+	q=$(calc "($q1 - $q0) / $TCK / $secs * 100")
+	OTHER=$(other_pct "$b0" "$b1" "$c1" "$(calc "$EPOCHREALTIME - $t0")")
+	RPS=$(calc "$sent / $secs")
+	record mqtt_upstream readings_per_sec %.0f "$RPS"
+	record mqtt_upstream cpu_sec_per_100k_readings %.2f "$(calc "$cpu / ($sent / 100000)")"
+	record mqtt_upstream peak_rss_mib %.1f "$(calc "$HWM / 1024")"
+	record mqtt_upstream rss_anon_mib %.1f "$(calc "$ANON / 1024")"
+	record mqtt_upstream wire_bytes_per_reading %.1f "$(calc "$wire / $sent")"
+	record mqtt_upstream broker_cpu_percent %.0f "$q"
+	record mqtt_upstream core1_other_cpu_percent %.0f "$OTHER"
+	DETAIL="$sent readings sent in $(fmt "$secs")s (from cairn's start) in $batches batches, $retries retries, cairn cpu $(fmt "$cpu")s, mosquitto cpu $(fmt "$q" 0)%, $wire bytes on the wire"
 }
 
 case_uplink_backlog() { # RUN-DIR
