@@ -89,28 +89,33 @@ type mqttMessage struct {
 	acked   bool
 }
 
-// mqttLink is the connection of an MQTT upstream. It is used by the Run
-// goroutine only, but for lost, which paho closes.
+// mqttLink is the connection of an MQTT upstream, used by the Run
+// goroutine only: conn is nil while not connected.
 type mqttLink struct {
-	client paho.Client // nil: not connected
-	lost   chan struct{}
-	why    error // why the connection was lost, set before lost is closed
+	conn *mqttConn
+}
+
+// mqttConn is one connection to the broker.
+type mqttConn struct {
+	client paho.Client
+	lost   chan struct{} // closed by paho when the connection is lost
+	why    error         // why it was lost, set before lost is closed
 }
 
 // close disconnects the link, if connected.
 func (l *mqttLink) close() {
-	if l.client != nil {
-		l.client.Disconnect(250)
-		l.client = nil
+	if l.conn != nil {
+		l.conn.client.Disconnect(250)
+		l.conn = nil
 	}
 }
 
-// connect connects the link if it is not connected.
+// mqttConnect connects the link if it is not connected, or was lost.
 func (u *Uplink) mqttConnect(ctx context.Context) error {
 	l := &u.mq
-	if l.client != nil {
+	if l.conn != nil {
 		select {
-		case <-l.lost:
+		case <-l.conn.lost:
 			l.close()
 		default:
 			return nil
@@ -129,24 +134,24 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 	if o.Username != "" {
 		co.SetUsername(o.Username).SetPassword(o.Password)
 	}
-	lost := make(chan struct{})
+	conn := &mqttConn{lost: make(chan struct{})}
 	var once sync.Once
 	co.SetConnectionLostHandler(func(_ paho.Client, err error) {
-		once.Do(func() { l.why = err; close(lost) })
+		once.Do(func() { conn.why = err; close(conn.lost) })
 	})
-	c := paho.NewClient(co)
-	tok := c.Connect()
+	conn.client = paho.NewClient(co)
+	tok := conn.client.Connect()
 	select {
 	case <-tok.Done():
 	case <-ctx.Done():
-		c.Disconnect(0)
+		conn.client.Disconnect(0)
 		return ctx.Err()
 	}
 	if err := tok.Error(); err != nil {
-		c.Disconnect(0)
+		conn.client.Disconnect(0)
 		return fmt.Errorf("connect to %s: %w", redact(o.URL), err)
 	}
-	l.client, l.lost, l.why = c, lost, nil
+	l.conn = conn
 	return nil
 }
 
@@ -219,6 +224,7 @@ func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic str
 	if err := u.mqttConnect(ctx); err != nil {
 		return "", err
 	}
+	conn := u.mq.conn
 	type sent struct {
 		i   int
 		tok paho.Token
@@ -235,8 +241,8 @@ func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic str
 			}
 			msgs[s.i].acked = true
 			return nil
-		case <-u.mq.lost:
-			return fmt.Errorf("connection lost with the message unacknowledged: %w", u.mq.why)
+		case <-conn.lost:
+			return fmt.Errorf("connection lost with the message unacknowledged: %w", conn.why)
 		case <-t.C:
 			return fmt.Errorf("%w in %s (refused, or the broker is stuck)", errNoPuback, u.opts.Timeout)
 		case <-ctx.Done():
@@ -256,7 +262,7 @@ func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic str
 		if err := u.limit.wait(ctx, int64(len(msgs[i].payload))); err != nil {
 			return "", err
 		}
-		tok := u.mq.client.Publish(msgs[i].topic, 1, false, msgs[i].payload)
+		tok := conn.client.Publish(msgs[i].topic, 1, false, msgs[i].payload)
 		window = append(window, sent{i, tok, time.Now()})
 	}
 	for _, s := range window {
