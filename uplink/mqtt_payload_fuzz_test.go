@@ -24,7 +24,7 @@ func FuzzMessageEncoder_Split(f *testing.F) {
 	f.Fuzz(func(t *testing.T, senml bool, device, metric, unit string, ts int64, value float64, n uint8, maxBytes uint16) {
 		// Times from 2000 (cairn's decoder stamps earlier ones anew) to
 		// 2262.
-		const from = 946684800 * int64(time.Second)
+		const from = 946684801 * int64(time.Second)
 		ts = from + int64(uint64(ts)%uint64(math.MaxInt64-from-1<<40))
 		rs := make([]buffer.OutboxReading, int(n%64)+1)
 		for i := range rs {
@@ -75,7 +75,19 @@ func FuzzMessageEncoder_Split(f *testing.F) {
 				continue
 			}
 			carried += len(out)
-			for _, got := range out {
+			var want []buffer.OutboxReading
+			for _, r := range m.Readings {
+				if !math.IsNaN(r.Value) && !math.IsInf(r.Value, 0) && uplink.SenMLName(r.Device) && uplink.SenMLName(r.Metric) {
+					want = append(want, r)
+				}
+			}
+			if len(out) != len(want) {
+				t.Fatalf("message %d: %d readings back, want %d\n%s", i, len(out), len(want), m.Body)
+			}
+			for j, got := range out {
+				if w := want[j]; got.Device != "urn:dev:cairn:gw-1:"+w.Device || got.TS != w.TS || got.Value != w.Value {
+					t.Fatalf("message %d: read back %+v, want %+v", i, got, w)
+				}
 				// The store keeps only units that are names
 				// (encoding.ValidUnit); the decoder drops others.
 				if got.Metric != metric || got.Unit != unit && encoding.CheckName(unit, encoding.MaxUnitLen) == "" {
