@@ -147,7 +147,13 @@ func (e *MessageEncoder) Split(dst []Message, rs []buffer.OutboxReading, maxByte
 				start = i + 1
 				continue
 			}
-			body = make([]byte, 0, open+len(rec)+closing)
+			// Room for the rest of rs, if its records are as long as
+			// this one, up to the limit.
+			size := open + len(rec)*(len(rs)-i) + closing
+			if maxBytes > 0 {
+				size = min(size, maxBytes)
+			}
+			body = make([]byte, 0, size)
 			if e.format == MessageSenML {
 				body = append(body, '[')
 				bt = r.TS / 1e9
@@ -178,11 +184,10 @@ func (e *MessageEncoder) fits(r *buffer.OutboxReading) bool {
 	return WritableName(r.Device) && WritableName(r.Metric)
 }
 
-// record returns the SenML record or the line of the reading of one, in
-// e.rec. A first record of a
-// SenML message holds the base name and base time; a later one holds
-// the base name if its device is not device, and its time is relative to
-// bt.
+// record returns the SenML record or the line of one's one reading, in
+// e.rec. The first record of a SenML message holds the base name and the
+// base time; a later one holds the base name if its device is not
+// device, and its time is relative to bt.
 func (e *MessageEncoder) record(one []buffer.OutboxReading, first bool, bt int64, device string) []byte {
 	r := &one[0]
 	if e.format == MessageInflux {
