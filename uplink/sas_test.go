@@ -11,8 +11,9 @@ import (
 )
 
 // TestSASToken_ReferenceVector checks a token against the one Microsoft's
-// Node.js IoT SDK expects in its own tests (azure-iot-common,
-// SharedAccessSignature.create('uri', null, base64('password'), 12345)).
+// Node.js IoT SDK expects in its own tests: SharedAccessSignature.create(
+// 'uri', null, base64('password'), 12345) in Azure/azure-iot-sdk-node,
+// common/core/test/_shared_access_signature_test.js.
 func TestSASToken_ReferenceVector(t *testing.T) {
 	key, err := base64.StdEncoding.DecodeString("cGFzc3dvcmQ=") // "password"
 	if err != nil {
