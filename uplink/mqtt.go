@@ -51,6 +51,9 @@ type MQTTOptions struct {
 	MaxMessageBytes int
 	// KeepAlive is the MQTT keep-alive (default 30s).
 	KeepAlive time.Duration
+	// Payload is the messages' format: 0 for cairn's JSON (mqttHead),
+	// or MessageSenML or MessageInflux (mqtt_payload.go).
+	Payload MessageFormat
 }
 
 // DefaultTopic is the topic template of an MQTT upstream without one.
@@ -292,6 +295,9 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 		}
 		byTopic[t] = append(byTopic[t], i)
 	}
+	if u.opts.MQTT.Payload != 0 {
+		return u.encodedMessages(rs, topics, byTopic)
+	}
 	for _, t := range topics {
 		var m []byte
 		n := 0
@@ -324,6 +330,33 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 		}
 		if m != nil {
 			msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...)})
+		}
+	}
+	return msgs, skipped
+}
+
+// encodedMessages writes the readings of each topic with the
+// MessageEncoder of Payload. A reading too large for a message on its own
+// is left out, counted in skipped and logged.
+func (u *Uplink) encodedMessages(rs []buffer.OutboxReading, topics []string, byTopic map[string][]int) (msgs []mqttMessage, skipped int) {
+	enc := NewMessageEncoder(u.opts.MQTT.Payload, u.opts.Gateway, u.opts.Measurement)
+	var group []buffer.OutboxReading
+	var parts []Message
+	for _, t := range topics {
+		group = group[:0]
+		for _, i := range byTopic[t] {
+			group = append(group, rs[i])
+		}
+		var n int
+		parts, n = enc.Split(parts[:0], group, u.opts.MQTT.MaxMessageBytes)
+		skipped += n
+		for _, p := range parts {
+			if p.Err != nil {
+				skipped++
+				u.log.Error("a reading alone is over max_message_bytes; left out", "topic", t, "err", p.Err)
+				continue
+			}
+			msgs = append(msgs, mqttMessage{topic: t, payload: p.Body})
 		}
 	}
 	return msgs, skipped

@@ -76,3 +76,52 @@ func TestMQTTMessages_SplitByTopicAndSize(t *testing.T) {
 		}
 	}
 }
+
+// TestMQTTMessages_Payloads: with payload senml or influx, each topic's
+// readings go in that format's messages, within MaxMessageBytes, every
+// finite reading once.
+func TestMQTTMessages_Payloads(t *testing.T) {
+	for _, f := range []MessageFormat{MessageSenML, MessageInflux} {
+		opts, err := withDefaults(Options{Name: "cloud", URL: "mqtt://127.0.0.1:1883", Gateway: "gw",
+			MQTT: MQTTOptions{MaxMessageBytes: 1 << 10, Payload: f}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &Uplink{opts: opts, log: opts.Logger}
+		var rs []buffer.OutboxReading
+		for i := range 300 {
+			r := buffer.OutboxReading{Seq: uint64(i)}
+			r.Device, r.Metric, r.TS, r.Value = fmt.Sprintf("dev-%d", i%3), "t", int64(1_800_000_000+i)*1e9, float64(i)
+			if i == 7 {
+				r.Value = math.NaN()
+			}
+			rs = append(rs, r)
+		}
+		msgs, skipped := u.mqttMessages("gw-0", rs)
+		readings := 0
+		topics := make(map[string]bool)
+		for _, m := range msgs {
+			topics[m.topic] = true
+			if len(m.payload) > 1<<10 {
+				t.Errorf("%s: a message of %d bytes", f, len(m.payload))
+			}
+			switch f {
+			case MessageSenML:
+				var pack []map[string]any
+				if err := json.Unmarshal(m.payload, &pack); err != nil {
+					t.Fatalf("%s: %v: %s", f, err, m.payload)
+				}
+				readings += len(pack)
+			case MessageInflux:
+				for _, c := range m.payload {
+					if c == '\n' {
+						readings++
+					}
+				}
+			}
+		}
+		if skipped != 1 || readings != 299 || len(topics) != 3 {
+			t.Errorf("%s: %d readings on %d topics, %d skipped; want 299 on 3, the NaN skipped", f, readings, len(topics), skipped)
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 type MQTTUplinkConfig struct {
 	ClientID        string        `yaml:"client_id"`         // default cairn-<gateway_id>-<name>
 	Topic           string        `yaml:"topic"`             // default cairn/{gateway}/{device}
-	Payload         string        `yaml:"payload"`           // json
+	Payload         string        `yaml:"payload"`           // json | senml | influx
 	Inflight        int           `yaml:"inflight"`          // default 100
 	MaxMessageBytes ByteSize      `yaml:"max_message_bytes"` // default 128KiB
 	KeepAlive       time.Duration `yaml:"keep_alive"`        // default 30s
@@ -45,8 +45,13 @@ func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data,
 	if u.Bucket != "" || u.Org != "" {
 		bad("uplink.bucket", "is InfluxDB 2.x's: kind mqtt publishes to uplink.topic")
 	}
+	var payload uplink.MessageFormat
 	if m.Payload != "" && m.Payload != "json" {
-		bad("uplink.payload", "must be json (got %q)", m.Payload)
+		f, err := uplink.ParseMessageFormat(m.Payload)
+		if err != nil {
+			bad("uplink.payload", "must be json, senml or influx (got %q)", m.Payload)
+		}
+		payload = f
 	}
 	if m.ClientID != "" && (len(m.ClientID) > 128 || strings.ContainsAny(m.ClientID, "+#/ \t\r\n")) {
 		bad("uplink.client_id", "use up to 128 characters without + # / or spaces (got %q)", m.ClientID)
@@ -82,5 +87,6 @@ func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data,
 		Inflight:        m.Inflight,
 		MaxMessageBytes: int(m.MaxMessageBytes),
 		KeepAlive:       m.KeepAlive,
+		Payload:         payload,
 	}
 }

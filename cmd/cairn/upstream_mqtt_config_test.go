@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-gateway/cairn/uplink"
 )
 
 // TestLoadConfig_MQTTUplink: an upstream of kind mqtt takes mqtt:// and
@@ -36,6 +38,13 @@ func TestLoadConfig_MQTTUplink(t *testing.T) {
 	if m := c.uplinks[0].MQTT; m.ClientID != "gw-7" || m.Topic != "dt/{gateway}/{device}/{metric}" || m.Inflight != 10 || m.MaxMessageBytes != 4096 || m.KeepAlive != 5*time.Second {
 		t.Errorf("got %+v", m)
 	}
+	c, err = load("  - name: cloud\n    kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    payload: senml\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.uplinks[0].MQTT.Payload; got != uplink.MessageSenML {
+		t.Errorf("payload senml: got %s", got)
+	}
 	for _, tc := range []struct{ body, want string }{
 		{"  - kind: mqtt\n    url: http://127.0.0.1:1883\n", `uplink[0].url: kind mqtt wants mqtt://host:port or mqtts://host:port (got "http://127.0.0.1:1883")`},
 		{"  - kind: mqtt\n    url: mqtt://broker\n", `uplink[0].url: kind mqtt wants mqtt://host:port`},
@@ -43,7 +52,7 @@ func TestLoadConfig_MQTTUplink(t *testing.T) {
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    topic: cairn/{site}/{device}\n", `uplink[0].topic: {site}: the template knows {gateway}, {device} and {metric}`},
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    max_message_bytes: 100\n", `uplink[0].max_message_bytes: must be from 1KiB to 256MiB`},
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    inflight: 70000\n", `uplink[0].inflight: must be from 1 to 65535 messages (got 70000)`},
-		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    payload: xml\n", `uplink[0].payload: must be json (got "xml")`},
+		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    payload: xml\n", `uplink[0].payload: must be json, senml or influx (got "xml")`},
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    data: stats\n    group: minute\n", `uplink[0].data: kind mqtt sends readings`},
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    client_id: a/b\n", `uplink[0].client_id: use up to 128 characters without + # / or spaces`},
 		{"  - kind: mqtt\n    url: mqtts://127.0.0.1:8883\n    tls:\n      alpn: [\"a,b\"]\n", `tls.alpn: a protocol name is 1 to 255 bytes without a comma`},
