@@ -277,8 +277,25 @@ func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic str
 }
 
 // topic fills in the topic template for r.
+//
+// A device or metric name may hold characters that a topic to publish to
+// must not: the wildcards + and #, which would have the broker refuse the
+// message and hold up the upstream for good, go as _, and so does a $ that
+// would start the topic (a broker's own topics start with one).
 func (u *Uplink) topic(r *buffer.OutboxReading) string {
-	return strings.NewReplacer("{gateway}", u.opts.Gateway, "{device}", r.Device, "{metric}", r.Metric).Replace(u.opts.MQTT.Topic)
+	t := strings.NewReplacer("{gateway}", u.opts.Gateway, "{device}", topicLevel(r.Device), "{metric}", topicLevel(r.Metric)).Replace(u.opts.MQTT.Topic)
+	if strings.HasPrefix(t, "$") {
+		t = "_" + t[1:]
+	}
+	return t
+}
+
+// topicLevel makes a name fit to publish to: + and # go as _.
+func topicLevel(name string) string {
+	if !strings.ContainsAny(name, "+#") {
+		return name
+	}
+	return strings.NewReplacer("+", "_", "#", "_").Replace(name)
 }
 
 // mqttMessages groups rs by topic, in the order each topic first comes,

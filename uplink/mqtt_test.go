@@ -125,3 +125,28 @@ func TestMQTTMessages_Payloads(t *testing.T) {
 		}
 	}
 }
+
+// TestMQTTTopic_NamesCannotMakeWildcards: a device or metric named with
+// + or #, or a device whose name starts the topic with $, gives a topic a
+// client may publish to, not one the broker refuses for ever.
+func TestMQTTTopic_NamesCannotMakeWildcards(t *testing.T) {
+	for _, tc := range []struct {
+		template, device, metric, want string
+	}{
+		{"cairn/{gateway}/{device}", "kitchen", "t", "cairn/gw/kitchen"},
+		{"cairn/{gateway}/{device}/{metric}", "bridge#7", "co2+voc", "cairn/gw/bridge_7/co2_voc"},
+		{"{device}/{metric}", "$SYS", "t", "_SYS/t"},
+		{"cairn/{device}", "a/b", "t", "cairn/a/b"}, // a / is a level, as the device's own topic has it
+	} {
+		opts, err := withDefaults(Options{Name: "cloud", URL: "mqtt://127.0.0.1:1883", Gateway: "gw", MQTT: MQTTOptions{Topic: tc.template}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &Uplink{opts: opts, log: opts.Logger}
+		r := buffer.OutboxReading{}
+		r.Device, r.Metric = tc.device, tc.metric
+		if got := u.topic(&r); got != tc.want {
+			t.Errorf("%s with device %q, metric %q: %q, want %q", tc.template, tc.device, tc.metric, got, tc.want)
+		}
+	}
+}
