@@ -29,6 +29,10 @@ command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin
 command -v patch >/dev/null 2>&1 || need_pkgs+=(patch)
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_pkgs+=(iproute2)
 command -v chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
+command -v curl >/dev/null 2>&1 || need_pkgs+=(curl)
+# The Pi guide's test runs the HTTP guide's shell lines in a root without a
+# C library: busybox-static's busybox.
+[ -x /bin/busybox ] || need_pkgs+=(busybox-static)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "test.sh: missing ${need_pkgs[*]}; run as root or: sudo apt-get install ${need_pkgs[*]}" >&2

@@ -98,6 +98,13 @@ func runPiGuide(t *testing.T, root, unit string) {
 		t.Errorf("check-config as cairn with a password file of root's, 0600: %v, want exit 78, permission denied and the fix:\n%s", err, out)
 	}
 
+	// Then the HTTP API and the dashboard are opened to the network, as
+	// docs/security.md says.
+	if err := os.Chmod(passwd, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	runHTTPGuide(g)
+
 	if err := g.service.Stop(syscall.SIGTERM, 30*time.Second); err != nil {
 		t.Errorf("the service after SIGTERM: %v\n%s", err, g.service.Out)
 	}
