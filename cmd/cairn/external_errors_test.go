@@ -26,7 +26,8 @@ type externalState struct {
 // that is down or refuses it, then calls fix and checks: READY=1 is sent
 // before anything connects; the log names reason (once, however many
 // attempts fail meanwhile), and so do /v1/status, cairn status and the
-// dashboard; after fix, cairn connects and the error is gone.
+// dashboard; after fix (if not nil), cairn connects and the error is
+// gone.
 func checkBrokerError(t *testing.T, url, mqttKeys, reason string, fix func()) {
 	t.Helper()
 	bin := cairnBinary.get(t)
@@ -77,6 +78,12 @@ mqtt:
 		t.Errorf("dashboard health: %d %v, want the last error with %q:\n%s", code, err, reason, page)
 	}
 
+	if fix == nil {
+		if err := p.signal(t, syscall.SIGTERM); err != nil {
+			t.Fatalf("cairn after SIGTERM: %v\n%s", err, p.out)
+		}
+		return
+	}
 	fix()
 	waitUntil(t, startTimeout, "cairn to connect once the broker is fixed", func() (bool, string) {
 		st = statusAs[externalState](t, api)
@@ -103,6 +110,12 @@ func TestRun_ExternalBrokerDown(t *testing.T) {
 	broker := startMosquitto(t)
 	broker.stop(t)
 	checkBrokerError(t, "tcp://"+broker.addr(), "", "connection refused", func() { broker.start(t) })
+}
+
+// TestRun_ExternalBrokerNameUnknown runs cairn against a broker whose
+// name does not resolve (.invalid never does, RFC 6761).
+func TestRun_ExternalBrokerNameUnknown(t *testing.T) {
+	checkBrokerError(t, "tcp://cairn-broker.invalid:1883", "", "DNS: lookup cairn-broker.invalid", nil)
 }
 
 // TestRun_ExternalBrokerRefusesCredentials runs cairn against Mosquitto
