@@ -315,9 +315,11 @@ func TestMQTTUplink_RefusalsAreCountedNotLooped(t *testing.T) {
 		return st.Refused > 0, fmt.Sprintf("%+v", st)
 	})
 	before := uplinkStatuses(t, api)["cloud"]
-	const want = "publish to cairn/" + mqttUpstreamGateway + "/dev-0: connection lost with the message unacknowledged"
-	if !strings.HasPrefix(before.LastError, want) {
-		t.Errorf("last_error %q, want it to begin %q", before.LastError, want)
+	// The broker closes the connection; on a loaded machine the PUBACK's
+	// timeout (3s) may pass before cairn sees that: either is the refusal.
+	const want = "publish to cairn/" + mqttUpstreamGateway + "/dev-0: "
+	if !strings.HasPrefix(before.LastError, want+"connection lost with the message unacknowledged") && !strings.HasPrefix(before.LastError, want+"no PUBACK in 3s") {
+		t.Errorf("last_error %q, want it to begin %q and say the connection was lost or the PUBACK did not come", before.LastError, want)
 	}
 	cpu0, err := testkit.CPUTime(p.Cmd.Process.Pid)
 	if err != nil {
