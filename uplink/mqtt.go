@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	paho5 "github.com/eclipse/paho.golang/paho"
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-gateway/cairn/buffer"
@@ -25,13 +26,13 @@ import (
 // after a backoff, on a new connection when the old one failed. A
 // restart resends the whole batch, under the same ids.
 //
-// MQTT 3.1.1, which paho speaks, gives a broker no way to refuse a
-// message but to drop the connection or not to answer: a PUBACK that
-// does not come within Timeout, or a connection lost with messages
+// MQTT 3.1.1 (the default, paho.mqtt.golang) gives a broker no way to
+// refuse a message but to drop the connection or not to answer: a PUBACK
+// that does not come within Timeout, or a connection lost with messages
 // unacknowledged, is a refusal, counted in Status.Refused and logged with
 // the topic. A broker that acknowledges a message its ACL forbids and
 // drops it (Mosquitto 2.0 does so to MQTT 3.1.1 clients) cannot be told
-// from one that took it.
+// from one that took it; MQTT 5 (Version 5, mqtt5.go) tells.
 
 // MQTTOptions are the options of an MQTT upstream. Zero values are
 // defaults.
@@ -54,6 +55,8 @@ type MQTTOptions struct {
 	// Payload is the messages' format: 0 for cairn's JSON (mqttHead),
 	// or MessageSenML or MessageInflux (mqtt_payload.go).
 	Payload MessageFormat
+	// Version is the protocol: MQTT311 (default) or MQTT5.
+	Version int
 }
 
 // DefaultTopic is the topic template of an MQTT upstream without one.
@@ -83,34 +86,63 @@ func mqttDefaults(opts *Options) {
 	if m.KeepAlive <= 0 {
 		m.KeepAlive = 30 * time.Second
 	}
+	if m.Version == 0 {
+		m.Version = MQTT311
+	}
 }
 
 // mqttMessage is one message of a batch.
 type mqttMessage struct {
-	topic   string
-	payload []byte
-	acked   bool
+	topic    string
+	payload  []byte
+	readings int  // how many it carries
+	acked    bool // or set aside (parkRefused)
 }
 
 // mqttLink is the connection of an MQTT upstream, used by the Run
 // goroutine only: conn is nil while not connected.
 type mqttLink struct {
 	conn *mqttConn
+	// parked are the messages set aside (mqtt_park.go), read from
+	// ParkDir once loaded; waits say when each refused topic is tried
+	// again.
+	parked []parkedMsg
+	loaded bool
+	waits  map[string]topicWait
+	// notBefore is when retryIdle may try again after a failure.
+	notBefore time.Time
 }
 
-// mqttConn is one connection to the broker.
+// mqttConn is one connection to the broker: client for MQTT 3.1.1, v5
+// for MQTT 5.
 type mqttConn struct {
 	client paho.Client
-	lost   chan struct{} // closed by paho when the connection is lost
-	why    error         // why it was lost, set before lost is closed
+	v5     *paho5.Client
+	// maxPacket is the largest packet an MQTT 5 broker takes (0: any).
+	maxPacket int
+	lost      chan struct{} // closed by paho when the connection is lost
+	why       error         // why it was lost, set before lost is closed
+}
+
+// publish sends a QoS 1 message; ctx ends an MQTT 5 publish's wait.
+func (c *mqttConn) publish(ctx context.Context, topic string, payload []byte) pubToken {
+	if c.v5 != nil {
+		return publish5(ctx, c.v5, topic, payload, c.tooLarge(topic, payload))
+	}
+	return c.client.Publish(topic, 1, false, payload)
 }
 
 // close disconnects the link, if connected.
 func (l *mqttLink) close() {
-	if l.conn != nil {
+	switch {
+	case l.conn == nil:
+		return
+	case l.conn.v5 != nil:
+		_ = l.conn.v5.Disconnect(&paho5.Disconnect{ReasonCode: 0})
+	default:
 		l.conn.client.Disconnect(250)
-		l.conn = nil
 	}
+	l.conn = nil
 }
 
 // mqttConnect connects the link if it is not connected, or was lost.
@@ -125,6 +157,14 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 		}
 	}
 	o := u.opts
+	if o.MQTT.Version == MQTT5 {
+		conn, err := u.mqttConnect5(ctx)
+		if err != nil {
+			return err
+		}
+		l.conn = conn
+		return nil
+	}
 	co := paho.NewClientOptions().AddBroker(o.URL).
 		SetClientID(o.MQTT.ClientID).
 		SetCleanSession(false).
@@ -161,6 +201,11 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 // publish sends the readings rs of the batch id as MQTT messages until
 // every one has its PUBACK, or ctx ends.
 func (u *Uplink) publish(ctx context.Context, id string, rs []buffer.OutboxReading) error {
+	if err := u.retryParked(ctx); ctx.Err() != nil {
+		return ctx.Err()
+	} else if err != nil {
+		u.log.Warn("could not try the messages set aside again; trying at the next batch", "err", err)
+	}
 	msgs, skipped := u.mqttMessages(id, rs)
 	if skipped > 0 {
 		u.mu.Lock()
@@ -173,7 +218,7 @@ func (u *Uplink) publish(ctx context.Context, id string, rs []buffer.OutboxReadi
 			u.st.Retries++
 			u.mu.Unlock()
 		}
-		topic, err := u.publishOnce(ctx, msgs)
+		topic, err := u.publishOnce(ctx, id, msgs)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -219,38 +264,34 @@ func (u *Uplink) publish(ctx context.Context, id string, rs []buffer.OutboxReadi
 // errNoPuback is the reason of a message whose PUBACK did not come.
 var errNoPuback = errors.New("no PUBACK")
 
-// publishOnce connects if need be and publishes the messages not yet
-// acknowledged, at most Inflight at a time, and waits for their PUBACKs.
-// On failure it returns the topic of the message refused (empty when
-// none was: the connection failed).
-func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic string, err error) {
+// publishOnce connects if need be and publishes the messages of the
+// batch id not yet acknowledged, at most Inflight at a time, and waits
+// for their PUBACKs; a message that MQTT 5 refuses for itself is set
+// aside (parkRefused). On failure it returns the topic of the message
+// refused (empty when none was: the connection failed).
+func (u *Uplink) publishOnce(ctx context.Context, id string, msgs []mqttMessage) (topic string, err error) {
 	if err := u.mqttConnect(ctx); err != nil {
 		return "", err
 	}
 	conn := u.mq.conn
+	ctx, cancel := context.WithCancel(ctx) // ends the MQTT 5 publishes' waits
+	defer cancel()
 	type sent struct {
 		i   int
-		tok paho.Token
+		tok pubToken
 		at  time.Time
 	}
 	var window []sent
 	wait := func(s sent) error {
-		t := time.NewTimer(time.Until(s.at.Add(u.opts.Timeout)))
-		defer t.Stop()
-		select {
-		case <-s.tok.Done():
-			if err := s.tok.Error(); err != nil {
-				return err
-			}
+		var r *Refusal
+		if err := u.await(ctx, conn, s.tok, s.at); errors.As(err, &r) && r.messages() {
 			msgs[s.i].acked = true
-			return nil
-		case <-conn.lost:
-			return fmt.Errorf("connection lost with the message unacknowledged: %w", conn.why)
-		case <-t.C:
-			return fmt.Errorf("%w in %s (refused, or the broker is stuck)", errNoPuback, u.opts.Timeout)
-		case <-ctx.Done():
-			return ctx.Err()
+			return u.parkRefused(id, s.i, msgs[s.i], r)
+		} else if err != nil {
+			return err
 		}
+		msgs[s.i].acked = true
+		return nil
 	}
 	for i := range msgs {
 		if msgs[i].acked {
@@ -262,10 +303,17 @@ func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic str
 			}
 			window = window[1:]
 		}
+		if u.opts.ParkDir != "" && u.mq.holding(msgs[i].topic) { // refused a moment ago: set aside unsent
+			if err := u.parkRefused(id, i, msgs[i], nil); err != nil {
+				return "", err
+			}
+			msgs[i].acked = true
+			continue
+		}
 		if err := u.limit.wait(ctx, int64(len(msgs[i].payload))); err != nil {
 			return "", err
 		}
-		tok := conn.client.Publish(msgs[i].topic, 1, false, msgs[i].payload)
+		tok := conn.publish(ctx, msgs[i].topic, msgs[i].payload)
 		window = append(window, sent{i, tok, time.Now()})
 	}
 	for _, s := range window {
@@ -274,6 +322,23 @@ func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic str
 		}
 	}
 	return "", nil
+}
+
+// await waits for the PUBACK of tok, a message sent on conn at at, for
+// up to Timeout.
+func (u *Uplink) await(ctx context.Context, conn *mqttConn, tok pubToken, at time.Time) error {
+	t := time.NewTimer(time.Until(at.Add(u.opts.Timeout)))
+	defer t.Stop()
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-conn.lost:
+		return fmt.Errorf("connection lost with the message unacknowledged: %w", conn.why)
+	case <-t.C:
+		return fmt.Errorf("%w in %s (refused, or the broker is stuck)", errNoPuback, u.opts.Timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // topic fills in the topic template for r.
@@ -333,7 +398,7 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 				continue
 			}
 			if m != nil && len(m)+1+len(one)+3 > u.opts.MQTT.MaxMessageBytes {
-				msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...)})
+				msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), readings: n})
 				m, n = nil, 0
 			}
 			if m == nil {
@@ -346,7 +411,7 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 			n++
 		}
 		if m != nil {
-			msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...)})
+			msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), readings: n})
 		}
 	}
 	return msgs, skipped
@@ -373,7 +438,7 @@ func (u *Uplink) encodedMessages(rs []buffer.OutboxReading, topics []string, byT
 				u.log.Error("a reading alone is over max_message_bytes; left out", "topic", t, "err", p.Err)
 				continue
 			}
-			msgs = append(msgs, mqttMessage{topic: t, payload: p.Body})
+			msgs = append(msgs, mqttMessage{topic: t, payload: p.Body, readings: len(p.Readings)})
 		}
 	}
 	return msgs, skipped

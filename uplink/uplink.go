@@ -512,7 +512,10 @@ func (u *Uplink) nextBatch(ctx context.Context) (batch, error) {
 			timer = time.NewTimer(u.opts.Interval)
 			due = timer.C
 		}
+		retryTimer, retry := u.retryTimer() // MQTT messages set aside
 		select {
+		case <-retry:
+			u.retryIdle(ctx)
 		case <-u.out.OutboxWake():
 		case <-due:
 			o := u.out.Outbox()
@@ -527,6 +530,9 @@ func (u *Uplink) nextBatch(ctx context.Context) (batch, error) {
 			return batch{}, errReconfigured
 		case <-ctx.Done():
 			return batch{}, ctx.Err()
+		}
+		if retryTimer != nil {
+			retryTimer.Stop()
 		}
 	}
 }
@@ -878,17 +884,23 @@ func (u *Uplink) backoff(lo, hi time.Duration, n int, resp *http.Response) time.
 		// make a busy loop.
 		wait = max(min(wait, u.opts.RetryAfterMax), lo)
 	} else {
-		wait = hi
-		if n < 40 && lo<<uint(n) < hi && lo<<uint(n) > 0 {
-			wait = lo << uint(n)
-		}
-		wait -= time.Duration(rand.Int64N(int64(wait)/2 + 1))
+		wait = expBackoff(lo, hi, n)
 	}
 	next := time.Now().Add(wait)
 	u.mu.Lock()
 	u.st.NextAttempt = &next
 	u.mu.Unlock()
 	return wait
+}
+
+// expBackoff is lo doubled n times, up to hi, less up to half of it at
+// random, so that a fleet of gateways does not come back all at once.
+func expBackoff(lo, hi time.Duration, n int) time.Duration {
+	wait := hi
+	if n < 40 && lo<<uint(n) < hi && lo<<uint(n) > 0 {
+		wait = lo << uint(n)
+	}
+	return wait - time.Duration(rand.Int64N(int64(wait)/2+1))
 }
 
 // retryAfter parses the Retry-After of a 429 or 503: seconds or a date.

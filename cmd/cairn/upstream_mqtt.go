@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ type MQTTUplinkConfig struct {
 	Inflight        int           `yaml:"inflight"`          // default 100
 	MaxMessageBytes ByteSize      `yaml:"max_message_bytes"` // default 128KiB
 	KeepAlive       time.Duration `yaml:"keep_alive"`        // default 30s
+	Version         string        `yaml:"mqtt_version"`      // 3.1.1 (default) or 5
 }
 
 // isMQTT reports whether the upstream is an MQTT broker.
@@ -32,7 +34,7 @@ func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data,
 	m := u.MQTTUplinkConfig
 	if !u.isMQTT() {
 		if m != (MQTTUplinkConfig{}) {
-			bad("uplink.kind", "client_id, topic, payload, inflight, max_message_bytes and keep_alive are for kind mqtt (got kind %s)", u.kind())
+			bad("uplink.kind", "client_id, topic, payload, inflight, max_message_bytes, keep_alive and mqtt_version are for kind mqtt (got kind %s)", u.kind())
 		}
 		return
 	}
@@ -80,6 +82,17 @@ func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data,
 	if m.KeepAlive < 0 || (m.KeepAlive > 0 && m.KeepAlive < time.Second) {
 		bad("uplink.keep_alive", "must be 1s or more (got %s)", m.KeepAlive)
 	}
+	version := uplink.MQTT311
+	switch m.Version {
+	case "", "3.1.1":
+	case "5":
+		version = uplink.MQTT5
+		if p, err := url.Parse(u.URL); err == nil && p.Scheme != "mqtt" && p.Scheme != "mqtts" {
+			bad("uplink.mqtt_version", "5 speaks to mqtt:// and mqtts:// URLs (got %s://)", p.Scheme)
+		}
+	default:
+		bad("uplink.mqtt_version", "must be 3.1.1 or 5 (got %q)", m.Version)
+	}
 	opts.Format = uplink.JSON
 	opts.MQTT = uplink.MQTTOptions{
 		ClientID:        m.ClientID,
@@ -88,5 +101,6 @@ func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data,
 		MaxMessageBytes: int(m.MaxMessageBytes),
 		KeepAlive:       m.KeepAlive,
 		Payload:         payload,
+		Version:         version,
 	}
 }

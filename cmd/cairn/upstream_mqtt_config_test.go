@@ -31,11 +31,11 @@ func TestLoadConfig_MQTTUplink(t *testing.T) {
 	if m.ClientID != "" || m.Topic != "cairn/{gateway}/{device}" {
 		t.Errorf("got %+v, want the default topic and no client id (the uplink's default)", m)
 	}
-	c, err = load("  - name: cloud\n    kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    client_id: gw-7\n    topic: dt/{gateway}/{device}/{metric}\n    inflight: 10\n    max_message_bytes: 4KiB\n    keep_alive: 5s\n")
+	c, err = load("  - name: cloud\n    kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    client_id: gw-7\n    topic: dt/{gateway}/{device}/{metric}\n    inflight: 10\n    max_message_bytes: 4KiB\n    keep_alive: 5s\n    mqtt_version: 5\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := c.uplinks[0].MQTT; m.ClientID != "gw-7" || m.Topic != "dt/{gateway}/{device}/{metric}" || m.Inflight != 10 || m.MaxMessageBytes != 4096 || m.KeepAlive != 5*time.Second {
+	if m := c.uplinks[0].MQTT; m.ClientID != "gw-7" || m.Topic != "dt/{gateway}/{device}/{metric}" || m.Inflight != 10 || m.MaxMessageBytes != 4096 || m.KeepAlive != 5*time.Second || m.Version != uplink.MQTT5 {
 		t.Errorf("got %+v", m)
 	}
 	c, err = load("  - name: cloud\n    kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    payload: senml\n")
@@ -56,7 +56,8 @@ func TestLoadConfig_MQTTUplink(t *testing.T) {
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    data: stats\n    group: minute\n", `uplink[0].data: kind mqtt sends readings`},
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    client_id: a/b\n", `uplink[0].client_id: use up to 128 characters without + # / or spaces`},
 		{"  - kind: mqtt\n    url: mqtts://127.0.0.1:8883\n    tls:\n      alpn: [\"a,b\"]\n", `tls.alpn: a protocol name is 1 to 255 bytes without a comma`},
-		{"  - url: http://127.0.0.1:8428/write\n    topic: x\n", `uplink[0].kind: client_id, topic, payload, inflight, max_message_bytes and keep_alive are for kind mqtt (got kind influx)`},
+		{"  - url: http://127.0.0.1:8428/write\n    topic: x\n", `uplink[0].kind: client_id, topic, payload, inflight, max_message_bytes, keep_alive and mqtt_version are for kind mqtt (got kind influx)`},
+		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    mqtt_version: 3\n", `uplink[0].mqtt_version: must be 3.1.1 or 5 (got "3")`},
 	} {
 		_, err := load(tc.body)
 		if err == nil {
