@@ -106,9 +106,10 @@ type mqttLink struct {
 	// parked are the messages set aside (mqtt_park.go), read from
 	// ParkDir once loaded; waits say when each refused topic is tried
 	// again.
-	parked []parkedMsg
-	loaded bool
-	waits  map[string]topicWait
+	parked      []parkedMsg
+	parkedBytes int64
+	loaded      bool
+	waits       map[string]topicWait
 	// notBefore is when retryIdle may try again after a failure.
 	notBefore time.Time
 }

@@ -22,13 +22,21 @@ import (
 // the batches meanwhile set that topic's messages aside unsent, and
 // retryParked, before each batch and when the wait is over, publishes the
 // topic's messages set aside, oldest first, until one is refused again.
-// One taken is deleted. A person can also send one by hand:
+// One taken is deleted. What is set aside of one upstream is bounded
+// (maxSetAside): past it, the oldest message goes, counted in
+// Status.SetAsideDropped and logged. A person can also send one by hand:
 //
 //	tail -n +2 F.mqtt | mosquitto_pub -t "$(head -n 1 F.mqtt)" -s …
 
-// parkedMsg is a message set aside: its file and topic.
+// maxSetAside is the most bytes of messages one MQTT upstream keeps set
+// aside: a topic refused for good must not fill the disk, which the disk
+// cap does not free of them.
+const maxSetAside = 64 << 20
+
+// parkedMsg is a message set aside: its file, topic and size.
 type parkedMsg struct {
 	file, topic string
+	size        int64
 }
 
 // topicWait is when a refused topic is tried again, and how often it was
@@ -54,11 +62,13 @@ func (u *Uplink) loadParked() error {
 			return err
 		}
 		topic, err := bufio.NewReader(f).ReadString('\n')
+		info, serr := f.Stat()
 		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: no topic line: %w", name, err)
+		if err != nil || serr != nil {
+			return fmt.Errorf("%s: no topic line: %w", name, errors.Join(err, serr))
 		}
-		l.parked = append(l.parked, parkedMsg{file: name, topic: strings.TrimSuffix(topic, "\n")})
+		l.parked = append(l.parked, parkedMsg{file: name, topic: strings.TrimSuffix(topic, "\n"), size: info.Size()})
+		l.parkedBytes += info.Size()
 	}
 	l.loaded = true
 	return nil
@@ -123,7 +133,12 @@ func (u *Uplink) parkRefused(id string, i int, m mqttMessage, r *Refusal) error 
 		return fmt.Errorf("set aside the message to %s: %w", m.topic, err)
 	}
 	if l := &u.mq; !containsFile(l.parked, name+".mqtt") {
-		l.parked = append(l.parked, parkedMsg{file: name + ".mqtt", topic: m.topic})
+		size := int64(len(m.topic) + 1 + len(m.payload))
+		l.parked = append(l.parked, parkedMsg{file: name + ".mqtt", topic: m.topic, size: size})
+		l.parkedBytes += size
+		if err := u.boundSetAside(); err != nil {
+			return err
+		}
 	}
 	u.mu.Lock()
 	u.st.ParkedReadings += uint64(m.readings)
@@ -155,6 +170,38 @@ func (u *Uplink) refusedTopic(topic string, r *Refusal, now time.Time) time.Dura
 	u.st.LastError, u.st.LastErrorAt = "publish to "+topic+": "+r.Error(), &now
 	u.mu.Unlock()
 	return wait
+}
+
+// boundSetAside deletes the oldest messages set aside while they are
+// over maxSetAside, the newest kept, and counts and logs them.
+func (u *Uplink) boundSetAside() error {
+	l := &u.mq
+	for l.parkedBytes > maxSetAside && len(l.parked) > 1 {
+		p := l.parked[0]
+		if err := removeParked(p.file); err != nil {
+			return err
+		}
+		l.parked = l.parked[1:]
+		l.parkedBytes -= p.size
+		u.mu.Lock()
+		u.st.SetAsideDropped++
+		n := u.st.SetAsideDropped
+		u.mu.Unlock()
+		if n == 1 || n%100 == 0 {
+			u.log.Error("messages set aside are over their bound: deleted the oldest", "topic", p.topic, "file", p.file,
+				"max_bytes", maxSetAside, "set_aside_dropped", n)
+		}
+	}
+	return nil
+}
+
+// removeParked deletes the message set aside in file and its response.
+func removeParked(file string) error {
+	err := errors.Join(os.Remove(file), os.Remove(strings.TrimSuffix(file, ".mqtt")+".response"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 func containsFile(ps []parkedMsg, file string) bool {
@@ -195,51 +242,88 @@ func writeParked(dir, name, topic string, payload []byte, why string, at time.Ti
 }
 
 // retryParked publishes the messages set aside whose topic's wait is
-// over, oldest first; a refusal has the rest of its topic wait again. It
-// returns an error when the connection failed: the rest wait for the
-// next try.
+// over, oldest first, up to Inflight at a time; a refusal has the rest of
+// its topic wait again. It returns an error when the connection failed:
+// the rest wait for the next try.
 func (u *Uplink) retryParked(ctx context.Context) error {
 	if err := u.loadParked(); err != nil || len(u.mq.parked) == 0 {
 		return err
 	}
 	l := &u.mq
 	defer u.countParked()
-	for i := 0; i < len(l.parked); {
-		p := l.parked[i]
-		if l.holding(p.topic) {
-			i++
-			continue
-		}
-		b, err := os.ReadFile(p.file)
-		if err != nil {
-			return err
-		}
-		_, payload, _ := bytes.Cut(b, []byte("\n"))
-		if err := u.mqttConnect(ctx); err != nil {
-			return err
-		}
-		conn := l.conn
-		err = u.await(ctx, conn, conn.publish(ctx, p.topic, payload), time.Now())
+	if err := u.mqttConnect(ctx); err != nil {
+		return err
+	}
+	conn := l.conn
+	ctx, cancel := context.WithCancel(ctx) // ends the MQTT 5 publishes' waits
+	defer cancel()
+	type sent struct {
+		p   parkedMsg
+		tok pubToken
+		at  time.Time
+	}
+	var window []sent
+	taken := make(map[string]bool) // files
+	// settle awaits the PUBACK of s.
+	settle := func(s sent) error {
 		var ref *Refusal
-		switch {
+		switch err := u.await(ctx, conn, s.tok, s.at); {
 		case err == nil:
-			if err := errors.Join(os.Remove(p.file), os.Remove(strings.TrimSuffix(p.file, ".mqtt")+".response")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := removeParked(s.p.file); err != nil {
 				return err
 			}
-			l.parked = append(l.parked[:i], l.parked[i+1:]...)
-			if w, ok := l.waits[p.topic]; ok {
-				delete(l.waits, p.topic)
-				u.log.Info("the broker takes a refused topic's messages again", "topic", p.topic, "refused", w.refused)
+			taken[s.p.file] = true
+			if w, ok := l.waits[s.p.topic]; ok {
+				delete(l.waits, s.p.topic)
+				u.log.Info("the broker takes a refused topic's messages again", "topic", s.p.topic, "refused", w.refused)
 			}
 		case errors.As(err, &ref):
-			wait := u.refusedTopic(p.topic, ref, time.Now())
-			u.log.Warn("the broker refused a message set aside again", "topic", p.topic, "reason", ref.Error(),
-				"file", p.file, "in", wait.Round(time.Millisecond))
-			i++
+			if !l.holding(s.p.topic) { // once for the topic's messages in the window
+				wait := u.refusedTopic(s.p.topic, ref, time.Now())
+				u.log.Warn("the broker refused a message set aside again", "topic", s.p.topic, "reason", ref.Error(),
+					"file", s.p.file, "in", wait.Round(time.Millisecond))
+			}
 		default:
-			u.mq.close()
 			return err
 		}
+		return nil
 	}
-	return nil
+	var err error
+	for _, p := range l.parked {
+		if l.holding(p.topic) {
+			continue
+		}
+		if len(window) == u.opts.MQTT.Inflight {
+			if err = settle(window[0]); err != nil {
+				break
+			}
+			window = window[1:]
+		}
+		b, rerr := os.ReadFile(p.file)
+		if rerr != nil {
+			err = rerr
+			break
+		}
+		_, payload, _ := bytes.Cut(b, []byte("\n"))
+		window = append(window, sent{p, conn.publish(ctx, p.topic, payload), time.Now()})
+	}
+	for _, s := range window {
+		if err != nil {
+			break
+		}
+		err = settle(s)
+	}
+	kept := l.parked[:0]
+	for _, p := range l.parked {
+		if taken[p.file] {
+			l.parkedBytes -= p.size
+			continue
+		}
+		kept = append(kept, p)
+	}
+	l.parked = kept
+	if err != nil && ctx.Err() == nil {
+		l.close()
+	}
+	return err
 }

@@ -147,6 +147,9 @@ type Status struct {
 	// Refused counts the MQTT messages that the broker did not
 	// acknowledge, an attempt each (mqtt.go).
 	Refused uint64 `json:"refused_messages"`
+	// SetAsideDropped counts the MQTT messages set aside after a refusal
+	// that were deleted, the oldest, for their bound (mqtt_park.go).
+	SetAsideDropped uint64 `json:"set_aside_dropped"`
 }
 
 // Failing reports whether the upstream is failing: its last error came
