@@ -167,6 +167,12 @@ func (u *Uplink) publish(ctx context.Context, id string, rs []buffer.OutboxReadi
 		u.st.Skipped += uint64(skipped)
 		u.mu.Unlock()
 	}
+	return u.deliver(ctx, id, msgs, len(rs)-skipped)
+}
+
+// deliver publishes msgs, the messages of the batch id that carry n
+// readings, until every one has its PUBACK, or ctx ends.
+func (u *Uplink) deliver(ctx context.Context, id string, msgs []mqttMessage, n int) error {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			u.mu.Lock()
@@ -181,7 +187,7 @@ func (u *Uplink) publish(ctx context.Context, id string, rs []buffer.OutboxReadi
 		if err == nil {
 			u.mu.Lock()
 			u.st.SentBatches++
-			u.st.SentReadings += uint64(len(rs) - skipped)
+			u.st.SentReadings += uint64(n)
 			u.st.LastSuccess = &now
 			u.st.NextAttempt = nil
 			u.mu.Unlock()

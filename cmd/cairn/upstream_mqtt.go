@@ -36,9 +36,6 @@ func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data,
 		}
 		return
 	}
-	if data == uplink.Stats {
-		bad("uplink.data", "kind mqtt sends readings (leave data out)")
-	}
 	if u.Auth.TokenFile != "" {
 		bad("uplink.auth.token_file", "kind mqtt logs in with username and password_file, or a client certificate (tls.cert_file)")
 	}
