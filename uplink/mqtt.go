@@ -89,6 +89,7 @@ func mqttDefaults(opts *Options) {
 type mqttMessage struct {
 	topic   string
 	payload []byte
+	seqs    []uint64 // the readings it carries (none for records)
 	acked   bool
 }
 
@@ -96,6 +97,12 @@ type mqttMessage struct {
 // goroutine only: conn is nil while not connected.
 type mqttLink struct {
 	conn *mqttConn
+	// taken are the readings of the batch takenID that the broker
+	// acknowledged before the batch was abandoned for new options
+	// (Reconfigure): they do not go again with the rest of the batch.
+	// A restart forgets them, and sends the whole batch again.
+	takenID string
+	taken   map[uint64]bool
 }
 
 // mqttConn is one connection to the broker.
@@ -161,13 +168,51 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 // publish sends the readings rs of the batch id as MQTT messages until
 // every one has its PUBACK, or ctx ends.
 func (u *Uplink) publish(ctx context.Context, id string, rs []buffer.OutboxReading) error {
+	rs, taken := u.untaken(id, rs)
 	msgs, skipped := u.mqttMessages(id, rs)
 	if skipped > 0 {
 		u.mu.Lock()
 		u.st.Skipped += uint64(skipped)
 		u.mu.Unlock()
 	}
-	return u.deliver(ctx, id, msgs, len(rs)-skipped)
+	err := u.deliver(ctx, id, msgs, taken+len(rs)-skipped)
+	if ctx.Err() != nil {
+		u.keepTaken(id, msgs)
+	} else if err == nil {
+		u.mq.takenID, u.mq.taken = "", nil
+	}
+	return err
+}
+
+// untaken returns the readings of rs, of the batch id, that the broker
+// did not take before the batch was abandoned, and how many it took.
+func (u *Uplink) untaken(id string, rs []buffer.OutboxReading) ([]buffer.OutboxReading, int) {
+	if u.mq.takenID != id {
+		u.mq.takenID, u.mq.taken = "", nil
+		return rs, 0
+	}
+	left := make([]buffer.OutboxReading, 0, len(rs))
+	for _, r := range rs {
+		if !u.mq.taken[r.Seq] {
+			left = append(left, r)
+		}
+	}
+	return left, len(rs) - len(left)
+}
+
+// keepTaken records the readings of the acknowledged messages of msgs,
+// of the batch id abandoned for new options or at shutdown.
+func (u *Uplink) keepTaken(id string, msgs []mqttMessage) {
+	if u.mq.takenID != id || u.mq.taken == nil {
+		u.mq.takenID, u.mq.taken = id, make(map[uint64]bool)
+	}
+	for _, m := range msgs {
+		if m.acked {
+			for _, seq := range m.seqs {
+				u.mq.taken[seq] = true
+			}
+		}
+	}
 }
 
 // deliver publishes msgs, the messages of the batch id that carry n
@@ -222,6 +267,10 @@ func (u *Uplink) deliver(ctx context.Context, id string, msgs []mqttMessage, n i
 	}
 }
 
+// mqttDrain bounds the wait for the PUBACKs of the messages in flight of
+// a batch abandoned for new options, or at shutdown.
+const mqttDrain = 2 * time.Second
+
 // errNoPuback is the reason of a message whose PUBACK did not come.
 var errNoPuback = errors.New("no PUBACK")
 
@@ -240,6 +289,26 @@ func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic str
 		at  time.Time
 	}
 	var window []sent
+	defer func() {
+		if ctx.Err() == nil {
+			return
+		}
+		// Abandoned: the messages in flight get a moment for their
+		// PUBACKs, so that those the broker took are known and do not
+		// go again with new options.
+		grace := time.NewTimer(mqttDrain)
+		defer grace.Stop()
+		for _, s := range window {
+			select {
+			case <-s.tok.Done():
+				msgs[s.i].acked = msgs[s.i].acked || s.tok.Error() == nil
+			case <-conn.lost:
+				return
+			case <-grace.C:
+				return
+			}
+		}
+	}()
 	wait := func(s sent) error {
 		t := time.NewTimer(time.Until(s.at.Add(u.opts.Timeout)))
 		defer t.Stop()
@@ -323,6 +392,7 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 	}
 	for _, t := range topics {
 		var m []byte
+		var seqs []uint64
 		n := 0
 		for _, i := range byTopic[t] {
 			r := &rs[i]
@@ -339,8 +409,8 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 				continue
 			}
 			if m != nil && len(m)+1+len(one)+3 > u.opts.MQTT.MaxMessageBytes {
-				msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...)})
-				m, n = nil, 0
+				msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), seqs: seqs})
+				m, n, seqs = nil, 0, nil
 			}
 			if m == nil {
 				m = head
@@ -349,10 +419,11 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 				m = append(m, ',')
 			}
 			m = append(m, one...)
+			seqs = append(seqs, r.Seq)
 			n++
 		}
 		if m != nil {
-			msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...)})
+			msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), seqs: seqs})
 		}
 	}
 	return msgs, skipped
@@ -379,7 +450,13 @@ func (u *Uplink) encodedMessages(rs []buffer.OutboxReading, topics []string, byT
 				u.log.Error("a reading alone is over max_message_bytes; left out", "topic", t, "err", p.Err)
 				continue
 			}
-			msgs = append(msgs, mqttMessage{topic: t, payload: p.Body})
+			var seqs []uint64
+			for i := range p.Readings {
+				if enc.fits(&p.Readings[i]) {
+					seqs = append(seqs, p.Readings[i].Seq)
+				}
+			}
+			msgs = append(msgs, mqttMessage{topic: t, payload: p.Body, seqs: seqs})
 		}
 	}
 	return msgs, skipped
