@@ -201,7 +201,7 @@ func (u *Uplink) untaken(id string, rs []buffer.OutboxReading) ([]buffer.OutboxR
 }
 
 // keepTaken records the readings of the acknowledged messages of msgs,
-// of the batch id abandoned for new options or at shutdown.
+// of the batch id abandoned (for new options: Reconfigure).
 func (u *Uplink) keepTaken(id string, msgs []mqttMessage) {
 	if u.mq.takenID != id || u.mq.taken == nil {
 		u.mq.takenID, u.mq.taken = id, make(map[uint64]bool)
@@ -268,7 +268,7 @@ func (u *Uplink) deliver(ctx context.Context, id string, msgs []mqttMessage, n i
 }
 
 // mqttDrain bounds the wait for the PUBACKs of the messages in flight of
-// a batch abandoned for new options, or at shutdown.
+// a batch abandoned for new options.
 const mqttDrain = 2 * time.Second
 
 // errNoPuback is the reason of a message whose PUBACK did not come.
@@ -290,12 +290,16 @@ func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic str
 	}
 	var window []sent
 	defer func() {
-		if ctx.Err() == nil {
+		u.mu.Lock()
+		reconfigured := u.next != nil
+		u.mu.Unlock()
+		if ctx.Err() == nil || !reconfigured {
 			return
 		}
-		// Abandoned: the messages in flight get a moment for their
-		// PUBACKs, so that those the broker took are known and do not
-		// go again with new options.
+		// Abandoned for new options: the messages in flight get a
+		// moment for their PUBACKs, so that those the broker took are
+		// known and do not go again. (At shutdown they are not waited
+		// for: a restart sends the whole batch again.)
 		grace := time.NewTimer(mqttDrain)
 		defer grace.Stop()
 		for _, s := range window {
