@@ -28,7 +28,8 @@ var topicPlaceholderRE = regexp.MustCompile(`\{[^}]*\}`)
 // validateMQTTUplink checks the keys of an upstream of kind mqtt, or that
 // another kind has none of them, and sets opts.MQTT. bad reports keys as
 // "uplink.<key>".
-func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data, bad func(key, format string, a ...any)) {
+// Either data goes: readings, or the records of data: stats.
+func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, _ uplink.Data, bad func(key, format string, a ...any)) {
 	m := u.MQTTUplinkConfig
 	if !u.isMQTT() {
 		if m != (MQTTUplinkConfig{}) {

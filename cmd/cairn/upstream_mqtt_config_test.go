@@ -38,6 +38,13 @@ func TestLoadConfig_MQTTUplink(t *testing.T) {
 	if m := c.uplinks[0].MQTT; m.ClientID != "gw-7" || m.Topic != "dt/{gateway}/{device}/{metric}" || m.Inflight != 10 || m.MaxMessageBytes != 4096 || m.KeepAlive != 5*time.Second {
 		t.Errorf("got %+v", m)
 	}
+	c, err = load("  - name: cloud\n    kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    data: stats\n    group: hour\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.uplinks[0]; o.Data != uplink.Stats || o.Group.String() != "hour" {
+		t.Errorf("data %v, group %v; want stats by the hour", o.Data, o.Group)
+	}
 	c, err = load("  - name: cloud\n    kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    payload: senml\n")
 	if err != nil {
 		t.Fatal(err)
