@@ -394,9 +394,10 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 	if u.opts.MQTT.Payload != 0 {
 		return u.encodedMessages(rs, topics, byTopic)
 	}
+	all := make([]uint64, 0, len(rs)) // the messages' seqs, one after another
 	for _, t := range topics {
 		var m []byte
-		var seqs []uint64
+		first := len(all) // of the message's seqs
 		n := 0
 		for _, i := range byTopic[t] {
 			r := &rs[i]
@@ -413,8 +414,8 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 				continue
 			}
 			if m != nil && len(m)+1+len(one)+3 > u.opts.MQTT.MaxMessageBytes {
-				msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), seqs: seqs})
-				m, n, seqs = nil, 0, nil
+				msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), seqs: all[first:len(all):len(all)]})
+				m, n, first = nil, 0, len(all)
 			}
 			if m == nil {
 				m = head
@@ -423,11 +424,11 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 				m = append(m, ',')
 			}
 			m = append(m, one...)
-			seqs = append(seqs, r.Seq)
+			all = append(all, r.Seq)
 			n++
 		}
 		if m != nil {
-			msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), seqs: seqs})
+			msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), seqs: all[first:len(all):len(all)]})
 		}
 	}
 	return msgs, skipped
@@ -438,6 +439,7 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 // is left out, counted in skipped and logged.
 func (u *Uplink) encodedMessages(rs []buffer.OutboxReading, topics []string, byTopic map[string][]int) (msgs []mqttMessage, skipped int) {
 	enc := NewMessageEncoder(u.opts.MQTT.Payload, u.opts.Gateway, u.opts.Measurement)
+	all := make([]uint64, 0, len(rs)) // the messages' seqs, one after another
 	var group []buffer.OutboxReading
 	var parts []Message
 	for _, t := range topics {
@@ -454,13 +456,13 @@ func (u *Uplink) encodedMessages(rs []buffer.OutboxReading, topics []string, byT
 				u.log.Error("a reading alone is over max_message_bytes; left out", "topic", t, "err", p.Err)
 				continue
 			}
-			var seqs []uint64
+			first := len(all)
 			for i := range p.Readings {
 				if enc.fits(&p.Readings[i]) {
-					seqs = append(seqs, p.Readings[i].Seq)
+					all = append(all, p.Readings[i].Seq)
 				}
 			}
-			msgs = append(msgs, mqttMessage{topic: t, payload: p.Body, seqs: seqs})
+			msgs = append(msgs, mqttMessage{topic: t, payload: p.Body, seqs: all[first:len(all):len(all)]})
 		}
 	}
 	return msgs, skipped
