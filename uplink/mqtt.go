@@ -93,10 +93,10 @@ func mqttDefaults(opts *Options) {
 
 // mqttMessage is one message of a batch.
 type mqttMessage struct {
-	topic    string
-	payload  []byte
-	readings int  // how many it carries
-	acked    bool // or set aside (parkRefused)
+	topic   string
+	payload []byte
+	seqs    []uint64 // the readings it carries (none for records)
+	acked   bool     // or set aside (parkRefused)
 }
 
 // mqttLink is the connection of an MQTT upstream, used by the Run
@@ -112,6 +112,12 @@ type mqttLink struct {
 	waits       map[string]topicWait
 	// notBefore is when retryIdle may try again after a failure.
 	notBefore time.Time
+	// taken are the readings of the batch takenID that the broker
+	// acknowledged before the batch was abandoned for new options
+	// (Reconfigure): they do not go again with the rest of the batch.
+	// A restart forgets them, and sends the whole batch again.
+	takenID string
+	taken   map[uint64]bool
 }
 
 // mqttConn is one connection to the broker: client for MQTT 3.1.1, v5
@@ -207,12 +213,56 @@ func (u *Uplink) publish(ctx context.Context, id string, rs []buffer.OutboxReadi
 	} else if err != nil {
 		u.log.Warn("could not try the messages set aside again; trying at the next batch", "err", err)
 	}
+	rs, taken := u.untaken(id, rs)
 	msgs, skipped := u.mqttMessages(id, rs)
 	if skipped > 0 {
 		u.mu.Lock()
 		u.st.Skipped += uint64(skipped)
 		u.mu.Unlock()
 	}
+	err := u.deliver(ctx, id, msgs, taken+len(rs)-skipped)
+	if ctx.Err() != nil {
+		u.keepTaken(id, msgs)
+	} else if err == nil {
+		u.mq.takenID, u.mq.taken = "", nil
+	}
+	return err
+}
+
+// untaken returns the readings of rs, of the batch id, that the broker
+// did not take before the batch was abandoned, and how many it took.
+func (u *Uplink) untaken(id string, rs []buffer.OutboxReading) ([]buffer.OutboxReading, int) {
+	if u.mq.takenID != id {
+		u.mq.takenID, u.mq.taken = "", nil
+		return rs, 0
+	}
+	left := make([]buffer.OutboxReading, 0, len(rs))
+	for _, r := range rs {
+		if !u.mq.taken[r.Seq] {
+			left = append(left, r)
+		}
+	}
+	return left, len(rs) - len(left)
+}
+
+// keepTaken records the readings of the acknowledged messages of msgs,
+// of the batch id abandoned (for new options: Reconfigure).
+func (u *Uplink) keepTaken(id string, msgs []mqttMessage) {
+	if u.mq.takenID != id || u.mq.taken == nil {
+		u.mq.takenID, u.mq.taken = id, make(map[uint64]bool)
+	}
+	for _, m := range msgs {
+		if m.acked {
+			for _, seq := range m.seqs {
+				u.mq.taken[seq] = true
+			}
+		}
+	}
+}
+
+// deliver publishes msgs, the messages of the batch id that carry n
+// readings, until every one has its PUBACK, or ctx ends.
+func (u *Uplink) deliver(ctx context.Context, id string, msgs []mqttMessage, n int) error {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			u.mu.Lock()
@@ -227,7 +277,7 @@ func (u *Uplink) publish(ctx context.Context, id string, rs []buffer.OutboxReadi
 		if err == nil {
 			u.mu.Lock()
 			u.st.SentBatches++
-			u.st.SentReadings += uint64(len(rs) - skipped)
+			u.st.SentReadings += uint64(n)
 			u.st.LastSuccess = &now
 			u.st.NextAttempt = nil
 			u.mu.Unlock()
@@ -262,6 +312,10 @@ func (u *Uplink) publish(ctx context.Context, id string, rs []buffer.OutboxReadi
 	}
 }
 
+// mqttDrain bounds the wait for the PUBACKs of the messages in flight of
+// a batch abandoned for new options.
+const mqttDrain = 2 * time.Second
+
 // errNoPuback is the reason of a message whose PUBACK did not come.
 var errNoPuback = errors.New("no PUBACK")
 
@@ -283,6 +337,30 @@ func (u *Uplink) publishOnce(ctx context.Context, id string, msgs []mqttMessage)
 		at  time.Time
 	}
 	var window []sent
+	defer func() {
+		u.mu.Lock()
+		reconfigured := u.next != nil
+		u.mu.Unlock()
+		if ctx.Err() == nil || !reconfigured {
+			return
+		}
+		// Abandoned for new options: the messages in flight get a
+		// moment for their PUBACKs, so that those the broker took are
+		// known and do not go again. (At shutdown they are not waited
+		// for: a restart sends the whole batch again.)
+		grace := time.NewTimer(mqttDrain)
+		defer grace.Stop()
+		for _, s := range window {
+			select {
+			case <-s.tok.Done():
+				msgs[s.i].acked = msgs[s.i].acked || s.tok.Error() == nil
+			case <-conn.lost:
+				return
+			case <-grace.C:
+				return
+			}
+		}
+	}()
 	wait := func(s sent) error {
 		var r *Refusal
 		if err := u.await(ctx, conn, s.tok, s.at); errors.As(err, &r) && r.messages() {
@@ -381,8 +459,10 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 	if u.opts.MQTT.Payload != 0 {
 		return u.encodedMessages(rs, topics, byTopic)
 	}
+	all := make([]uint64, 0, len(rs)) // the messages' seqs, one after another
 	for _, t := range topics {
 		var m []byte
+		first := len(all) // of the message's seqs
 		n := 0
 		for _, i := range byTopic[t] {
 			r := &rs[i]
@@ -399,8 +479,8 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 				continue
 			}
 			if m != nil && len(m)+1+len(one)+3 > u.opts.MQTT.MaxMessageBytes {
-				msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), readings: n})
-				m, n = nil, 0
+				msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), seqs: all[first:len(all):len(all)]})
+				m, n, first = nil, 0, len(all)
 			}
 			if m == nil {
 				m = head
@@ -409,10 +489,11 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 				m = append(m, ',')
 			}
 			m = append(m, one...)
+			all = append(all, r.Seq)
 			n++
 		}
 		if m != nil {
-			msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), readings: n})
+			msgs = append(msgs, mqttMessage{topic: t, payload: append(m, "]}\n"...), seqs: all[first:len(all):len(all)]})
 		}
 	}
 	return msgs, skipped
@@ -423,6 +504,7 @@ func (u *Uplink) mqttMessages(id string, rs []buffer.OutboxReading) (msgs []mqtt
 // is left out, counted in skipped and logged.
 func (u *Uplink) encodedMessages(rs []buffer.OutboxReading, topics []string, byTopic map[string][]int) (msgs []mqttMessage, skipped int) {
 	enc := NewMessageEncoder(u.opts.MQTT.Payload, u.opts.Gateway, u.opts.Measurement)
+	all := make([]uint64, 0, len(rs)) // the messages' seqs, one after another
 	var group []buffer.OutboxReading
 	var parts []Message
 	for _, t := range topics {
@@ -439,7 +521,13 @@ func (u *Uplink) encodedMessages(rs []buffer.OutboxReading, topics []string, byT
 				u.log.Error("a reading alone is over max_message_bytes; left out", "topic", t, "err", p.Err)
 				continue
 			}
-			msgs = append(msgs, mqttMessage{topic: t, payload: p.Body, readings: len(p.Readings)})
+			first := len(all)
+			for i := range p.Readings {
+				if enc.fits(&p.Readings[i]) {
+					all = append(all, p.Readings[i].Seq)
+				}
+			}
+			msgs = append(msgs, mqttMessage{topic: t, payload: p.Body, seqs: all[first:len(all):len(all)]})
 		}
 	}
 	return msgs, skipped

@@ -141,7 +141,7 @@ func (u *Uplink) parkRefused(id string, i int, m mqttMessage, r *Refusal) error 
 		}
 	}
 	u.mu.Lock()
-	u.st.ParkedReadings += uint64(m.readings)
+	u.st.ParkedReadings += uint64(len(m.seqs))
 	u.mu.Unlock()
 	u.countParked()
 	if r == nil {
@@ -149,7 +149,7 @@ func (u *Uplink) parkRefused(id string, i int, m mqttMessage, r *Refusal) error 
 	}
 	wait := u.refusedTopic(m.topic, r, now)
 	u.log.Error("the broker refused a message; set it aside to try again, and going on with the others",
-		"batch", id, "topic", m.topic, "reason", r.Error(), "readings", m.readings, "file", name+".mqtt", "in", wait.Round(time.Millisecond))
+		"batch", id, "topic", m.topic, "reason", r.Error(), "readings", len(m.seqs), "file", name+".mqtt", "in", wait.Round(time.Millisecond))
 	return nil
 }
 

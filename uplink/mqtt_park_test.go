@@ -25,7 +25,7 @@ func TestSetAside_Bounded(t *testing.T) {
 	payload := bytes.Repeat([]byte("x"), 5<<20)
 	const n = 20 // 100 MiB
 	for i := range n {
-		m := mqttMessage{topic: "cairn/gw/garage", payload: payload, readings: 3}
+		m := mqttMessage{topic: "cairn/gw/garage", payload: payload, seqs: []uint64{1, 2, 3}}
 		if err := u.parkRefused("gw-1", i, m, &Refusal{Code: 0x87}); err != nil {
 			t.Fatal(err)
 		}

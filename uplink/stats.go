@@ -279,6 +279,9 @@ func (u *Uplink) sendStats(ctx context.Context, end uint64) error {
 		id = u.opts.Gateway + "-" + id
 	}
 	readings := int(end - start)
+	if IsMQTTURL(u.opts.URL) {
+		return u.publishStats(ctx, id, recs, readings, end)
+	}
 	for part := 0; len(recs) > 0; part++ {
 		partID := id
 		if part > 0 {

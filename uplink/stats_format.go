@@ -117,31 +117,36 @@ func (e *encoder) statsJSON(batch string, group aggregate.Level, recs []statsRec
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"id":"`...)
-		b = appendStatsID(b, group, r)
-		b = append(b, `","device":`...)
-		b = appendJSONString(b, r.device)
-		b = append(b, `,"metric":`...)
-		b = appendJSONString(b, r.metric)
-		if r.unit != "" {
-			b = append(b, `,"unit":`...)
-			b = appendJSONString(b, r.unit)
-		}
-		b = append(b, `,"start":"`...)
-		b = time.Unix(0, r.start).UTC().AppendFormat(b, time.RFC3339Nano)
-		b = append(b, `","count":`...)
-		b = strconv.AppendUint(b, r.stats.Count, 10)
-		for k := 1; k < len(statNames); k++ {
-			b = append(b, `,"`...)
-			b = append(b, statNames[k]...)
-			b = append(b, `":`...)
-			b = strconv.AppendFloat(b, statValue(r.stats, k), 'g', -1, 64)
-		}
-		b = append(b, '}')
+		b = appendStatsJSON(b, group, r)
 	}
 	b = append(b, "]}\n"...)
 	e.buf = b
 	return b
+}
+
+// appendStatsJSON appends r as an element of a JSON batch's stats.
+func appendStatsJSON(b []byte, group aggregate.Level, r *statsRecord) []byte {
+	b = append(b, `{"id":"`...)
+	b = appendStatsID(b, group, r)
+	b = append(b, `","device":`...)
+	b = appendJSONString(b, r.device)
+	b = append(b, `,"metric":`...)
+	b = appendJSONString(b, r.metric)
+	if r.unit != "" {
+		b = append(b, `,"unit":`...)
+		b = appendJSONString(b, r.unit)
+	}
+	b = append(b, `,"start":"`...)
+	b = time.Unix(0, r.start).UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","count":`...)
+	b = strconv.AppendUint(b, r.stats.Count, 10)
+	for k := 1; k < len(statNames); k++ {
+		b = append(b, `,"`...)
+		b = append(b, statNames[k]...)
+		b = append(b, `":`...)
+		b = strconv.AppendFloat(b, statValue(r.stats, k), 'g', -1, 64)
+	}
+	return append(b, '}')
 }
 
 // appendStatsID appends a record's id, as the characters of a JSON

@@ -268,9 +268,6 @@ func withDefaults(opts Options) (Options, error) {
 	def(&opts.RetryWaitMax, 5*time.Minute)
 	def(&opts.RetryAfterMax, 10*time.Minute)
 	if IsMQTTURL(opts.URL) {
-		if opts.Data == Stats {
-			return opts, errors.New("uplink: an MQTT upstream sends readings, not stats")
-		}
 		mqttDefaults(&opts)
 	}
 	opts.RetryWaitMax = max(opts.RetryWaitMax, opts.RetryWaitMin)

@@ -30,16 +30,14 @@ var topicPlaceholderRE = regexp.MustCompile(`\{[^}]*\}`)
 // validateMQTTUplink checks the keys of an upstream of kind mqtt, or that
 // another kind has none of them, and sets opts.MQTT. bad reports keys as
 // "uplink.<key>".
-func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data, bad func(key, format string, a ...any)) {
+// Either data goes: readings, or the records of data: stats.
+func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, _ uplink.Data, bad func(key, format string, a ...any)) {
 	m := u.MQTTUplinkConfig
 	if !u.isMQTT() {
 		if m != (MQTTUplinkConfig{}) {
 			bad("uplink.kind", "client_id, topic, payload, inflight, max_message_bytes, keep_alive and mqtt_version are for kind mqtt (got kind %s)", u.kind())
 		}
 		return
-	}
-	if data == uplink.Stats {
-		bad("uplink.data", "kind mqtt sends readings (leave data out)")
 	}
 	if u.Auth.TokenFile != "" {
 		bad("uplink.auth.token_file", "kind mqtt logs in with username and password_file, or a client certificate (tls.cert_file)")

@@ -30,12 +30,17 @@ func TestMQTTUplink_V5RefusalSetAside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(aclFile, []byte("user "+mqttUpstreamGateway+"\ntopic write cairn/"+mqttUpstreamGateway+"/dev-0\n\nuser reader\ntopic read cairn/#\n"), 0o644); err != nil {
-		t.Fatal(err)
+	setACL := func(acl []byte) {
+		t.Helper()
+		if err := os.WriteFile(aclFile, acl, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := cloud.proc.Cmd.Process.Signal(syscall.SIGHUP); err != nil { // reloads the ACL
+			t.Fatal(err)
+		}
 	}
-	cloud.stop(t)
-	cloud.start(t)
 	sink := cloud.subscribe(t)
+	setACL([]byte("user " + mqttUpstreamGateway + "\ntopic write cairn/" + mqttUpstreamGateway + "/dev-0\n\nuser reader\ntopic read cairn/#\n"))
 	dataDir := t.TempDir()
 	cfg := writeConfig(t, dataDir, localConfig+cloud.entry("    mqtt_version: 5\n"))
 	p := startCairn(t, bin, cfg)
@@ -109,12 +114,7 @@ func TestMQTTUplink_V5RefusalSetAside(t *testing.T) {
 	// The ACL allows dev-1 again: what was set aside arrives, once.
 	// They are tried when their topic's wait is over, with no batch to
 	// go: nothing more is published.
-	if err := os.WriteFile(aclFile, full, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := cloud.proc.Cmd.Process.Signal(syscall.SIGHUP); err != nil { // reloads the ACL
-		t.Fatal(err)
-	}
+	setACL(full)
 	waitUntil(t, 30*time.Second, "every reading at the subscriber, nothing set aside", func() (bool, string) {
 		ids, _ := sink.counts()
 		st := uplinkStatuses(t, api)["cloud"]

@@ -38,6 +38,13 @@ func TestLoadConfig_MQTTUplink(t *testing.T) {
 	if m := c.uplinks[0].MQTT; m.ClientID != "gw-7" || m.Topic != "dt/{gateway}/{device}/{metric}" || m.Inflight != 10 || m.MaxMessageBytes != 4096 || m.KeepAlive != 5*time.Second || m.Version != uplink.MQTT5 {
 		t.Errorf("got %+v", m)
 	}
+	c, err = load("  - name: cloud\n    kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    data: stats\n    group: hour\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.uplinks[0]; o.Data != uplink.Stats || o.Group.String() != "hour" {
+		t.Errorf("data %v, group %v; want stats by the hour", o.Data, o.Group)
+	}
 	c, err = load("  - name: cloud\n    kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    payload: senml\n")
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +60,6 @@ func TestLoadConfig_MQTTUplink(t *testing.T) {
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    max_message_bytes: 100\n", `uplink[0].max_message_bytes: must be from 1KiB to 256MiB`},
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    inflight: 70000\n", `uplink[0].inflight: must be from 1 to 65535 messages (got 70000)`},
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    payload: xml\n", `uplink[0].payload: must be json, senml or influx (got "xml")`},
-		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    data: stats\n    group: minute\n", `uplink[0].data: kind mqtt sends readings`},
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    client_id: a/b\n", `uplink[0].client_id: use up to 128 characters without + # / or spaces`},
 		{"  - kind: mqtt\n    url: mqtts://127.0.0.1:8883\n    tls:\n      alpn: [\"a,b\"]\n", `tls.alpn: a protocol name is 1 to 255 bytes without a comma`},
 		{"  - url: http://127.0.0.1:8428/write\n    topic: x\n", `uplink[0].kind: client_id, topic, payload, inflight, max_message_bytes, keep_alive and mqtt_version are for kind mqtt (got kind influx)`},
