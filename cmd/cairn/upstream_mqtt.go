@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -39,6 +40,7 @@ func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data,
 	if data == uplink.Stats {
 		bad("uplink.data", "kind mqtt sends readings (leave data out)")
 	}
+	validateMQTTScheme(u, bad)
 	if u.Auth.TokenFile != "" {
 		bad("uplink.auth.token_file", "kind mqtt logs in with username and password_file, or a client certificate (tls.cert_file)")
 	}
@@ -88,5 +90,27 @@ func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data,
 		MaxMessageBytes: int(m.MaxMessageBytes),
 		KeepAlive:       m.KeepAlive,
 		Payload:         payload,
+	}
+}
+
+// validateMQTTScheme checks that the tls keys go with a URL that has TLS
+// (mqtts://, wss://), and that a wss:// URL, whose connection speaks
+// HTTP/1.1 before it speaks MQTT, offers no other ALPN protocol.
+func validateMQTTScheme(u *UplinkConfig, bad func(key, format string, a ...any)) {
+	p, err := url.Parse(u.URL)
+	if err != nil {
+		return // uplink.url's error
+	}
+	switch p.Scheme {
+	case "mqtt", "ws":
+		if u.TLS != (TLSConfig{}) {
+			bad("uplink.tls", "is for mqtts:// and wss:// URLs (got %q, which has no TLS)", u.URL)
+		}
+	case "wss":
+		for _, proto := range u.TLS.ALPN.protocols() {
+			if proto != "http/1.1" {
+				bad("uplink.tls.alpn", "a wss:// connection speaks HTTP/1.1 first: offer no other protocol (got %q); AWS IoT Core's x-amzn-mqtt-ca is for mqtts:// on port 443", proto)
+			}
+		}
 	}
 }
