@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -187,5 +190,114 @@ func TestLoadConfig_MQTTOverWebSocket(t *testing.T) {
 		case !strings.HasPrefix(err.Error(), filepath.Join(dir, "c.yaml")+": ") || !strings.Contains(err.Error(), tc.want):
 			t.Errorf("%q: got %q, want the file name and %q", tc.body, err, tc.want)
 		}
+	}
+}
+
+// startConnectProxy starts an HTTP proxy on 127.0.0.1 that takes CONNECT
+// requests for any host and joins them to 127.0.0.1:port, and records
+// the hosts asked for on the channel it returns.
+func startConnectProxy(t *testing.T, port int) (addr string, asked <-chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	hosts := make(chan string, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil || req.Method != http.MethodConnect {
+					return
+				}
+				select {
+				case hosts <- req.Host:
+				default:
+				}
+				back, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+				if err != nil {
+					return
+				}
+				defer back.Close()
+				if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+					return
+				}
+				go io.Copy(back, br)
+				io.Copy(c, back)
+			}()
+		}
+	}()
+	return ln.Addr().String(), hosts
+}
+
+// TestMQTTUplink_WebSocketThroughProxy: cairn with HTTPS_PROXY in its
+// environment reaches a wss:// upstream through that proxy (a CONNECT to
+// the broker's host and port), as a network that lets only a proxy out
+// needs; the TLS inside checks the broker's name, and the reading
+// arrives.
+func TestMQTTUplink_WebSocketThroughProxy(t *testing.T) {
+	bin := cairnBinary.get(t)
+	dir := t.TempDir()
+	ca := newTestCA(t, "proxy test CA")
+	cert, key := ca.issue(t, "broker.test", true)
+	wsPort := freePort(t)
+	broker, passwd := startMosquittoAuth(t, "gw", "gw-pass", fmt.Sprintf("listener %d 127.0.0.1\nprotocol websockets\ncertfile %s\nkeyfile %s\n",
+		wsPort, writeFile(t, dir, "broker.pem", cert, 0o644), writeFile(t, dir, "broker.key", key, 0o600)))
+	waitListening(t, wsPort)
+	mosquittoPasswd(t, passwd, "reader", "reader-pass")
+	if err := broker.proc.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan paho.Message, 16)
+	opts := testkit.PublisherOptions("tcp://"+broker.addr(), "reader", startTimeout).SetUsername("reader").SetPassword("reader-pass")
+	var reader paho.Client
+	waitUntil(t, startTimeout, "the reader to log in", func() (bool, string) {
+		c, err := testkit.Connect(opts, startTimeout)
+		if err != nil {
+			return false, err.Error()
+		}
+		reader = c
+		return true, ""
+	})
+	t.Cleanup(func() { reader.Disconnect(100) })
+	waitToken(t, reader.Subscribe("cairn/#", 1, func(_ paho.Client, m paho.Message) { got <- m }))
+
+	proxy, asked := startConnectProxy(t, wsPort)
+	// broker.test resolves nowhere: only the proxy, which joins any host
+	// to the broker, can reach it.
+	cfg := writeConfig(t, dir, localConfig+fmt.Sprintf(`uplink:
+  - name: cloud
+    kind: mqtt
+    url: wss://broker.test:%d/mqtt
+    gateway_id: %s
+    interval: 100ms
+    auth:
+      username: gw
+      password_file: %s
+    tls:
+      ca_file: %s
+`, wsPort, mqttUpstreamGateway, writeFile(t, dir, "mqtt-pass", []byte("gw-pass\n"), 0o600), writeFile(t, dir, "ca.pem", ca.pem, 0o644)))
+	p := startCairnEnv(t, bin, cfg, []string{"HTTPS_PROXY=http://" + proxy, "https_proxy=", "NO_PROXY=", "no_proxy="})
+	pub := mustConnect(t, p.mqtt, "sensor")
+	if err := publish1(pub, "sensors/kitchen/telemetry", `{"temperature":21.5}`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if want := "cairn/" + mqttUpstreamGateway + "/kitchen"; m.Topic() != want || !strings.Contains(string(m.Payload()), `"value":21.5`) {
+			t.Errorf("got %s %s, want the reading on %s", m.Topic(), m.Payload(), want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no message through the proxy in 30 s; status %+v", uplinkStatuses(t, newAPIClient(p.http))["cloud"])
+	}
+	if h, want := <-asked, fmt.Sprintf("broker.test:%d", wsPort); h != want {
+		t.Errorf("the proxy was asked to CONNECT %s, want %s", h, want)
 	}
 }
