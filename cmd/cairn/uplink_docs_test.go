@@ -5,10 +5,12 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +43,7 @@ func docBlocks(t *testing.T, name string) map[string]string {
 
 var (
 	// docURLRE finds an example's broker address.
-	docURLRE = regexp.MustCompile(`(?m)^(\s+url: [a-z]+://)([^/\s]+)$`)
+	docURLRE = regexp.MustCompile(`(?m)^(\s+url: [a-z]+://)[^/\s]+(/\S*)?$`)
 	// docFileRE finds an example's file paths.
 	docFileRE = regexp.MustCompile(`/etc/cairn/[^\s#]+`)
 )
@@ -55,7 +57,7 @@ func localExample(t *testing.T, example, addr string, files map[string]string) s
 	if n := len(docURLRE.FindAllString(example, -1)); n != 1 {
 		t.Fatalf("the example has %d url: lines, want 1:\n%s", n, example)
 	}
-	example = docURLRE.ReplaceAllString(example, "${1}"+addr)
+	example = docURLRE.ReplaceAllString(example, "${1}"+addr+"${2}")
 	return docFileRE.ReplaceAllStringFunc(example, func(p string) string {
 		f, ok := files[filepath.Base(p)]
 		if !ok {
@@ -101,6 +103,16 @@ type docCloud struct {
 	files    map[string]string // the example's files, by base name
 	readerTL *tls.Config       // nil: no TLS
 	readerPW string            // the reader's password; "": none
+	ws       int               // the port of its websockets listener; 0: none
+}
+
+// exampleAddr returns the host and port that cairn's example is to
+// reach: the websockets listener, if c has one.
+func (c *docCloud) exampleAddr() string {
+	if c.ws != 0 {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ws))
+	}
+	return c.addr()
 }
 
 // startDocCloud starts Mosquitto for the example named name of
@@ -138,15 +150,20 @@ func startDocCloud(t *testing.T, name string, blocks map[string]string) *docClou
 		acl := fmt.Sprintf("user pi-kitchen\ntopic write %s\n\nuser reader\ntopic read #\n", awsPolicyTopic(t, blocks["aws-policy"], "pi-kitchen"))
 		conf += fmt.Sprintf("allow_anonymous false\nacl_file %s\nlistener %d 127.0.0.1\n%srequire_certificate true\nuse_identity_as_username true\n",
 			writeFile(t, dir, "acl", []byte(acl), 0o644), m.port, tlsListener)
-	case "hivemq", "emqx":
+	case "hivemq", "hivemq-wss", "emqx":
 		pw := filepath.Join(dir, "passwd")
-		mosquittoPasswd(t, pw, "pi-kitchen", "secret of "+name)
+		mosquittoPasswd(t, pw, "pi-kitchen", "secret")
 		c.readerPW = "reader-pass"
 		mosquittoPasswd(t, pw, "reader", c.readerPW)
-		c.files[name+".pass"] = writeFile(t, dir, name+".pass", []byte("secret of "+name+"\n"), 0o600)
+		c.files["hivemq.pass"] = writeFile(t, dir, "hivemq.pass", []byte("secret\n"), 0o600)
+		c.files["emqx.pass"] = c.files["hivemq.pass"]
 		c.files["emqxsl-ca.crt"] = caFile
 		c.readerTL = &tls.Config{RootCAs: pool}
 		conf += fmt.Sprintf("allow_anonymous false\npassword_file %s\nlistener %d 127.0.0.1\n%s", pw, m.port, tlsListener)
+		if name == "hivemq-wss" {
+			c.ws = freePort(t)
+			conf += fmt.Sprintf("listener %d 127.0.0.1\nprotocol websockets\n%s", c.ws, tlsListener)
+		}
 	case "mosquitto":
 		conf += fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\n", m.port)
 	default:
@@ -157,6 +174,9 @@ func startDocCloud(t *testing.T, name string, blocks map[string]string) *docClou
 		t.Fatal(err)
 	}
 	m.start(t)
+	if c.ws != 0 {
+		waitListening(t, c.ws)
+	}
 	return c
 }
 
@@ -193,6 +213,7 @@ func TestUplinkDocs_CloudExamples(t *testing.T) {
 		{"aws", "dt/cairn/pi-kitchen/kitchen"},
 		{"aws-443", "dt/cairn/pi-kitchen/kitchen"},
 		{"hivemq", "cairn/pi-kitchen/kitchen"},
+		{"hivemq-wss", "cairn/pi-kitchen/kitchen"},
 		{"emqx", "cairn/pi-kitchen/kitchen"},
 		{"mosquitto", "cairn/pi-kitchen/kitchen"},
 	} {
@@ -203,7 +224,7 @@ func TestUplinkDocs_CloudExamples(t *testing.T) {
 			}
 			cloud := startDocCloud(t, tc.name, blocks)
 			got := cloud.subscribe(t)
-			cfg := writeConfig(t, t.TempDir(), localConfig+localExample(t, example, cloud.addr(), cloud.files))
+			cfg := writeConfig(t, t.TempDir(), localConfig+localExample(t, example, cloud.exampleAddr(), cloud.files))
 			env := []string{"SSL_CERT_FILE=" + cloud.files["system-ca.pem"]}
 			check := exec.Command(bin, "check-config", "-config", cfg)
 			check.Env = environ(env)
