@@ -52,11 +52,12 @@
 #   mqtt_upstream   as uplink_drain, to a local Mosquitto over TLS with a
 #                   client certificate (kind: mqtt, payload
 #                   BENCH_MQTT_PAYLOAD: json, senml or influx, default
-#                   json; certificates made with openssl): readings/s from cairn's start until
-#                   nothing is pending, CPU seconds per 100 k readings,
-#                   peak RSS, Mosquitto's CPU, and the bytes cairn's TLS
-#                   connection sent per reading (ss's bytes_sent at the
-#                   end: TLS records, MQTT headers and JSON)
+#                   json; certificates made with openssl): readings/s
+#                   from cairn's start until nothing is pending, CPU
+#                   seconds per 100 k readings, peak RSS, Mosquitto's
+#                   CPU, and the bytes cairn's TLS connection sent per
+#                   reading (ss's bytes_sent at the end: TLS records,
+#                   MQTT headers and the payload)
 #   uplink_backlog  the upstream stays down while UPLINK_BACKLOG
 #                   (10,000,000) readings are stored at full speed: RSS
 #                   (VmRSS, and VmHWM) when 1 M and when all are stored;
