@@ -52,7 +52,9 @@
 #   mqtt_upstream   as uplink_drain, to a local Mosquitto over TLS with a
 #                   client certificate (kind: mqtt, payload
 #                   BENCH_MQTT_PAYLOAD: json, senml or influx, default
-#                   json; certificates made with openssl): readings/s
+#                   json; over mqtts://, or wss:// to a websockets
+#                   listener with BENCH_MQTT_SCHEME=wss; certificates
+#                   made with openssl): readings/s
 #                   from cairn's start until nothing is pending, CPU
 #                   seconds per 100 k readings, peak RSS, Mosquitto's
 #                   CPU, and the bytes cairn's TLS connection sent per
@@ -183,6 +185,8 @@
 #                           if unset
 #   BENCH_MQTT_PAYLOAD=F    mqtt_upstream: the upstream's payload, json
 #                           (default), senml or influx
+#   BENCH_MQTT_SCHEME=S     mqtt_upstream: mqtts (default) or wss, MQTT
+#                           over a WebSocket with TLS
 #   CAIRN_CPU_PROFILE=FILE  each `cairn run` writes a CPU profile of its run
 #                           to FILE when it stops (go tool pprof FILE)
 #   BENCH_CAIRN=PATH        measure this cairn binary instead of one built
@@ -204,6 +208,7 @@ MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
 TIMEOUT=${BENCH_TIMEOUT:-300}
 MEMORY_MAX_MIB=${BENCH_MEMORY_MAX_MIB:-}
 MQTT_PAYLOAD=${BENCH_MQTT_PAYLOAD:-json}
+MQTT_SCHEME=${BENCH_MQTT_SCHEME:-mqtts}
 STALL=30 # seconds without a new stored reading that fail a run
 DEVICES=100
 COUNT=200000
@@ -243,6 +248,7 @@ done
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_RUNS must be a positive integer (got '$RUNS')"
 [[ $TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer (got '$TIMEOUT')"
 [[ $MQTT_PAYLOAD =~ ^(json|senml|influx)$ ]] || die "BENCH_MQTT_PAYLOAD must be json, senml or influx (got '$MQTT_PAYLOAD')"
+[[ $MQTT_SCHEME =~ ^(mqtts|wss)$ ]] || die "BENCH_MQTT_SCHEME must be mqtts or wss (got '$MQTT_SCHEME')"
 [[ -z $MEMORY_MAX_MIB || $MEMORY_MAX_MIB =~ ^[1-9][0-9]*$ ]] || die "BENCH_MEMORY_MAX_MIB must be a positive integer (got '$MEMORY_MAX_MIB')"
 [ "$(nproc --all)" -ge 2 ] || die "needs at least 2 cores (cairn on core 1, the publisher on core 0)"
 for tool in taskset python3 go getconf; do
@@ -1050,12 +1056,17 @@ mqtt_certs() {
 }
 
 case_mqtt_upstream() { # RUN-DIR
-	local dir=$1 mport hport qport qpid
+	local dir=$1 mport hport qport qpid url proto
 	read -r mport hport qport <<<"$(free_ports 3)"
 	mqtt_certs "$dir"
 	write_config "$dir/cairn.yaml" embedded "$mport" "$hport" "$dir/data"
-	printf 'uplink:\n  kind: mqtt\n  url: mqtts://127.0.0.1:%s\n  gateway_id: bench\n  payload: %s\n  tls:\n    ca_file: %s\n    cert_file: %s\n    key_file: %s\n' \
-		"$qport" "$MQTT_PAYLOAD" "$dir/ca.pem" "$dir/bench.pem" "$dir/bench.key" >>"$dir/cairn.yaml"
+	url=mqtts://127.0.0.1:$qport
+	proto="protocol mqtt"
+	if [ "$MQTT_SCHEME" = wss ]; then
+		url=wss://127.0.0.1:$qport/mqtt proto="protocol websockets"
+	fi
+	printf 'uplink:\n  kind: mqtt\n  url: %s\n  gateway_id: bench\n  payload: %s\n  tls:\n    ca_file: %s\n    cert_file: %s\n    key_file: %s\n' \
+		"$url" "$MQTT_PAYLOAD" "$dir/ca.pem" "$dir/bench.pem" "$dir/bench.key" >>"$dir/cairn.yaml"
 	"$tmp/cairn" check-config -config "$dir/cairn.yaml" >/dev/null 2>"$dir/cairn.yaml.err" ||
 		die "generated config rejected (BENCH_CONFIG_EXTRA with uplink?): $(cat "$dir/cairn.yaml.err")"
 	# The backlog: stored while nothing listens on the broker's port.
@@ -1070,6 +1081,7 @@ user $(id -un)
 persistence false
 allow_anonymous false
 listener $qport 127.0.0.1
+$proto
 cafile $dir/ca.pem
 certfile $dir/broker.pem
 keyfile $dir/broker.key
@@ -1089,7 +1101,7 @@ EOF
 	record mqtt_upstream wire_bytes_per_reading %.1f "$(calc "$WIRE / $SENT")"
 	record mqtt_upstream broker_cpu_percent %.0f "$UP_PCT"
 	record mqtt_upstream core1_other_cpu_percent %.0f "$OTHER"
-	DETAIL="$SENT readings sent in $(fmt "$SECS")s (from cairn's start) in $BATCHES batches, $RETRIES retries, cairn cpu $(fmt "$CPU")s, mosquitto cpu $(fmt "$UP_PCT" 0)%, $WIRE bytes on the wire (payload $MQTT_PAYLOAD)"
+	DETAIL="$SENT readings sent in $(fmt "$SECS")s (from cairn's start) in $BATCHES batches, $RETRIES retries, cairn cpu $(fmt "$CPU")s, mosquitto cpu $(fmt "$UP_PCT" 0)%, $WIRE bytes on the wire (payload $MQTT_PAYLOAD, $MQTT_SCHEME)"
 }
 
 case_uplink_backlog() { # RUN-DIR
