@@ -1056,14 +1056,16 @@ mqtt_certs() {
 }
 
 case_mqtt_upstream() { # RUN-DIR
-	local dir=$1 mport hport qport qpid url proto
-	read -r mport hport qport <<<"$(free_ports 3)"
+	local dir=$1 mport hport qport qport2 qpid url proto more
+	read -r mport hport qport qport2 <<<"$(free_ports 4)"
 	mqtt_certs "$dir"
 	write_config "$dir/cairn.yaml" embedded "$mport" "$hport" "$dir/data"
 	url=mqtts://127.0.0.1:$qport
-	proto="protocol mqtt"
+	proto="protocol mqtt" more=""
 	if [ "$MQTT_SCHEME" = wss ]; then
-		url=wss://127.0.0.1:$qport/mqtt proto="protocol websockets"
+		# Mosquitto 2.0.11 does not start with a websockets listener
+		# alone: an MQTT listener beside it, which nothing uses.
+		url=wss://127.0.0.1:$qport/mqtt proto="protocol websockets" more="listener $qport2 127.0.0.1"
 	fi
 	printf 'uplink:\n  kind: mqtt\n  url: %s\n  gateway_id: bench\n  payload: %s\n  tls:\n    ca_file: %s\n    cert_file: %s\n    key_file: %s\n' \
 		"$url" "$MQTT_PAYLOAD" "$dir/ca.pem" "$dir/bench.pem" "$dir/bench.key" >>"$dir/cairn.yaml"
@@ -1087,6 +1089,7 @@ certfile $dir/broker.pem
 keyfile $dir/broker.key
 require_certificate true
 use_identity_as_username true
+$more
 log_dest stderr
 log_type error
 log_type warning
