@@ -833,6 +833,7 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 			}
 		}
 	}
+	validateMQTTScheme(u, bad)
 	format, err := uplink.ParseFormat(u.kind())
 	if u.isMQTT() {
 		format, err = uplink.JSON, nil

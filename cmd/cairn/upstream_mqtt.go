@@ -40,7 +40,6 @@ func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data,
 	if data == uplink.Stats {
 		bad("uplink.data", "kind mqtt sends readings (leave data out)")
 	}
-	validateMQTTScheme(u, bad)
 	if u.Auth.TokenFile != "" {
 		bad("uplink.auth.token_file", "kind mqtt logs in with username and password_file, or a client certificate (tls.cert_file)")
 	}
@@ -93,13 +92,14 @@ func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, data uplink.Data,
 	}
 }
 
-// validateMQTTScheme checks that the tls keys go with a URL that has TLS
-// (mqtts://, wss://), and that a wss:// URL, whose connection speaks
-// HTTP/1.1 before it speaks MQTT, offers no other ALPN protocol.
+// validateMQTTScheme checks, for an upstream of kind mqtt, that the tls
+// keys go with a URL that has TLS (mqtts://, wss://), and that a wss://
+// URL, whose connection speaks HTTP/1.1 before it speaks MQTT, offers no
+// other ALPN protocol.
 func validateMQTTScheme(u *UplinkConfig, bad func(key, format string, a ...any)) {
 	p, err := url.Parse(u.URL)
-	if err != nil {
-		return // uplink.url's error
+	if !u.isMQTT() || err != nil {
+		return // uplink.url's error, if any
 	}
 	switch p.Scheme {
 	case "mqtt", "ws":
