@@ -50,12 +50,16 @@
 #                   0) comes up and cairn restarts: readings/s from cairn's
 #                   start until nothing is pending, and peak RSS meanwhile
 #   mqtt_upstream   as uplink_drain, to a local Mosquitto over TLS with a
-#                   client certificate (kind: mqtt, payload json, made
-#                   with openssl): readings/s from cairn's start until
-#                   nothing is pending, CPU seconds per 100 k readings,
-#                   peak RSS, Mosquitto's CPU, and the bytes cairn's TLS
-#                   connection sent per reading (ss's bytes_sent at the
-#                   end: TLS records, MQTT headers and JSON)
+#                   client certificate (kind: mqtt, payload
+#                   BENCH_MQTT_PAYLOAD: json, senml or influx, default
+#                   json; over mqtts://, or wss:// to a websockets
+#                   listener with BENCH_MQTT_SCHEME=wss; certificates
+#                   made with openssl): readings/s
+#                   from cairn's start until nothing is pending, CPU
+#                   seconds per 100 k readings, peak RSS, Mosquitto's
+#                   CPU, and the bytes cairn's TLS connection sent per
+#                   reading (ss's bytes_sent at the end: TLS records,
+#                   MQTT headers and the payload)
 #   uplink_backlog  the upstream stays down while UPLINK_BACKLOG
 #                   (10,000,000) readings are stored at full speed: RSS
 #                   (VmRSS, and VmHWM) when 1 M and when all are stored;
@@ -179,6 +183,10 @@
 #   BENCH_MEMORY_MAX_MIB=N  uplink_backlog: the memory limit of cairn's cgroup
 #                           (memory.limit_in_bytes, v2 memory.max); none
 #                           if unset
+#   BENCH_MQTT_PAYLOAD=F    mqtt_upstream: the upstream's payload, json
+#                           (default), senml or influx
+#   BENCH_MQTT_SCHEME=S     mqtt_upstream: mqtts (default) or wss, MQTT
+#                           over a WebSocket with TLS
 #   CAIRN_CPU_PROFILE=FILE  each `cairn run` writes a CPU profile of its run
 #                           to FILE when it stops (go tool pprof FILE)
 #   BENCH_CAIRN=PATH        measure this cairn binary instead of one built
@@ -199,6 +207,8 @@ EXTRA=${BENCH_CONFIG_EXTRA:-}
 MOSQ_EXTRA=${BENCH_MOSQUITTO_EXTRA:-}
 TIMEOUT=${BENCH_TIMEOUT:-300}
 MEMORY_MAX_MIB=${BENCH_MEMORY_MAX_MIB:-}
+MQTT_PAYLOAD=${BENCH_MQTT_PAYLOAD:-json}
+MQTT_SCHEME=${BENCH_MQTT_SCHEME:-mqtts}
 STALL=30 # seconds without a new stored reading that fail a run
 DEVICES=100
 COUNT=200000
@@ -237,6 +247,8 @@ for c in "${cases[@]}"; do
 done
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_RUNS must be a positive integer (got '$RUNS')"
 [[ $TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer (got '$TIMEOUT')"
+[[ $MQTT_PAYLOAD =~ ^(json|senml|influx)$ ]] || die "BENCH_MQTT_PAYLOAD must be json, senml or influx (got '$MQTT_PAYLOAD')"
+[[ $MQTT_SCHEME =~ ^(mqtts|wss)$ ]] || die "BENCH_MQTT_SCHEME must be mqtts or wss (got '$MQTT_SCHEME')"
 [[ -z $MEMORY_MAX_MIB || $MEMORY_MAX_MIB =~ ^[1-9][0-9]*$ ]] || die "BENCH_MEMORY_MAX_MIB must be a positive integer (got '$MEMORY_MAX_MIB')"
 [ "$(nproc --all)" -ge 2 ] || die "needs at least 2 cores (cairn on core 1, the publisher on core 0)"
 for tool in taskset python3 go getconf; do
@@ -954,6 +966,47 @@ record_paced() {
 	DETAIL="$target readings in ${SIM_SECONDS}s, cairn cpu $(fmt "$cpu")s over $(fmt "$wall" 1)s, $COMMITS commits of ${COMMIT_MS} ms avg, publisher cpu $(fmt "$SIM_CPU_PCT" 0)%"
 }
 
+# drain_backlog CASE RUN-DIR HTTP_PORT UPSTREAM_PID UPSTREAM_NAME STORED
+# [BROKER_PORT]: starts cairn (config RUN-DIR/cairn.yaml) on a backlog of
+# STORED readings, waits until it has sent them all, stops it and the
+# upstream, and records CASE's readings/s from cairn's start, CPU seconds
+# per 100 k readings and peak RSS. Sets SENT, BATCHES, RETRIES, SECS,
+# CPU (cairn's seconds), UP_PCT (the upstream's share of its core),
+# OTHER, RPS, HWM, ANON; and WIRE, with BROKER_PORT: the bytes cairn's
+# one connection to that port sent, TLS included.
+drain_backlog() {
+	local name=$1 dir=$2 hport=$3 upid=$4 uname=$5 stored=$6 wport=${7:-} t0 c1 u0 u1 b0 b1 out done_at
+	u0=$(cpu_ticks "$upid")
+	b0=$(core_busy 1)
+	t0=$EPOCHREALTIME
+	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
+	out=$(python3 "$HELPER" sent "http://127.0.0.1:$hport/v1/status" "$CAIRN_PID" "$TIMEOUT" "$STALL") ||
+		die "the backlog was not sent (cairn log: $dir/cairn.log):"$'\n'"$(tail -n 20 "$dir/cairn.log")"
+	read -r done_at SENT BATCHES RETRIES <<<"$out"
+	c1=$(cpu_ticks "$CAIRN_PID")
+	u1=$(cpu_ticks "$upid")
+	b1=$(core_busy 1)
+	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
+	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
+	WIRE=
+	if [ -n "$wport" ]; then
+		WIRE=$(ss -tinH state established "( dport = :$wport )" | grep -o 'bytes_sent:[0-9]*' | head -n 1 | cut -d: -f2)
+		[ -n "$WIRE" ] || die "no connection to the broker in ss"
+	fi
+	stop "$CAIRN_PID" cairn
+	stop "$upid" "$uname"
+	[ "$SENT" -eq "$stored" ] || die "sent $SENT readings, stored $stored"
+	SECS=$(calc "$done_at - $t0")
+	CPU=$(calc "$c1 / $TCK")
+	UP_PCT=$(calc "($u1 - $u0) / $TCK / $SECS * 100")
+	OTHER=$(other_pct "$b0" "$b1" "$c1" "$(calc "$EPOCHREALTIME - $t0")")
+	RPS=$(calc "$SENT / $SECS")
+	record "$name" readings_per_sec %.0f "$RPS"
+	record "$name" cpu_sec_per_100k_readings %.2f "$(calc "$CPU / ($SENT / 100000)")"
+	record "$name" peak_rss_mib %.1f "$(calc "$HWM / 1024")"
+	record "$name" rss_anon_mib %.1f "$(calc "$ANON / 1024")"
+}
+
 # uplink_config FILE MQTT_PORT HTTP_PORT DATA_DIR UPSTREAM_PORT: an embedded
 # broker and an uplink to VictoriaMetrics on UPSTREAM_PORT.
 uplink_config() {
@@ -964,7 +1017,7 @@ uplink_config() {
 }
 
 case_uplink_drain() { # RUN-DIR
-	local dir=$1 mport hport vport vpid t0 c1 v0 v1 b0 b1 out done_at sent batches retries secs cpu vm
+	local dir=$1 mport hport vport vpid
 	read -r mport hport vport <<<"$(free_ports 3)"
 	uplink_config "$dir/cairn.yaml" "$mport" "$hport" "$dir/data" "$vport"
 	# The backlog: stored while nothing listens on the upstream's port.
@@ -980,33 +1033,10 @@ case_uplink_drain() { # RUN-DIR
 	pids+=("$vpid")
 	wait_port "$vport" "$vpid" victoria-metrics
 
-	v0=$(cpu_ticks "$vpid")
-	b0=$(core_busy 1)
-	t0=$EPOCHREALTIME
-	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
-	out=$(python3 "$HELPER" sent "http://127.0.0.1:$hport/v1/status" "$CAIRN_PID" "$TIMEOUT" "$STALL") ||
-		die "the backlog was not sent (cairn log: $dir/cairn.log):"$'\n'"$(tail -n 20 "$dir/cairn.log")"
-	read -r done_at sent batches retries <<<"$out"
-	c1=$(cpu_ticks "$CAIRN_PID")
-	v1=$(cpu_ticks "$vpid")
-	b1=$(core_busy 1)
-	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
-	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
-	stop "$CAIRN_PID" cairn
-	stop "$vpid" victoria-metrics
-	[ "$sent" -eq $((2 * SIM_ACKED)) ] || die "sent $sent readings, stored $((2 * SIM_ACKED))"
-	secs=$(calc "$done_at - $t0")
-	cpu=$(calc "$c1 / $TCK")
-	vm=$(calc "($v1 - $v0) / $TCK / $secs * 100")
-	OTHER=$(other_pct "$b0" "$b1" "$c1" "$(calc "$EPOCHREALTIME - $t0")")
-	RPS=$(calc "$sent / $secs")
-	record uplink_drain readings_per_sec %.0f "$RPS"
-	record uplink_drain cpu_sec_per_100k_readings %.2f "$(calc "$cpu / ($sent / 100000)")"
-	record uplink_drain peak_rss_mib %.1f "$(calc "$HWM / 1024")"
-	record uplink_drain rss_anon_mib %.1f "$(calc "$ANON / 1024")"
-	record uplink_drain upstream_cpu_percent %.0f "$vm"
+	drain_backlog uplink_drain "$dir" "$hport" "$vpid" victoria-metrics $((2 * SIM_ACKED))
+	record uplink_drain upstream_cpu_percent %.0f "$UP_PCT"
 	record uplink_drain core1_other_cpu_percent %.0f "$OTHER"
-	DETAIL="$sent readings sent in $(fmt "$secs")s (from cairn's start) in $batches batches, $retries retries, cairn cpu $(fmt "$cpu")s, victoria-metrics cpu $(fmt "$vm" 0)%"
+	DETAIL="$SENT readings sent in $(fmt "$SECS")s (from cairn's start) in $BATCHES batches, $RETRIES retries, cairn cpu $(fmt "$CPU")s, victoria-metrics cpu $(fmt "$UP_PCT" 0)%"
 }
 
 # mqtt_certs DIR: a CA, Mosquitto's certificate for 127.0.0.1 and cairn's
@@ -1026,12 +1056,19 @@ mqtt_certs() {
 }
 
 case_mqtt_upstream() { # RUN-DIR
-	local dir=$1 mport hport qport qpid t0 c1 q0 q1 b0 b1 out done_at sent batches retries secs cpu q wire
-	read -r mport hport qport <<<"$(free_ports 3)"
+	local dir=$1 mport hport qport qport2 qpid url proto more
+	read -r mport hport qport qport2 <<<"$(free_ports 4)"
 	mqtt_certs "$dir"
 	write_config "$dir/cairn.yaml" embedded "$mport" "$hport" "$dir/data"
-	printf 'uplink:\n  kind: mqtt\n  url: mqtts://127.0.0.1:%s\n  gateway_id: bench\n  tls:\n    ca_file: %s\n    cert_file: %s\n    key_file: %s\n' \
-		"$qport" "$dir/ca.pem" "$dir/bench.pem" "$dir/bench.key" >>"$dir/cairn.yaml"
+	url=mqtts://127.0.0.1:$qport
+	proto="protocol mqtt" more=""
+	if [ "$MQTT_SCHEME" = wss ]; then
+		# Mosquitto 2.0.11 does not start with a websockets listener
+		# alone: an MQTT listener beside it, which nothing uses.
+		url=wss://127.0.0.1:$qport/mqtt proto="protocol websockets" more="listener $qport2 127.0.0.1"
+	fi
+	printf 'uplink:\n  kind: mqtt\n  url: %s\n  gateway_id: bench\n  payload: %s\n  tls:\n    ca_file: %s\n    cert_file: %s\n    key_file: %s\n' \
+		"$url" "$MQTT_PAYLOAD" "$dir/ca.pem" "$dir/bench.pem" "$dir/bench.key" >>"$dir/cairn.yaml"
 	"$tmp/cairn" check-config -config "$dir/cairn.yaml" >/dev/null 2>"$dir/cairn.yaml.err" ||
 		die "generated config rejected (BENCH_CONFIG_EXTRA with uplink?): $(cat "$dir/cairn.yaml.err")"
 	# The backlog: stored while nothing listens on the broker's port.
@@ -1046,11 +1083,13 @@ user $(id -un)
 persistence false
 allow_anonymous false
 listener $qport 127.0.0.1
+$proto
 cafile $dir/ca.pem
 certfile $dir/broker.pem
 keyfile $dir/broker.key
 require_certificate true
 use_identity_as_username true
+$more
 log_dest stderr
 log_type error
 log_type warning
@@ -1061,37 +1100,11 @@ EOF
 	pids+=("$qpid")
 	wait_port "$qport" "$qpid" mosquitto
 
-	q0=$(cpu_ticks "$qpid")
-	b0=$(core_busy 1)
-	t0=$EPOCHREALTIME
-	start_cairn "$dir/cairn.yaml" "$dir/cairn.log"
-	out=$(python3 "$HELPER" sent "http://127.0.0.1:$hport/v1/status" "$CAIRN_PID" "$TIMEOUT" "$STALL") ||
-		die "the backlog was not sent (cairn log: $dir/cairn.log):"$'\n'"$(tail -n 20 "$dir/cairn.log")"
-	read -r done_at sent batches retries <<<"$out"
-	c1=$(cpu_ticks "$CAIRN_PID")
-	q1=$(cpu_ticks "$qpid")
-	b1=$(core_busy 1)
-	HWM=$(mem_kib "$CAIRN_PID" VmHWM)
-	ANON=$(mem_kib "$CAIRN_PID" RssAnon)
-	# The bytes cairn's one connection to the broker sent, TLS included.
-	wire=$(ss -tinH state established "( dport = :$qport )" | grep -o 'bytes_sent:[0-9]*' | head -n 1 | cut -d: -f2)
-	stop "$CAIRN_PID" cairn
-	stop "$qpid" mosquitto
-	[ "$sent" -eq $((2 * SIM_ACKED)) ] || die "sent $sent readings, stored $((2 * SIM_ACKED))"
-	[ -n "$wire" ] || die "no connection to the broker in ss"
-	secs=$(calc "$done_at - $t0")
-	cpu=$(calc "$c1 / $TCK")
-	q=$(calc "($q1 - $q0) / $TCK / $secs * 100")
-	OTHER=$(other_pct "$b0" "$b1" "$c1" "$(calc "$EPOCHREALTIME - $t0")")
-	RPS=$(calc "$sent / $secs")
-	record mqtt_upstream readings_per_sec %.0f "$RPS"
-	record mqtt_upstream cpu_sec_per_100k_readings %.2f "$(calc "$cpu / ($sent / 100000)")"
-	record mqtt_upstream peak_rss_mib %.1f "$(calc "$HWM / 1024")"
-	record mqtt_upstream rss_anon_mib %.1f "$(calc "$ANON / 1024")"
-	record mqtt_upstream wire_bytes_per_reading %.1f "$(calc "$wire / $sent")"
-	record mqtt_upstream broker_cpu_percent %.0f "$q"
+	drain_backlog mqtt_upstream "$dir" "$hport" "$qpid" mosquitto $((2 * SIM_ACKED)) "$qport"
+	record mqtt_upstream wire_bytes_per_reading %.1f "$(calc "$WIRE / $SENT")"
+	record mqtt_upstream broker_cpu_percent %.0f "$UP_PCT"
 	record mqtt_upstream core1_other_cpu_percent %.0f "$OTHER"
-	DETAIL="$sent readings sent in $(fmt "$secs")s (from cairn's start) in $batches batches, $retries retries, cairn cpu $(fmt "$cpu")s, mosquitto cpu $(fmt "$q" 0)%, $wire bytes on the wire"
+	DETAIL="$SENT readings sent in $(fmt "$SECS")s (from cairn's start) in $BATCHES batches, $RETRIES retries, cairn cpu $(fmt "$CPU")s, mosquitto cpu $(fmt "$UP_PCT" 0)%, $WIRE bytes on the wire (payload $MQTT_PAYLOAD, $MQTT_SCHEME)"
 }
 
 case_uplink_backlog() { # RUN-DIR

@@ -17,7 +17,8 @@ import (
 	"github.com/cairn-gateway/cairn/buffer"
 )
 
-// An upstream whose URL is mqtt:// or mqtts:// is an MQTT broker: a batch
+// An upstream whose URL is mqtt://, mqtts://, ws:// or wss:// (MQTT over
+// a WebSocket, paho's) is an MQTT broker: a batch
 // goes as QoS 1 messages, one per topic (the Topic template filled in
 // for each reading) and as many as MaxMessageBytes needs, over one
 // connection with a persistent session and a stable client id. The
@@ -62,10 +63,11 @@ type MQTTOptions struct {
 // DefaultTopic is the topic template of an MQTT upstream without one.
 const DefaultTopic = "cairn/{gateway}/{device}"
 
-// IsMQTTURL reports whether s is an MQTT broker's URL: mqtt:// or mqtts://.
+// IsMQTTURL reports whether s is an MQTT broker's URL: mqtt:// or
+// mqtts://, or ws:// or wss:// for MQTT over a WebSocket.
 func IsMQTTURL(s string) bool {
 	p, err := url.Parse(s)
-	return err == nil && (p.Scheme == "mqtt" || p.Scheme == "mqtts")
+	return err == nil && (p.Scheme == "mqtt" || p.Scheme == "mqtts" || p.Scheme == "ws" || p.Scheme == "wss")
 }
 
 // mqttDefaults fills in the defaults of opts.MQTT.

@@ -113,7 +113,7 @@ type Options struct {
 	// counted: a request waits until its body may go (0: no limit).
 	MaxBytesPerSecond int64
 
-	// MQTT are the options of an mqtt:// or mqtts:// URL (mqtt.go).
+	// MQTT are the options of an MQTT broker's URL (IsMQTTURL; mqtt.go).
 	MQTT MQTTOptions
 
 	// ParkDir is where batches the upstream refuses as malformed are kept,

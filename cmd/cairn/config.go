@@ -566,7 +566,7 @@ func (c *UplinkConfig) loadFiles(u *uplink.Options, digest *[sha256.Size]byte) e
 		h.Write([]byte{0})
 	}
 	h.Sum(digest[:0])
-	if p, err := url.Parse(c.URL); err == nil && (p.Scheme == "https" || p.Scheme == "mqtts") { // Parse lowers the scheme
+	if p, err := url.Parse(c.URL); err == nil && (p.Scheme == "https" || p.Scheme == "mqtts" || p.Scheme == "wss") { // Parse lowers the scheme
 		tc, err := c.TLS.clientConfig()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.tls: %w", c.keyPath(), err))
@@ -819,8 +819,8 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 	parsed, err := url.Parse(u.URL)
 	if u.URL == "" {
 		bad("uplink.url", "must be set: the upstream's write URL, such as http://127.0.0.1:8428/write")
-	} else if u.isMQTT() && (err != nil || (parsed.Scheme != "mqtt" && parsed.Scheme != "mqtts") || parsed.Host == "" || parsed.Port() == "") {
-		bad("uplink.url", "kind mqtt wants mqtt://host:port or mqtts://host:port (got %q)", u.URL)
+	} else if u.isMQTT() && (err != nil || !uplink.IsMQTTURL(u.URL) || parsed.Host == "" || parsed.Port() == "") {
+		bad("uplink.url", "kind mqtt wants mqtt://host:port, mqtts://host:port, ws://host:port/path or wss://host:port/path (got %q)", u.URL)
 	} else if !u.isMQTT() && (err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "") {
 		bad("uplink.url", "want an http:// or https:// URL (got %q)", u.URL)
 	} else if parsed.User != nil {
@@ -833,6 +833,7 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 			}
 		}
 	}
+	validateMQTTScheme(u, bad)
 	format, err := uplink.ParseFormat(u.kind())
 	if u.isMQTT() {
 		format, err = uplink.JSON, nil

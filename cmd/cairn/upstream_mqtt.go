@@ -102,3 +102,26 @@ func validateMQTTUplink(u *UplinkConfig, opts *uplink.Options, _ uplink.Data, ba
 		Version:         version,
 	}
 }
+
+// validateMQTTScheme checks, for an upstream of kind mqtt, that the tls
+// keys go with a URL that has TLS (mqtts://, wss://), and that a wss://
+// URL, whose connection speaks HTTP/1.1 before it speaks MQTT, offers no
+// other ALPN protocol.
+func validateMQTTScheme(u *UplinkConfig, bad func(key, format string, a ...any)) {
+	p, err := url.Parse(u.URL)
+	if !u.isMQTT() || err != nil {
+		return // uplink.url's error, if any
+	}
+	switch p.Scheme {
+	case "mqtt", "ws":
+		if u.TLS != (TLSConfig{}) {
+			bad("uplink.tls", "is for mqtts:// and wss:// URLs (got %q, which has no TLS)", u.URL)
+		}
+	case "wss":
+		for _, proto := range u.TLS.ALPN.protocols() {
+			if proto != "http/1.1" {
+				bad("uplink.tls.alpn", "a wss:// connection speaks HTTP/1.1 first: offer no other protocol (got %q); AWS IoT Core's x-amzn-mqtt-ca is for mqtts:// on port 443", proto)
+			}
+		}
+	}
+}

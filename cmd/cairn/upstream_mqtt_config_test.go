@@ -53,7 +53,7 @@ func TestLoadConfig_MQTTUplink(t *testing.T) {
 		t.Errorf("payload senml: got %s", got)
 	}
 	for _, tc := range []struct{ body, want string }{
-		{"  - kind: mqtt\n    url: http://127.0.0.1:1883\n", `uplink[0].url: kind mqtt wants mqtt://host:port or mqtts://host:port (got "http://127.0.0.1:1883")`},
+		{"  - kind: mqtt\n    url: http://127.0.0.1:1883\n", `uplink[0].url: kind mqtt wants mqtt://host:port, mqtts://host:port, ws://host:port/path or wss://host:port/path (got "http://127.0.0.1:1883")`},
 		{"  - kind: mqtt\n    url: mqtt://broker\n", `uplink[0].url: kind mqtt wants mqtt://host:port`},
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    topic: cairn/+/x\n", `uplink[0].topic: a topic to publish to has no wildcard + or #`},
 		{"  - kind: mqtt\n    url: mqtt://127.0.0.1:1883\n    topic: cairn/{site}/{device}\n", `uplink[0].topic: {site}: the template knows {gateway}, {device} and {metric}`},
