@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/cairn-gateway/cairn/buffer"
@@ -147,6 +148,29 @@ func TestMQTTTopic_NamesCannotMakeWildcards(t *testing.T) {
 		r.Device, r.Metric = tc.device, tc.metric
 		if got := u.topic(&r); got != tc.want {
 			t.Errorf("%s with device %q, metric %q: %q, want %q", tc.template, tc.device, tc.metric, got, tc.want)
+		}
+	}
+}
+
+// TestMQTTFormatName: the status and the log name an MQTT upstream's
+// payload, not the JSON bodies of the HTTP kinds it is set to.
+func TestMQTTFormatName(t *testing.T) {
+	for _, tc := range []struct {
+		url     string
+		payload MessageFormat
+		want    string
+	}{
+		{"mqtt://127.0.0.1:1883", 0, "json"},
+		{"mqtts://127.0.0.1:8883", MessageSenML, "senml"},
+		{"wss://127.0.0.1:8884/mqtt", MessageInflux, "influx"},
+		{"http://127.0.0.1:8428/write", MessageSenML, "influx"},
+	} {
+		opts := Options{URL: tc.url, Format: JSON, MQTT: MQTTOptions{Payload: tc.payload}}
+		if strings.HasPrefix(tc.url, "http") {
+			opts.Format = Influx
+		}
+		if got := opts.formatName(); got != tc.want {
+			t.Errorf("%s, payload %d: %q, want %q", tc.url, tc.payload, got, tc.want)
 		}
 	}
 }

@@ -122,6 +122,15 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
+// formatName names what the upstream is sent: the format of its bodies,
+// or an MQTT upstream's payload.
+func (o *Options) formatName() string {
+	if IsMQTTURL(o.URL) && o.MQTT.Payload != 0 {
+		return o.MQTT.Payload.String()
+	}
+	return o.Format.String()
+}
+
 // Status says how the uplink is doing. LastError stays after a later
 // success: the upstream is failing only while LastErrorAt is after
 // LastSuccess.
@@ -325,7 +334,7 @@ func (u *Uplink) use(opts Options) {
 		RequestLogHook: u.attempt,
 	}
 	u.mu.Lock()
-	u.st.Name, u.st.URL, u.st.Format = opts.Name, redact(opts.URL), opts.Format.String()
+	u.st.Name, u.st.URL, u.st.Format = opts.Name, redact(opts.URL), opts.formatName()
 	u.maxBacklog = opts.MaxBacklog
 	u.mu.Unlock()
 }
@@ -398,7 +407,7 @@ func (u *Uplink) Run(ctx context.Context) error {
 	if u.opts.Data == Stats {
 		u.log.Info("uplink sends stats", "group", u.opts.Group.String())
 	}
-	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.Format.String(),
+	u.log.Info("uplink started", "url", redact(u.opts.URL), "format", u.opts.formatName(),
 		"pending", u.out.Outbox().Pending(), "max_bytes_per_second", u.opts.MaxBytesPerSecond)
 	defer u.client.HTTPClient.CloseIdleConnections()
 	defer u.mq.close()
@@ -416,7 +425,7 @@ func (u *Uplink) Run(ctx context.Context) error {
 		if next != nil {
 			u.use(*next)
 			failures = 0
-			u.log.Info("uplink reconfigured", "url", redact(next.URL), "format", next.Format.String())
+			u.log.Info("uplink reconfigured", "url", redact(next.URL), "format", next.formatName())
 		}
 		due, send := u.nextBatch, u.send
 		if u.opts.Data == Stats { // records of closed periods, in order: no live stream
