@@ -212,7 +212,7 @@ func TestMQTTUplink_Stats(t *testing.T) {
 			up := newMQTTStats(t, payload)
 			section := strings.NewReplacer("%URL%", up.writeURL(), "%FORMAT%", "mqtt").Replace(statsSection) +
 				"  topic: stats/{gateway}/{device}\n  payload: " + payload + "\n  max_message_bytes: 1KiB\n"
-			testStats(t, up, writeConfig(t, t.TempDir(), localConfig+section), "json", true)
+			testStats(t, up, writeConfig(t, t.TempDir(), localConfig+section), payload, true)
 			up.mu.Lock()
 			defer up.mu.Unlock()
 			// A message per device and batch at least: 3 + 3 + 1.
