@@ -54,6 +54,10 @@ type MQTTOptions struct {
 	// Payload is the messages' format: 0 for cairn's JSON (mqttHead),
 	// or MessageSenML or MessageInflux (mqtt_payload.go).
 	Payload MessageFormat
+	// SAS, when set, logs in to Azure IoT Hub as a device, with a SAS
+	// token renewed before it expires (mqtt_sas.go), instead of
+	// Username and Password.
+	SAS *SASRenewer
 }
 
 // DefaultTopic is the topic template of an MQTT upstream without one.
@@ -121,12 +125,17 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 		case <-l.conn.lost:
 			l.close()
 		default:
-			return nil
+			if !u.tokenDue() {
+				return nil
+			}
+			u.renewingToken()
+			l.close()
 		}
 	}
 	o := u.opts
 	co := paho.NewClientOptions().AddBroker(o.URL).
 		SetClientID(o.MQTT.ClientID).
+		SetProtocolVersion(4). // 3.1.1; without it paho tries 3.1 after a refusal, a second login
 		SetCleanSession(false).
 		SetKeepAlive(o.MQTT.KeepAlive).
 		SetConnectTimeout(o.Timeout).
@@ -134,7 +143,9 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 		SetAutoReconnect(false).
 		SetConnectRetry(false).
 		SetTLSConfig(o.TLS)
-	if o.Username != "" {
+	if o.MQTT.SAS != nil {
+		co.SetCredentialsProvider(o.MQTT.SAS.Credentials)
+	} else if o.Username != "" {
 		co.SetUsername(o.Username).SetPassword(o.Password)
 	}
 	conn := &mqttConn{lost: make(chan struct{})}
@@ -152,7 +163,7 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 	}
 	if err := tok.Error(); err != nil {
 		conn.client.Disconnect(0)
-		return fmt.Errorf("connect to %s: %w", redact(o.URL), err)
+		return fmt.Errorf("connect to %s: %w", redact(o.URL), sasRefused(o.MQTT.SAS, err))
 	}
 	l.conn = conn
 	return nil
@@ -255,6 +266,20 @@ func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic str
 	for i := range msgs {
 		if msgs[i].acked {
 			continue
+		}
+		if u.tokenDue() {
+			// What went on the old connection is acknowledged before
+			// the new one: none of it goes twice.
+			for _, s := range window {
+				if err := wait(s); err != nil {
+					return msgs[s.i].topic, err
+				}
+			}
+			window = window[:0]
+			if err := u.mqttConnect(ctx); err != nil {
+				return "", err
+			}
+			conn = u.mq.conn
 		}
 		if len(window) == u.opts.MQTT.Inflight {
 			if err := wait(window[0]); err != nil {
