@@ -246,15 +246,26 @@ func (u *Uplink) publishOnce(ctx context.Context, msgs []mqttMessage) (topic str
 	}
 	var window []sent
 	wait := func(s sent) error {
-		t := time.NewTimer(time.Until(s.at.Add(u.opts.Timeout)))
-		defer t.Stop()
-		select {
-		case <-s.tok.Done():
+		// A PUBACK that came is taken first: the message may be older
+		// than Timeout by now (the byte rate held up the messages after
+		// it), and a select of several ready cases picks one at random.
+		done := func() error {
 			if err := s.tok.Error(); err != nil {
 				return err
 			}
 			msgs[s.i].acked = true
 			return nil
+		}
+		select {
+		case <-s.tok.Done():
+			return done()
+		default:
+		}
+		t := time.NewTimer(time.Until(s.at.Add(u.opts.Timeout)))
+		defer t.Stop()
+		select {
+		case <-s.tok.Done():
+			return done()
 		case <-conn.lost:
 			return fmt.Errorf("connection lost with the message unacknowledged: %w", conn.why)
 		case <-t.C:

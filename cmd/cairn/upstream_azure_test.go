@@ -304,8 +304,9 @@ func (s *azureSink) check(t *testing.T, n int) {
 }
 
 // azureConfig is cairn with an upstream to the hub, logging in with the
-// key in keyFile, its tokens living lifetime.
-func (h *azureHub) azureConfig(keyFile, lifetime string) string {
+// key in keyFile, its tokens living lifetime; extra is more keys of the
+// upstream, lines indented by four spaces.
+func (h *azureHub) azureConfig(keyFile, lifetime, extra string) string {
 	return localConfig + fmt.Sprintf(`uplink:
   - name: hub
     kind: mqtt
@@ -322,7 +323,7 @@ func (h *azureHub) azureConfig(keyFile, lifetime string) string {
       device_id: %s
       key_file: %s
       token_lifetime: %s
-`, h.addr, mqttUpstreamGateway, h.caFile, azureHubHost, azureDevice, keyFile, lifetime)
+`, h.addr, mqttUpstreamGateway, h.caFile, azureHubHost, azureDevice, keyFile, lifetime) + extra
 }
 
 // TestMQTTUplink_AzureSASRenewed runs cairn with an upstream to the hub,
@@ -362,7 +363,7 @@ func TestMQTTUplink_AzureSASRenewed(t *testing.T) {
 
 	dir := t.TempDir()
 	keyFile := writeFile(t, t.TempDir(), "device.key", []byte(testDeviceKey+"\n"), 0o600)
-	cairn := startCairn(t, bin, writeConfig(t, dir, hub.azureConfig(keyFile, "5s")))
+	cairn := startCairn(t, bin, writeConfig(t, dir, hub.azureConfig(keyFile, "5s", "")))
 	api := newAPIClient(cairn.http)
 	pub := mustConnect(t, cairn.mqtt, "sensor")
 
@@ -452,7 +453,7 @@ func TestMQTTUplink_AzureWrongKeyRefused(t *testing.T) {
 	dir := t.TempDir()
 	wrong := base64.StdEncoding.EncodeToString([]byte("not the key the hub has for it.."))
 	keyFile := writeFile(t, t.TempDir(), "device.key", []byte(wrong+"\n"), 0o600)
-	cairn := startCairn(t, bin, writeConfig(t, dir, hub.azureConfig(keyFile, "1h")))
+	cairn := startCairn(t, bin, writeConfig(t, dir, hub.azureConfig(keyFile, "1h", "")))
 	api := newAPIClient(cairn.http)
 	pub := mustConnect(t, cairn.mqtt, "sensor")
 	if err := publish1(pub, "sensors/kitchen/telemetry", `{"temperature":21.5}`); err != nil {
@@ -489,5 +490,43 @@ func TestMQTTUplink_AzureWrongKeyRefused(t *testing.T) {
 	}
 	if got := sink.received(); got != 0 {
 		t.Errorf("the reader got %d readings from a device the hub refused", got)
+	}
+}
+
+// TestMQTTUplink_AzureRenewsMidBatch sends one batch of 200 readings as
+// messages of 1 KiB at most, at 1 KiB/s, so that it takes about 14 s,
+// with tokens that live 5 s: cairn renews the token between two messages
+// of the batch, after the PUBACKs of those sent, at least twice, and the
+// hub never has to close its connection; every reading arrives once.
+func TestMQTTUplink_AzureRenewsMidBatch(t *testing.T) {
+	bin := cairnBinary.get(t)
+	hub := startAzureHub(t, testDeviceKey)
+	sink := hub.subscribe(t)
+	dir := t.TempDir()
+	keyFile := writeFile(t, t.TempDir(), "device.key", []byte(testDeviceKey+"\n"), 0o600)
+	cairn := startCairn(t, bin, writeConfig(t, dir, hub.azureConfig(keyFile, "5s", "    max_message_bytes: 1KiB\n    max_bytes_per_second: 1KiB\n")))
+	api := newAPIClient(cairn.http)
+	pub := mustConnect(t, cairn.mqtt, "sensor")
+	const n = 200
+	fields := make([]string, n)
+	for i := range fields {
+		fields[i] = fmt.Sprintf(`"m%03d":%d`, i, i)
+	}
+	if err := publish1(pub, "sensors/kitchen/telemetry", "{"+strings.Join(fields, ",")+"}"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 60*time.Second, "every reading at the reader", func() (bool, string) {
+		tokens, refused, _, expired := hub.state()
+		return sink.received() >= n, fmt.Sprintf("%d of %d; tokens %d, refused %q, expired %d; status %+v", sink.received(), n, tokens, refused, expired, uplinkStatuses(t, api)["hub"])
+	})
+	sink.check(t, n)
+	tokens, refused, _, expired := hub.state()
+	st := uplinkStatuses(t, api)["hub"]
+	t.Logf("%d readings in %d batches, on %d tokens", st.SentReadings, st.SentBatches, tokens)
+	if tokens < 3 || expired != 0 || len(refused) != 0 {
+		t.Errorf("the device connected with %d tokens, the hub closed %d connections as their token expired and refused %q; want 3 tokens or more, renewed in time", tokens, expired, refused)
+	}
+	if st.SentBatches > 2 || st.LastError != "" || st.Retries != 0 || st.Refused != 0 {
+		t.Errorf("status %+v: want the readings in one batch or two, no error, retry or refusal", st)
 	}
 }
