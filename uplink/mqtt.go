@@ -58,6 +58,10 @@ type MQTTOptions struct {
 	Payload MessageFormat
 	// Version is the protocol: MQTT311 (default) or MQTT5.
 	Version int
+	// SAS, when set, logs in to Azure IoT Hub as a device, with a SAS
+	// token renewed before it expires (mqtt_sas.go), instead of
+	// Username and Password.
+	SAS *SASRenewer
 }
 
 // DefaultTopic is the topic template of an MQTT upstream without one.
@@ -162,7 +166,11 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 		case <-l.conn.lost:
 			l.close()
 		default:
-			return nil
+			if !u.tokenDue() {
+				return nil
+			}
+			u.renewingToken()
+			l.close()
 		}
 	}
 	o := u.opts
@@ -176,6 +184,7 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 	}
 	co := paho.NewClientOptions().AddBroker(o.URL).
 		SetClientID(o.MQTT.ClientID).
+		SetProtocolVersion(4). // 3.1.1; without it paho tries 3.1 after a refusal, a second login
 		SetCleanSession(false).
 		SetKeepAlive(o.MQTT.KeepAlive).
 		SetConnectTimeout(o.Timeout).
@@ -183,7 +192,9 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 		SetAutoReconnect(false).
 		SetConnectRetry(false).
 		SetTLSConfig(o.TLS)
-	if o.Username != "" {
+	if o.MQTT.SAS != nil {
+		co.SetCredentialsProvider(o.MQTT.SAS.Credentials)
+	} else if o.Username != "" {
 		co.SetUsername(o.Username).SetPassword(o.Password)
 	}
 	conn := &mqttConn{lost: make(chan struct{})}
@@ -201,7 +212,7 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 	}
 	if err := tok.Error(); err != nil {
 		conn.client.Disconnect(0)
-		return fmt.Errorf("connect to %s: %w", redact(o.URL), err)
+		return fmt.Errorf("connect to %s: %w", redact(o.URL), sasRefused(o.MQTT.SAS, err))
 	}
 	l.conn = conn
 	return nil
@@ -378,6 +389,20 @@ func (u *Uplink) publishOnce(ctx context.Context, id string, msgs []mqttMessage)
 		if msgs[i].acked {
 			continue
 		}
+		if u.tokenDue() {
+			// What went on the old connection is acknowledged before
+			// the new one: none of it goes twice.
+			for _, s := range window {
+				if err := wait(s); err != nil {
+					return msgs[s.i].topic, err
+				}
+			}
+			window = window[:0]
+			if err := u.mqttConnect(ctx); err != nil {
+				return "", err
+			}
+			conn = u.mq.conn
+		}
 		if len(window) == u.opts.MQTT.Inflight {
 			if err := wait(window[0]); err != nil {
 				return msgs[window[0].i].topic, err
@@ -408,6 +433,14 @@ func (u *Uplink) publishOnce(ctx context.Context, id string, msgs []mqttMessage)
 // await waits for the PUBACK of tok, a message sent on conn at at, for
 // up to Timeout.
 func (u *Uplink) await(ctx context.Context, conn *mqttConn, tok pubToken, at time.Time) error {
+	// A PUBACK that came is taken first: the message may be older than
+	// Timeout by now (the byte rate held up the messages after it), and a
+	// select of several ready cases picks one at random.
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	default:
+	}
 	t := time.NewTimer(time.Until(at.Add(u.opts.Timeout)))
 	defer t.Stop()
 	select {

@@ -44,10 +44,10 @@ func NewAzureSAS(host, device, key string) (*AzureSAS, error) {
 	}
 	k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(key))
 	if err != nil {
-		return nil, fmt.Errorf("azure sas: device key is not base64: %w", err)
+		return nil, fmt.Errorf("not a device key (the primary or secondary key as the portal shows it, in base64): %w", err)
 	}
 	if len(k) == 0 {
-		return nil, fmt.Errorf("azure sas: device key is empty")
+		return nil, fmt.Errorf("the device key is empty")
 	}
 	return &AzureSAS{Host: host, Device: device, key: k}, nil
 }
@@ -112,11 +112,17 @@ type SASRenewer struct {
 // a new one.
 const RenewAt = 0.8
 
+// MinTokenLifetime is the shortest lifetime of a SAS token: renewed at
+// RenewAt of it, such a token leaves a second for the messages in flight
+// on the old connection to be acknowledged. Tests use it; a gateway does
+// well with an hour.
+const MinTokenLifetime = 5 * time.Second
+
 // NewSASRenewer returns a renewer of tokens that live lifetime (at least
-// a minute), by the clock now (nil: time.Now).
+// MinTokenLifetime), by the clock now (nil: time.Now).
 func NewSASRenewer(sas *AzureSAS, lifetime time.Duration, now func() time.Time) (*SASRenewer, error) {
-	if lifetime < time.Minute {
-		return nil, fmt.Errorf("azure sas: token lifetime must be at least 1m (got %s)", lifetime)
+	if lifetime < MinTokenLifetime {
+		return nil, fmt.Errorf("azure sas: token lifetime must be at least %s (got %s)", MinTokenLifetime, lifetime)
 	}
 	if now == nil {
 		now = time.Now
@@ -139,6 +145,15 @@ func (r *SASRenewer) Password() string {
 	}
 	return r.token
 }
+
+// Credentials returns the user name and Password: a paho
+// CredentialsProvider, called on every connection.
+func (r *SASRenewer) Credentials() (username, password string) {
+	return r.sas.Username(), r.Password()
+}
+
+// Device returns the device id the tokens are for.
+func (r *SASRenewer) Device() string { return r.sas.Device }
 
 // RenewIn returns how long until the current token is due for renewal
 // (0 if it is due, or none was handed out): the caller reconnects with a

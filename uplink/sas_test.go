@@ -113,7 +113,10 @@ func TestSASRenewer_RenewsAt80Percent(t *testing.T) {
 	if got, want := r.RenewIn(), 48*time.Minute; got != want {
 		t.Errorf("RenewIn after renewal: got %s, want %s", got, want)
 	}
-	if _, err := NewSASRenewer(sas, time.Second, nil); err == nil {
-		t.Error("a lifetime of 1s: no error")
+	if _, err := NewSASRenewer(sas, MinTokenLifetime-time.Millisecond, nil); err == nil {
+		t.Errorf("a lifetime under %s: no error", MinTokenLifetime)
+	}
+	if _, err := NewSASRenewer(sas, MinTokenLifetime, nil); err != nil {
+		t.Errorf("a lifetime of %s: %v", MinTokenLifetime, err)
 	}
 }

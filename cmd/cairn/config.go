@@ -330,6 +330,8 @@ type UplinkConfig struct {
 
 	// The keys of kind mqtt (upstream_mqtt.go).
 	MQTTUplinkConfig `yaml:",inline"`
+	// Azure logs in to Azure IoT Hub as a device (upstream_azure.go).
+	Azure AzureConfig `yaml:"azure"`
 
 	// key is where the file has it: "uplink", or "uplink[1]" in a list.
 	key string
@@ -558,8 +560,11 @@ func (c *UplinkConfig) loadFiles(u *uplink.Options, digest *[sha256.Size]byte) e
 		}
 		u.Password = string(pw)
 	}
+	if err := c.loadAzureKey(u); err != nil {
+		errs = append(errs, err)
+	}
 	h := sha256.New()
-	for _, f := range []string{a.TokenFile, a.PasswordFile, c.TLS.CAFile, c.TLS.CertFile, c.TLS.KeyFile} {
+	for _, f := range []string{a.TokenFile, a.PasswordFile, c.TLS.CAFile, c.TLS.CertFile, c.TLS.KeyFile, c.Azure.KeyFile} {
 		if b, err := os.ReadFile(secretPath(f)); err == nil {
 			h.Write(b)
 		}
@@ -924,6 +929,7 @@ func validateUplink(u *UplinkConfig, report func(key, format string, a ...any)) 
 		bad("uplink.max_bytes_per_second", "must be 0 (no limit) or at least 1KiB: below that a batch of a few readings waits for minutes (got %s)", u.MaxBytesPerSecond)
 	}
 	validateMQTTUplink(u, opts, data, bad)
+	validateAzureUplink(u, opts, bad)
 	if data == uplink.Stats && catchUp == uplink.LiveFirst {
 		bad("uplink.catch_up", "live_first is for readings: with data: stats the records go period by period, in order (leave catch_up out)")
 	}

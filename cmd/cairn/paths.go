@@ -44,6 +44,7 @@ func (c *Config) resolvePaths(dir string) {
 		tls = append(tls, &c.Uplink[i].TLS)
 		secret(&c.Uplink[i].Auth.TokenFile)
 		secret(&c.Uplink[i].Auth.PasswordFile)
+		secret(&c.Uplink[i].Azure.KeyFile)
 	}
 	for _, t := range tls {
 		abs(&t.CAFile)
