@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -118,6 +119,9 @@ type mqttLink struct {
 	waits       map[string]topicWait
 	// notBefore is when retryIdle may try again after a failure.
 	notBefore time.Time
+	// setAside counts the readings of the batch being delivered that
+	// were set aside, not sent.
+	setAside int
 	// taken are the readings of the batch takenID that the broker
 	// acknowledged before the batch was abandoned for new options
 	// (Reconfigure): they do not go again with the rest of the batch.
@@ -131,6 +135,7 @@ type mqttLink struct {
 type mqttConn struct {
 	client paho.Client
 	v5     *paho5.Client
+	nc     net.Conn // v5's
 	// maxPacket is the largest packet an MQTT 5 broker takes (0: any).
 	maxPacket int
 	lost      chan struct{} // closed by paho when the connection is lost
@@ -140,7 +145,7 @@ type mqttConn struct {
 // publish sends a QoS 1 message; ctx ends an MQTT 5 publish's wait.
 func (c *mqttConn) publish(ctx context.Context, topic string, payload []byte) pubToken {
 	if c.v5 != nil {
-		return publish5(ctx, c.v5, topic, payload, c.tooLarge(topic, payload))
+		return publish5(ctx, c.v5, topic, payload, c.tooLarge(topic, len(payload)))
 	}
 	return c.client.Publish(topic, 1, false, payload)
 }
@@ -151,6 +156,8 @@ func (l *mqttLink) close() {
 	case l.conn == nil:
 		return
 	case l.conn.v5 != nil:
+		// A broker that stops reading must not hold the Run goroutine.
+		_ = l.conn.nc.SetWriteDeadline(time.Now().Add(time.Second))
 		_ = l.conn.v5.Disconnect(&paho5.Disconnect{ReasonCode: 0})
 	default:
 		l.conn.client.Disconnect(250)
@@ -221,11 +228,6 @@ func (u *Uplink) mqttConnect(ctx context.Context) error {
 // publish sends the readings rs of the batch id as MQTT messages until
 // every one has its PUBACK, or ctx ends.
 func (u *Uplink) publish(ctx context.Context, id string, rs []buffer.OutboxReading) error {
-	if err := u.retryParked(ctx); ctx.Err() != nil {
-		return ctx.Err()
-	} else if err != nil {
-		u.log.Warn("could not try the messages set aside again; trying at the next batch", "err", err)
-	}
 	rs, taken := u.untaken(id, rs)
 	msgs, skipped := u.mqttMessages(id, rs)
 	if skipped > 0 {
@@ -276,6 +278,12 @@ func (u *Uplink) keepTaken(id string, msgs []mqttMessage) {
 // deliver publishes msgs, the messages of the batch id that carry n
 // readings, until every one has its PUBACK, or ctx ends.
 func (u *Uplink) deliver(ctx context.Context, id string, msgs []mqttMessage, n int) error {
+	if err := u.retryParked(ctx); ctx.Err() != nil {
+		return ctx.Err()
+	} else if err != nil {
+		u.log.Warn("could not try the messages set aside again; trying at the next batch", "err", err)
+	}
+	u.mq.setAside = 0
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			u.mu.Lock()
@@ -290,7 +298,7 @@ func (u *Uplink) deliver(ctx context.Context, id string, msgs []mqttMessage, n i
 		if err == nil {
 			u.mu.Lock()
 			u.st.SentBatches++
-			u.st.SentReadings += uint64(n)
+			u.st.SentReadings += uint64(max(n-u.mq.setAside, 0))
 			u.st.LastSuccess = &now
 			u.st.NextAttempt = nil
 			u.mu.Unlock()
@@ -342,7 +350,9 @@ func (u *Uplink) publishOnce(ctx context.Context, id string, msgs []mqttMessage)
 		return "", err
 	}
 	conn := u.mq.conn
-	ctx, cancel := context.WithCancel(ctx) // ends the MQTT 5 publishes' waits
+	// The MQTT 5 publishes wait for their PUBACKs until this returns,
+	// after the drain below: not only while ctx lasts.
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	type sent struct {
 		i   int
@@ -377,8 +387,11 @@ func (u *Uplink) publishOnce(ctx context.Context, id string, msgs []mqttMessage)
 	wait := func(s sent) error {
 		var r *Refusal
 		if err := u.await(ctx, conn, s.tok, s.at); errors.As(err, &r) && r.messages() {
-			msgs[s.i].acked = true
-			return u.parkRefused(id, s.i, msgs[s.i], r)
+			if err := u.parkRefused(id, msgs[s.i], r); err != nil {
+				return err
+			}
+			msgs[s.i].acked = true // set aside, on disk
+			return nil
 		} else if err != nil {
 			return err
 		}
@@ -410,7 +423,7 @@ func (u *Uplink) publishOnce(ctx context.Context, id string, msgs []mqttMessage)
 			window = window[1:]
 		}
 		if u.opts.ParkDir != "" && u.mq.holding(msgs[i].topic) { // refused a moment ago: set aside unsent
-			if err := u.parkRefused(id, i, msgs[i], nil); err != nil {
+			if err := u.parkRefused(id, msgs[i], nil); err != nil {
 				return "", err
 			}
 			msgs[i].acked = true
@@ -419,7 +432,7 @@ func (u *Uplink) publishOnce(ctx context.Context, id string, msgs []mqttMessage)
 		if err := u.limit.wait(ctx, int64(len(msgs[i].payload))); err != nil {
 			return "", err
 		}
-		tok := conn.publish(ctx, msgs[i].topic, msgs[i].payload)
+		tok := conn.publish(pctx, msgs[i].topic, msgs[i].payload)
 		window = append(window, sent{i, tok, time.Now()})
 	}
 	for _, s := range window {

@@ -172,7 +172,7 @@ func (u *Uplink) mqttConnect5(ctx context.Context) (*mqttConn, error) {
 		<-c.Done()
 		lose(errors.New("connection closed"))
 	}()
-	conn.v5 = c
+	conn.v5, conn.nc = c, nc
 	if ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
 		conn.maxPacket = int(*ca.Properties.MaximumPacketSize)
 	}
@@ -180,12 +180,12 @@ func (u *Uplink) mqttConnect5(ctx context.Context) (*mqttConn, error) {
 }
 
 // tooLarge returns a Refusal (0x95, packet too large) when a PUBLISH of
-// payload to topic is over the maximum packet size that an MQTT 5 broker
+// payload bytes to topic is over the maximum packet size that an MQTT 5 broker
 // announced: sent, it would have the broker close the connection.
-func (c *mqttConn) tooLarge(topic string, payload []byte) *Refusal {
+func (c *mqttConn) tooLarge(topic string, payload int) *Refusal {
 	// Fixed header (5), topic (2 + its bytes), packet id (2), properties
 	// length (1).
-	size := 5 + 2 + len(topic) + 2 + 1 + len(payload)
+	size := 5 + 2 + len(topic) + 2 + 1 + payload
 	if c.maxPacket == 0 || size <= c.maxPacket {
 		return nil
 	}

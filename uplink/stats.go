@@ -173,7 +173,10 @@ func (u *Uplink) nextStatsBatch(ctx context.Context) (uint64, error) {
 				}
 			}
 		}
+		retryTimer, retry := u.retryTimer() // MQTT messages set aside
 		select {
+		case <-retry:
+			u.retryIdle(ctx)
 		case <-u.out.OutboxWake():
 		case <-recheckC:
 		case <-dueC:
@@ -190,6 +193,9 @@ func (u *Uplink) nextStatsBatch(ctx context.Context) (uint64, error) {
 			return 0, errReconfigured
 		case <-ctx.Done():
 			return 0, ctx.Err()
+		}
+		if retryTimer != nil {
+			retryTimer.Stop()
 		}
 	}
 }

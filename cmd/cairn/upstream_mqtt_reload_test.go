@@ -150,6 +150,15 @@ func (s *readingSink) check(t *testing.T, f *sensorFleet) {
 // password file that is missing) are refused with the key and the
 // reason, and the upstream goes on as it was.
 func TestMQTTUplink_Reload(t *testing.T) {
+	// Both protocols: over MQTT 5 the publishes in flight must outlive the
+	// batch abandoned for the reload, or their PUBACKs go unseen.
+	for _, version := range []string{"3.1.1", "5"} {
+		t.Run(version, func(t *testing.T) { testMQTTReload(t, version) })
+	}
+}
+
+// testMQTTReload is TestMQTTUplink_Reload over one MQTT version.
+func testMQTTReload(t *testing.T, version string) {
 	bin := cairnBinary.get(t)
 	brokerA := startMosquitto(t)
 	brokerB, passwd := startMosquittoAuth(t, "gw", "pass-1", "")
@@ -180,7 +189,8 @@ func TestMQTTUplink_Reload(t *testing.T) {
     inflight: 4
     max_message_bytes: 1KiB
     max_bytes_per_second: 24KiB
-%s`, url, mqttUpstreamGateway, topic, payload, auth)
+    mqtt_version: %s
+%s`, url, mqttUpstreamGateway, topic, payload, version, auth)
 	}
 	auth := func(user, file string) string {
 		return fmt.Sprintf("    auth:\n      username: %s\n      password_file: %s\n", user, file)
