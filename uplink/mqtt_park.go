@@ -318,6 +318,10 @@ func (u *Uplink) retryParked(ctx context.Context) error {
 				return err
 			}
 			gone[s.p.file] = true
+			now := time.Now()
+			u.mu.Lock()
+			u.st.LastSuccess = &now // the refusal in last_error is past
+			u.mu.Unlock()
 			if w, ok := l.waits[s.p.topic]; ok {
 				delete(l.waits, s.p.topic)
 				u.log.Info("the broker takes a refused topic's messages again", "topic", s.p.topic, "refused", w.refused)
