@@ -224,27 +224,35 @@ func TestUplinkDocs_CloudExamples(t *testing.T) {
 			}
 			cloud := startDocCloud(t, tc.name, blocks)
 			got := cloud.subscribe(t)
-			cfg := writeConfig(t, t.TempDir(), localConfig+localExample(t, example, cloud.exampleAddr(), cloud.files))
-			env := []string{"SSL_CERT_FILE=" + cloud.files["system-ca.pem"]}
-			check := exec.Command(bin, "check-config", "-config", cfg)
-			check.Env = environ(env)
-			if out, err := check.CombinedOutput(); err != nil {
-				t.Fatalf("cairn check-config: %v\n%s", err, out)
-			}
-			p := startCairnEnv(t, bin, cfg, env)
-			pub := mustConnect(t, p.mqtt, "sensor")
-			if err := publish1(pub, "sensors/kitchen/telemetry", `{"temperature":21.5}`); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case m := <-got:
-				if body := string(m.Payload()); m.Topic() != tc.topic || !strings.Contains(body, `"id":"pi-kitchen-`) || !strings.Contains(body, `"value":21.5`) {
-					t.Errorf("got %s %s, want the reading on %s", m.Topic(), body, tc.topic)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatalf("no message in 30 s; status %+v", uplinkStatuses(t, newAPIClient(p.http)))
-			}
+			runDocExample(t, bin, localExample(t, example, cloud.exampleAddr(), cloud.files), cloud.files["system-ca.pem"], got, tc.topic)
 		})
+	}
+}
+
+// runDocExample checks the example, made local, with `cairn check-config`,
+// runs `cairn run` with it (SSL_CERT_FILE caFile), publishes a reading of
+// device kitchen and waits until it arrives on topic at got.
+func runDocExample(t *testing.T, bin, example, caFile string, got <-chan paho.Message, topic string) {
+	t.Helper()
+	cfg := writeConfig(t, t.TempDir(), localConfig+example)
+	env := []string{"SSL_CERT_FILE=" + caFile}
+	check := exec.Command(bin, "check-config", "-config", cfg)
+	check.Env = environ(env)
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("cairn check-config: %v\n%s", err, out)
+	}
+	p := startCairnEnv(t, bin, cfg, env)
+	pub := mustConnect(t, p.mqtt, "sensor")
+	if err := publish1(pub, "sensors/kitchen/telemetry", `{"temperature":21.5}`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if body := string(m.Payload()); m.Topic() != topic || !strings.Contains(body, `"id":"pi-kitchen-`) || !strings.Contains(body, `"value":21.5`) {
+			t.Errorf("got %s %s, want the reading on %s", m.Topic(), body, topic)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no message in 30 s; status %+v", uplinkStatuses(t, newAPIClient(p.http)))
 	}
 }
 
@@ -275,24 +283,5 @@ func TestUplinkDocs_AzureExample(t *testing.T) {
 	t.Cleanup(func() { cl.Disconnect(100) })
 	waitToken(t, cl.Subscribe("devices/+/messages/events/#", 1, func(_ paho.Client, m paho.Message) { got <- m }))
 
-	cfg := writeConfig(t, t.TempDir(), localConfig+example)
-	env := []string{"SSL_CERT_FILE=" + hub.caFile}
-	check := exec.Command(bin, "check-config", "-config", cfg)
-	check.Env = environ(env)
-	if out, err := check.CombinedOutput(); err != nil {
-		t.Fatalf("cairn check-config: %v\n%s", err, out)
-	}
-	p := startCairnEnv(t, bin, cfg, env)
-	pub := mustConnect(t, p.mqtt, "sensor")
-	if err := publish1(pub, "sensors/kitchen/telemetry", `{"temperature":21.5}`); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case m := <-got:
-		if body := string(m.Payload()); m.Topic() != "devices/"+azureDevice+"/messages/events/" || !strings.Contains(body, `"value":21.5`) {
-			t.Errorf("got %s %s, want the reading on the device's events topic", m.Topic(), body)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no message in 30 s; status %+v", uplinkStatuses(t, newAPIClient(p.http)))
-	}
+	runDocExample(t, bin, example, hub.caFile, got, "devices/"+azureDevice+"/messages/events/")
 }
