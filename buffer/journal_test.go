@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -139,9 +138,7 @@ func TestJournal_ReplayedAfterACrash(t *testing.T) {
 		}
 		// The Writer is idle: every commit is synced, the copy is what a
 		// power cut would leave.
-		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
-			t.Fatal(err)
-		}
+		copyLive(t, crashed, dir)
 	}()
 	s, w := testStoreWith(t, crashed, holdJournal)
 	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
@@ -199,9 +196,7 @@ func TestJournal_ReplaySplitsWhatASmallerMemtableCannotTake(t *testing.T) {
 		if n := countKeys(t, s, encoding.KindOutbox); n != 1 {
 			t.Fatalf("journal entries: got %d, want 1", n)
 		}
-		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
-			t.Fatal(err)
-		}
+		copyLive(t, crashed, dir)
 	}()
 	s, _ := testStoreOpts(t, Options{Dir: crashed, MemTableSize: 1 << 20}, holdJournal)
 	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {

@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/third_party/badger"
@@ -490,9 +492,7 @@ func TestLog_BadNewestEntryThenACrash(t *testing.T) {
 		if err := s.db.Sync(); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
-			t.Fatal(err)
-		}
+		copyLive(t, crashed, dir)
 	}()
 	c := Reading{Device: "d", Metric: "m", TS: 5e9, Value: 5}
 	func() {
@@ -506,9 +506,7 @@ func TestLog_BadNewestEntryThenACrash(t *testing.T) {
 			t.Errorf("after opening with a bad newest entry: checkpoint at %d, past the end %d", ckpt, end)
 		}
 		write(t, w.Writer, c)
-		if err := os.CopyFS(again, os.DirFS(crashed)); err != nil {
-			t.Fatal(err)
-		}
+		copyLive(t, again, crashed)
 	}()
 	s, err := Open(Options{Dir: again})
 	if err != nil {
@@ -556,5 +554,45 @@ func TestLog_OrphanedCursorsGoFirst(t *testing.T) {
 	}
 	if n := countKeys(t, s, encoding.KindOutbox); n != 0 {
 		t.Errorf("%d log entries once every cursor passed them", n)
+	}
+}
+
+// copyLive copies the data directory src of an open store to dst as a
+// crash would leave it: Badger may flush a memtable to a table meanwhile
+// (the MANIFEST then names a file the copy's listing missed), so the copy
+// is taken again until the directory's files and the MANIFEST's size are
+// the same after it as before.
+func copyLive(t *testing.T, dst, src string) {
+	t.Helper()
+	state := func() string {
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, e := range entries {
+			b.WriteString(e.Name())
+			if e.Name() == "MANIFEST" {
+				if info, err := e.Info(); err == nil {
+					fmt.Fprintf(&b, ":%d", info.Size())
+				}
+			}
+			b.WriteByte(0)
+		}
+		return b.String()
+	}
+	for try := 0; ; try++ {
+		before := state()
+		err := os.CopyFS(dst, os.DirFS(src))
+		if err == nil && state() == before {
+			return
+		}
+		if try == 50 {
+			t.Fatalf("copy %s: the directory kept changing (%v)", src, err)
+		}
+		if err := os.RemoveAll(dst); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

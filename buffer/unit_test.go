@@ -2,7 +2,6 @@ package buffer
 
 import (
 	"context"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -137,9 +136,7 @@ func TestJournal_UnitsSurviveACrash(t *testing.T) {
 		if n := countKeys(t, s, encoding.KindOutbox); n != 1 {
 			t.Fatalf("journal entries: got %d, want 1", n)
 		}
-		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
-			t.Fatal(err)
-		}
+		copyLive(t, crashed, dir)
 	}()
 	s, _ := testStoreWith(t, crashed, holdJournal)
 	want := map[string]string{"a t": "K", "a p": "hPa", "b t": "°F"}
