@@ -57,6 +57,11 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		return err
 	}
 	defer stopProfile()
+	stopHeapProfile, err := startHeapProfile(log)
+	if err != nil {
+		return err
+	}
+	defer stopHeapProfile()
 	memoryLimit, envLimit := "unset", os.Getenv("GOMEMLIMIT")
 	if envLimit != "" {
 		memoryLimit = "GOMEMLIMIT=" + envLimit
