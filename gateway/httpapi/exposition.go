@@ -1,7 +1,7 @@
 package httpapi
 
 import (
-	"bufio"
+	"compress/gzip"
 	"fmt"
 	"math"
 	"net/http"
@@ -184,20 +184,39 @@ func appendValue(b []byte, v float64) []byte {
 // metricsContentType is the text format's media type.
 const metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 
-// metricsHandler serves r's metrics. A collector's fault is a 500 with
-// the error, as the client library's handler answers.
+// metricsHandler serves r's metrics, gzipped for a client that accepts
+// it (Prometheus does). A collector's fault is a 500 with the error, as
+// the client library's handler answers.
 func metricsHandler(r *Registry) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, err := r.Gather()
 		if err != nil {
 			http.Error(w, "An error has occurred while gathering metrics:\n\n"+err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", metricsContentType)
-		bw := bufio.NewWriter(w)
-		bw.Write(body)
-		bw.Flush()
+		if !acceptsGzip(req.Header.Get("Accept-Encoding")) {
+			w.Write(body)
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		zw.Write(body)
+		zw.Close()
 	})
+}
+
+// acceptsGzip says whether an Accept-Encoding header takes gzip.
+func acceptsGzip(header string) bool {
+	for part := range strings.SplitSeq(header, ",") {
+		coding, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.TrimSpace(coding) != "gzip" {
+			continue
+		}
+		q = strings.ReplaceAll(q, " ", "")
+		return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+	}
+	return false
 }
 
 // CounterVec is a counter by the values of its labels.
