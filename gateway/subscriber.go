@@ -53,11 +53,19 @@ type Subscriber struct {
 	dropped []string   // to unsubscribe from: the session may still hold them
 }
 
+// subscriberAcks is how many stored messages may wait for their PUBACK to be
+// handed to paho. The broker's in-flight window (Mosquitto's
+// max_inflight_messages, 1,000 in the README's example) bounds them;
+// beyond it the writer waits a moment. Its buffer is allocated whole
+// and, as a ring, all of it is touched: at 65,536 it was 1 MiB of the
+// live heap (docs/performance.md).
+const subscriberAcks = 4096
+
 // NewSubscriber creates a Subscriber. Don't forget to Run it.
 func NewSubscriber(opts SubscriberOptions) *Subscriber {
 	s := &Subscriber{
 		opts:    opts,
-		acks:    make(chan paho.Message, 65536),
+		acks:    make(chan paho.Message, subscriberAcks),
 		redial:  make(chan struct{}, 1),
 		log:     opts.Logger,
 		filters: slices.Clone(opts.Filters),

@@ -135,6 +135,24 @@ build_release() {
 	done
 }
 
+# patch_tests DIR PKG...: applies to the release's tests of each PKG
+# (root for the root package) in DIR the patches of patches/tests/PKG/,
+# in order: where a patch changes what the release's tests call, the
+# tests are changed with it (each says which patch it follows).
+patch_tests() {
+	local out=$1 pkg p
+	shift
+	for pkg in "$@"; do
+		for p in "$copy/patches/tests/$pkg"/*.patch; do
+			[ -e "$p" ] || continue
+			if ! patch -s -p1 -d "$out" --no-backup-if-mismatch < "$p"; then
+				echo "badger.sh: $p does not apply to $module@$version's tests" >&2
+				exit 1
+			fi
+		done
+	done
+}
+
 # fails_without FILE [FLAG...]: FILE, one of cairn's regression tests in
 # _tests/, fails on the copy built without the patch its first line names
 # ("// cairn's regression test of patches/NAME.patch: ..."), with the
@@ -161,6 +179,7 @@ fails_without() {
 	done
 	install -m 0644 "$rel/go.sum" "$out/go.sum"
 	install -m 0644 "$rel/$pkg"/*_test.go "$f" "$out/$pkg/"
+	if [ "$pkg" = . ]; then patch_tests "$out" root; else patch_tests "$out" "$pkg"; fi
 	tests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' "$f" | paste -sd '|' -)
 	if ! (cd "$out/$pkg" && go test -c -o "$out/regression.test" "$@" .); then
 		echo "badger.sh: $f does not build without $p" >&2
@@ -245,6 +264,8 @@ test)
 	for f in "$rel"/*_test.go; do
 		install -m 0644 "$f" "$tmp/badger/"
 	done
+	# shellcheck disable=SC2086 # package names have no spaces
+	patch_tests "$tmp/badger" root ${pkgs//.\//}
 	roottests=$(field roottests)
 	(cd "$tmp/badger" && go test -count=1 "$@" $pkgs)
 	(cd "$tmp/badger" && go test -count=1 "$@" -run "$roottests" .)

@@ -189,6 +189,8 @@
 #                           over a WebSocket with TLS
 #   CAIRN_CPU_PROFILE=FILE  each `cairn run` writes a CPU profile of its run
 #                           to FILE when it stops (go tool pprof FILE)
+#   CAIRN_HEAP_PROFILE=FILE each `cairn run` writes a heap profile to FILE on
+#                           SIGUSR1 and when it stops
 #   BENCH_CAIRN=PATH        measure this cairn binary instead of one built
 #                           from the tree (to compare two versions)
 #   TMPDIR                  where data dirs go; use a real disk, not tmpfs

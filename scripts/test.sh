@@ -54,14 +54,11 @@ if [ -n "$unformatted" ]; then
 fi
 echo "test.sh: go vet"
 # Badger's copy is a part of cairn's module, so ./... holds its packages.
-# Its root package and trie pass protobuf messages (pb.Match, which holds a
-# mutex) by value, as the release does: go vet's copylocks check runs on
-# every package but those two, and every other check on all of them.
 # scripts/badger.sh test fails on any finding of go vet's in the copy that
 # the release does not have.
-badger=github.com/cairn-gateway/cairn/third_party/badger
-go vet -copylocks=false ./...
-go vet -copylocks $(go list ./... | grep -vxF -e "$badger" -e "$badger/trie")
+go vet ./...
+echo "test.sh: binary size"
+bash scripts/binsize.sh
 echo "test.sh: third_party/badger"
 bash scripts/badger.sh check
 bash scripts/badger.sh test -race

@@ -437,7 +437,7 @@ func DefaultConfig() *Config {
 			CommitWait:         750 * time.Millisecond,
 			BucketSamples:      200,
 			SealIdle:           time.Hour,
-			MemTableMiB:        4,
+			MemTableMiB:        2,
 			CacheMiB:           4,
 			DiskReserve:        AutoBytes,
 			MaxSeries:          defaultMaxSeries,

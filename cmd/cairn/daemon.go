@@ -17,8 +17,6 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	oklog "github.com/oklog/run"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
@@ -57,6 +55,11 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		return err
 	}
 	defer stopProfile()
+	stopHeapProfile, err := startHeapProfile(log)
+	if err != nil {
+		return err
+	}
+	defer stopHeapProfile()
 	memoryLimit, envLimit := "unset", os.Getenv("GOMEMLIMIT")
 	if envLimit != "" {
 		memoryLimit = "GOMEMLIMIT=" + envLimit
@@ -305,8 +308,8 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 	}
 
 	// HTTP: status, queries and metrics.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := httpapi.NewRegistry()
+	reg.Register(httpapi.RuntimeCollector())
 	apiOpts := httpapi.Options{
 		Store:           store,
 		Writer:          writer,

@@ -35,7 +35,7 @@ const (
 // built from it), both caches, and each series with a full open bucket.
 // The series count at most store.max_series: a store opened with more
 // (the limit lowered since) does not raise it further, and with the
-// defaults the figure stays at most 32 MiB + 20,000 × 8.25 KiB = 193 MiB.
+// defaults the figure stays at most 26 MiB + 20,000 × 8.25 KiB = 187 MiB.
 func autoMemoryLimit(s StoreConfig, series int) int64 {
 	if s.MaxSeries > 0 {
 		series = min(series, s.MaxSeries)

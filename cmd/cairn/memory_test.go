@@ -22,13 +22,13 @@ func TestAutoMemoryLimit(t *testing.T) {
 		series int
 		want   int64
 	}{
-		{def, 0, 32 << 20},
-		{def, 1000, 32<<20 + 1000*(2048+32*200)},
+		{def, 0, 26 << 20},
+		{def, 1000, 26<<20 + 1000*(2048+32*200)},
 		{StoreConfig{MemTableMiB: 64, CacheMiB: 8, BucketSamples: 10000}, 10, 12<<20 + 3*64<<20 + 2*8<<20 + 10*(2048+32*10000)},
 		// Series above store.max_series (a limit lowered since they were
 		// stored) count for no more.
-		{def, def.MaxSeries, 32<<20 + 20000*(2048+32*200)},
-		{def, 3 * def.MaxSeries, 32<<20 + 20000*(2048+32*200)},
+		{def, def.MaxSeries, 26<<20 + 20000*(2048+32*200)},
+		{def, 3 * def.MaxSeries, 26<<20 + 20000*(2048+32*200)},
 	}
 	for _, tt := range tests {
 		if got := autoMemoryLimit(tt.store, tt.series); got != tt.want {

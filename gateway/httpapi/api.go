@@ -14,9 +14,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/cairn-gateway/cairn/aggregate"
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
@@ -118,7 +115,7 @@ type Options struct {
 	MetricsReadings bool
 	Version         string
 	Started         time.Time
-	Registry        *prometheus.Registry
+	Registry        *Registry
 	Logger          *slog.Logger
 }
 
@@ -158,7 +155,7 @@ func New(opts Options) (*API, error) {
 	a.mux.HandleFunc("GET /v1/devices/{device}/readings", a.readings)
 	a.mux.HandleFunc("GET /v1/devices/{device}/stats", a.stats)
 	a.mux.HandleFunc("GET /v1/devices/{device}/latest", a.latest)
-	a.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
+	a.mux.Handle("GET /metrics", metricsHandler(opts.Registry))
 	return a, nil
 }
 

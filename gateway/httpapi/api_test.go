@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
@@ -49,7 +47,7 @@ func newTestAPIWith(t *testing.T, o testAPIOptions) *testAPI {
 		MQTT:            func() MQTTStatus { return MQTTStatus{} },
 		MetricsReadings: o.metricsReadings,
 		Started:         time.Now(),
-		Registry:        prometheus.NewRegistry(),
+		Registry:        NewRegistry(),
 		Logger:          log,
 	})
 	if err != nil {

@@ -21,8 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway"
 	"github.com/cairn-gateway/cairn/gateway/httpapi"
@@ -366,7 +364,7 @@ func dashAPI(b *testing.B, dir string) *httpapi.API {
 		MQTT:     func() httpapi.MQTTStatus { return httpapi.MQTTStatus{Mode: "embedded", Connected: true} },
 		Clock:    clock,
 		Started:  dashEnd.Add(-time.Hour),
-		Registry: prometheus.NewRegistry(),
+		Registry: httpapi.NewRegistry(),
 		Logger:   log,
 	})
 	if err != nil {

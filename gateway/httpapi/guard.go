@@ -15,8 +15,6 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/cairn-gateway/cairn/gateway/dashboard"
 )
 
@@ -39,7 +37,7 @@ type GuardOptions struct {
 	// clients together, with a burst of one second's worth; 0 for no
 	// limit. Requests that fail to authenticate do not take from it.
 	QueryRate float64
-	Registry  prometheus.Registerer
+	Registry  *Registry
 	// Logger logs each client address that goes over its limit of
 	// failed authentications, once each time; nil logs nothing.
 	Logger *slog.Logger
@@ -72,7 +70,7 @@ type Guard struct {
 	sessions sessions // the dashboard's logins
 	csp      string   // the login page's Content-Security-Policy
 
-	refused *prometheus.CounterVec
+	refused *CounterVec
 	log     *slog.Logger
 }
 
@@ -92,10 +90,8 @@ func NewGuard(next http.Handler, opts GuardOptions) (*Guard, error) {
 		hosts:     make(map[string]bool, len(opts.AllowedHosts)),
 		checkHost: len(opts.Token) == 0 || len(opts.AllowedHosts) > 0,
 		log:       opts.Logger,
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cairn_http_refused_total",
-			Help: "HTTP requests refused, by reason (unauthorized, too_many_failures, wrong_host, too_large, rate_limited).",
-		}, []string{"reason"}),
+		refused: NewCounterVec(NewDesc("cairn_http_refused_total",
+			"HTTP requests refused, by reason (unauthorized, too_many_failures, wrong_host, too_large, rate_limited).", "reason")),
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -124,7 +120,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if g.checkHost && !g.hostAllowed(r.Host) {
-		g.refused.WithLabelValues("wrong_host").Inc()
+		g.refused.Inc("wrong_host")
 		writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": fmt.Sprintf(
 			"host %q is not served here: cairn answers only localhost, 127.0.0.1, [::1] and the names in http.allowed_hosts", r.Host)})
 		return
@@ -144,7 +140,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ContentLength != 0 || len(r.URL.RawQuery) > maxRequestQuery {
-		g.refused.WithLabelValues("too_large").Inc()
+		g.refused.Inc("too_large")
 		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "request body or query string too large"})
 		return
 	}
@@ -187,7 +183,7 @@ func (g *Guard) authenticate(w http.ResponseWriter, r *http.Request) bool {
 			clearSessionCookie(w, r) // a dead session: the browser may forget it
 		}
 		g.failed(r, key, now)
-		g.refused.WithLabelValues("unauthorized").Inc()
+		g.refused.Inc("unauthorized")
 	}
 	if pageLoad {
 		// A browser: the login form, which comes back here.
@@ -195,7 +191,7 @@ func (g *Guard) authenticate(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if !hasBearer && !hasCookie {
-		g.refused.WithLabelValues("unauthorized").Inc()
+		g.refused.Inc("unauthorized")
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="cairn"`)
 	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a bearer token is required (http.token_file)"})
@@ -215,7 +211,7 @@ func (g *Guard) failed(r *http.Request, key netip.Addr, now time.Time) {
 // authenticate too often lately, and may try again after wait: the login
 // form with a message for a browser (form), JSON otherwise.
 func (g *Guard) tooManyFailures(w http.ResponseWriter, wait time.Duration, next string, form bool) {
-	g.refused.WithLabelValues("too_many_failures").Inc()
+	g.refused.Inc("too_many_failures")
 	secs := int(math.Ceil(wait.Seconds()))
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	msg := fmt.Sprintf("Too many failed sign-ins from your address: try again in %d s.", secs)
@@ -233,7 +229,7 @@ func (g *Guard) limited(w http.ResponseWriter) bool {
 	if g.limit == nil || g.limit.Allow() { // a refused request takes no token
 		return false
 	}
-	g.refused.WithLabelValues("rate_limited").Inc()
+	g.refused.Inc("rate_limited")
 	w.Header().Set("Retry-After", "1")
 	writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "too many requests; try again in a second"})
 	return true

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/cairn-gateway/cairn/gateway/dashboard"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
@@ -176,7 +174,7 @@ func TestGuard_Host(t *testing.T) {
 		{"s3cret", []string{"gateway.lan"}, "evil.example", 421},
 	} {
 		a := newTestAPI(t)
-		g, err := NewGuard(a.api, GuardOptions{Token: []byte(c.token), AllowedHosts: c.allowed, Registry: prometheus.NewRegistry()})
+		g, err := NewGuard(a.api, GuardOptions{Token: []byte(c.token), AllowedHosts: c.allowed, Registry: NewRegistry()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +253,7 @@ func TestSessions_AbsoluteLifetime(t *testing.T) {
 func TestGuard_LogsAddressOverLimit(t *testing.T) {
 	logged := testkit.NewLines()
 	a := newTestAPI(t)
-	g, err := NewGuard(a.api, GuardOptions{Token: []byte("s3cret-s3cret-s3cret"), Registry: prometheus.NewRegistry(),
+	g, err := NewGuard(a.api, GuardOptions{Token: []byte("s3cret-s3cret-s3cret"), Registry: NewRegistry(),
 		Logger: slog.New(slog.NewTextHandler(logged, nil))})
 	if err != nil {
 		t.Fatal(err)

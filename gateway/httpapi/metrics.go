@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // collector exposes the counters that /v1/status shows, read at scrape
@@ -11,25 +9,25 @@ import (
 type collector struct {
 	opts Options
 
-	messages, readings, stored, duplicates, ignored, failed, rejected *prometheus.Desc
-	commits, commitErrors, commitSeconds, checkpoints                 *prometheus.Desc
-	gathered                                                          *prometheus.Desc
-	storeReadings, storeSeries, diskBytes, mqttConnected              *prometheus.Desc
-	diskFree, diskReserve, foreignBytes, paused                       *prometheus.Desc
-	upPending, upOldest, upSent, upBatches, upRetries, upParked       *prometheus.Desc
-	upSkipped, upLastSuccess, upNextAttempt, upDropped                *prometheus.Desc
-	mqttRefused                                                       *prometheus.Desc
-	retLastRun, retRemoved, retDropped, retPaused, retOldest          *prometheus.Desc
-	retNewest, retMaxDisk                                             *prometheus.Desc
-	clockSynced, clockTrusted                                         *prometheus.Desc
-	restamped, unmatched, skipped                                     *prometheus.Desc
-	refused, maxSeries, maxPerDevice                                  *prometheus.Desc
-	reading                                                           *prometheus.Desc
+	messages, readings, stored, duplicates, ignored, failed, rejected *Desc
+	commits, commitErrors, commitSeconds, checkpoints                 *Desc
+	gathered                                                          *Desc
+	storeReadings, storeSeries, diskBytes, mqttConnected              *Desc
+	diskFree, diskReserve, foreignBytes, paused                       *Desc
+	upPending, upOldest, upSent, upBatches, upRetries, upParked       *Desc
+	upSkipped, upLastSuccess, upNextAttempt, upDropped                *Desc
+	mqttRefused                                                       *Desc
+	retLastRun, retRemoved, retDropped, retPaused, retOldest          *Desc
+	retNewest, retMaxDisk                                             *Desc
+	clockSynced, clockTrusted                                         *Desc
+	restamped, unmatched, skipped                                     *Desc
+	refused, maxSeries, maxPerDevice                                  *Desc
+	reading                                                           *Desc
 }
 
 func newCollector(opts Options) *collector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc("cairn_"+name, help, labels, nil)
+	d := func(name, help string, labels ...string) *Desc {
+		return NewDesc("cairn_"+name, help, labels...)
 	}
 	return &collector{
 		opts:          opts,
@@ -83,17 +81,9 @@ func newCollector(opts Options) *collector {
 	}
 }
 
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	prometheus.DescribeByCollect(c, ch)
-}
-
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+// Collect implements Collector.
+func (c *collector) Collect(s *Sink) {
+	counter, gauge := s.Counter, s.Gauge
 	in := c.opts.Ingest.Stats()
 	counter(c.messages, float64(in.Messages))
 	counter(c.readings, float64(in.Readings))
@@ -193,7 +183,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.mqttRefused, float64(n), reason)
 	}
 	if c.opts.MetricsReadings {
-		c.collectReadings(ch, maxSeries)
+		c.collectReadings(s, maxSeries)
 	}
 }
 
@@ -202,7 +192,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // hold more series than the limit (one lowered since they were stored),
 // the first max are sent. A store that cannot be read is logged, and the
 // gateway's own metrics are sent without the readings.
-func (c *collector) collectReadings(ch chan<- prometheus.Metric, max int) {
+func (c *collector) collectReadings(s *Sink, max int) {
 	rs, err := c.opts.Store.LatestAll()
 	if err != nil {
 		c.opts.Logger.Error("metrics: newest readings", "err", err)
@@ -212,10 +202,6 @@ func (c *collector) collectReadings(ch chan<- prometheus.Metric, max int) {
 		rs = rs[:max]
 	}
 	for _, r := range rs {
-		// Names and units are printable UTF-8 (encoding.CheckName), as
-		// labels must be: an error here is no reason to panic.
-		if m, err := prometheus.NewConstMetric(c.reading, prometheus.GaugeValue, r.Value, r.Device, r.Metric, r.Unit); err == nil {
-			ch <- m
-		}
+		s.Gauge(c.reading, r.Value, r.Device, r.Metric, r.Unit)
 	}
 }

@@ -129,7 +129,7 @@ func (g *Guard) setSessionCookie(w http.ResponseWriter, r *http.Request, id stri
 func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
 	if err := r.ParseForm(); err != nil {
-		g.refused.WithLabelValues("too_large").Inc()
+		g.refused.Inc("too_large")
 		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": "login form: " + err.Error()})
 		return
 	}
@@ -142,7 +142,7 @@ func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
 	sum := sha256.Sum256([]byte(strings.TrimSpace(r.PostForm.Get("token"))))
 	if subtle.ConstantTimeCompare(sum[:], g.token[:]) != 1 {
 		g.failed(r, key, now)
-		g.refused.WithLabelValues("unauthorized").Inc()
+		g.refused.Inc("unauthorized")
 		g.writeLogin(w, http.StatusUnauthorized, next, "That is not the token.")
 		return
 	}

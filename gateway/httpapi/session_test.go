@@ -4,11 +4,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cairn-gateway/cairn/gateway/dashboard"
 )
@@ -17,14 +16,14 @@ import (
 type guarded struct {
 	*testAPI
 	g   *Guard
-	reg *prometheus.Registry
+	reg *Registry
 	srv *httptest.Server
 }
 
 func newGuarded(t *testing.T, token string, rate float64) *guarded {
 	t.Helper()
 	a := newTestAPI(t)
-	reg := prometheus.NewRegistry()
+	reg := NewRegistry()
 	g, err := NewGuard(a.api, GuardOptions{Token: []byte(token), QueryRate: rate, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -261,20 +260,18 @@ func TestSessions_Bounded(t *testing.T) {
 // refused reads cairn_http_refused_total{reason}.
 func (g *guarded) refused(t *testing.T, reason string) float64 {
 	t.Helper()
-	mfs, err := g.reg.Gather()
+	body, err := g.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "cairn_http_refused_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
-				}
+	prefix := `cairn_http_refused_total{reason="` + reason + `"} `
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%q: %v", line, err)
 			}
+			return n
 		}
 	}
 	return 0

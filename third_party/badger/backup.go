@@ -3,6 +3,8 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see third_party/badger/CAIRN.md.
+
 package badger
 
 import (
@@ -12,8 +14,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-gateway/cairn/third_party/badger/pb"
 	"github.com/cairn-gateway/cairn/third_party/badger/y"
@@ -137,10 +137,10 @@ func (stream *Stream) Backup(w io.Writer, since uint64) (uint64, error) {
 }
 
 func writeTo(list *pb.KVList, w io.Writer) error {
-	if err := binary.Write(w, binary.LittleEndian, uint64(proto.Size(list))); err != nil {
+	if err := binary.Write(w, binary.LittleEndian, uint64(pb.Size(list))); err != nil {
 		return err
 	}
-	buf, err := proto.Marshal(list)
+	buf, err := pb.Marshal(list)
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func (db *DB) Load(r io.Reader, maxPendingWrites int) error {
 		}
 
 		list := &pb.KVList{}
-		if err := proto.Unmarshal(unmarshalBuf[:sz], list); err != nil {
+		if err := pb.Unmarshal(unmarshalBuf[:sz], list); err != nil {
 			return err
 		}
 

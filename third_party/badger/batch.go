@@ -3,6 +3,8 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see third_party/badger/CAIRN.md.
+
 package badger
 
 import (
@@ -10,8 +12,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-gateway/cairn/third_party/badger/pb"
 	"github.com/cairn-gateway/cairn/third_party/badger/y"
@@ -104,7 +104,7 @@ func (wb *WriteBatch) Write(buf *z.Buffer) error {
 
 	err := buf.SliceIterate(func(s []byte) error {
 		kv := &pb.KV{}
-		if err := proto.Unmarshal(s, kv); err != nil {
+		if err := pb.Unmarshal(s, kv); err != nil {
 			return err
 		}
 		return wb.writeKV(kv)

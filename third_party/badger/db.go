@@ -154,6 +154,9 @@ func checkAndSetOptions(opt *Options) error {
 	if opt.NumCompactors == 1 {
 		return errors.New("Cannot have 1 compactor. Need at least 2")
 	}
+	if opt.Compression == options.ZSTD && !y.ZSTDAvailable {
+		return y.ErrNoZSTD
+	}
 	// Each subcompaction holds one of a compaction's builder slots while it
 	// waits for another to write its table.
 	if opt.CompactionBuilders < 1 {

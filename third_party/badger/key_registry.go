@@ -3,6 +3,8 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see third_party/badger/CAIRN.md.
+
 package badger
 
 import (
@@ -19,7 +21,6 @@ import (
 
 	"github.com/cairn-gateway/cairn/third_party/badger/pb"
 	"github.com/cairn-gateway/cairn/third_party/badger/y"
-	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -185,7 +186,7 @@ func (kri *keyRegistryIterator) next() (*pb.DataKey, error) {
 		return nil, y.Wrapf(y.ErrChecksumMismatch, "Error while checking checksum for data key.")
 	}
 	dataKey := &pb.DataKey{}
-	if err = proto.Unmarshal(data, dataKey); err != nil {
+	if err = pb.Unmarshal(data, dataKey); err != nil {
 		return nil, y.Wrapf(err, "While unmarshal of datakey in keyRegistryIterator.next")
 	}
 	if len(kri.encryptionKey) > 0 {
@@ -394,7 +395,7 @@ func storeDataKey(buf *bytes.Buffer, storageKey []byte, k *pb.DataKey) error {
 		return y.Wrapf(err, "Error while encrypting datakey in storeDataKey")
 	}
 	var data []byte
-	if data, err = proto.Marshal(k); err != nil {
+	if data, err = pb.Marshal(k); err != nil {
 		err = y.Wrapf(err, "Error while marshaling datakey in storeDataKey")
 		var err2 error
 		// decrypting the datakey back.

@@ -3,6 +3,8 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see third_party/badger/CAIRN.md.
+
 package badger
 
 import (
@@ -17,8 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-gateway/cairn/third_party/badger/options"
 	"github.com/cairn-gateway/cairn/third_party/badger/pb"
@@ -199,7 +199,7 @@ func (mf *manifestFile) addChanges(changesParam []*pb.ManifestChange, opt Option
 		return nil
 	}
 	changes := pb.ManifestChangeSet{Changes: changesParam}
-	buf, err := proto.Marshal(&changes)
+	buf, err := pb.Marshal(&changes)
 	if err != nil {
 		return err
 	}
@@ -261,7 +261,7 @@ func helpRewrite(dir string, m *Manifest, extMagic uint16) (*os.File, int, error
 	changes := m.asChanges()
 	set := pb.ManifestChangeSet{Changes: changes}
 
-	changeBuf, err := proto.Marshal(&set)
+	changeBuf, err := pb.Marshal(&set)
 	if err != nil {
 		fp.Close()
 		return nil, 0, err
@@ -414,7 +414,7 @@ func ReplayManifestFile(fp *os.File, extMagic uint16, opt Options) (Manifest, in
 		}
 
 		var changeSet pb.ManifestChangeSet
-		if err := proto.Unmarshal(buf, &changeSet); err != nil {
+		if err := pb.Unmarshal(buf, &changeSet); err != nil {
 			return Manifest{}, 0, err
 		}
 

@@ -3,6 +3,8 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see third_party/badger/CAIRN.md.
+
 package badger
 
 import (
@@ -14,7 +16,6 @@ import (
 	"time"
 
 	humanize "github.com/dustin/go-humanize"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-gateway/cairn/third_party/badger/pb"
 	"github.com/cairn-gateway/cairn/third_party/badger/y"
@@ -507,7 +508,7 @@ func BufferToKVList(buf *z.Buffer) (*pb.KVList, error) {
 	var list pb.KVList
 	err := buf.SliceIterate(func(s []byte) error {
 		kv := new(pb.KV)
-		if err := proto.Unmarshal(s, kv); err != nil {
+		if err := pb.Unmarshal(s, kv); err != nil {
 			return err
 		}
 		list.Kv = append(list.Kv, kv)
@@ -517,7 +518,7 @@ func BufferToKVList(buf *z.Buffer) (*pb.KVList, error) {
 }
 
 func KVToBuffer(kv *pb.KV, buf *z.Buffer) {
-	in := buf.SliceAllocate(proto.Size(kv))[:0]
-	_, err := proto.MarshalOptions{}.MarshalAppend(in, kv)
+	in := buf.SliceAllocate(pb.Size(kv))[:0]
+	_, err := pb.MarshalAppend(in, kv)
 	y.AssertTrue(err == nil)
 }

@@ -3,6 +3,8 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see third_party/badger/CAIRN.md.
+
 package badger
 
 import (
@@ -11,7 +13,6 @@ import (
 	"sync"
 
 	"github.com/dustin/go-humanize"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-gateway/cairn/third_party/badger/pb"
 	"github.com/cairn-gateway/cairn/third_party/badger/table"
@@ -141,7 +142,7 @@ func (sw *StreamWriter) Write(buf *z.Buffer) error {
 
 	err := buf.SliceIterate(func(s []byte) error {
 		var kv pb.KV
-		if err := proto.Unmarshal(s, &kv); err != nil {
+		if err := pb.Unmarshal(s, &kv); err != nil {
 			return err
 		}
 		if kv.StreamDone {

@@ -3,11 +3,12 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see third_party/badger/CAIRN.md.
+
 package badger
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"hash"
@@ -20,9 +21,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/cairn-gateway/cairn/third_party/badger/y"
 	"github.com/dgraph-io/ristretto/v2/z"
@@ -1084,9 +1082,6 @@ func discardEntry(e Entry, vs y.ValueStruct, db *DB) bool {
 }
 
 func (vlog *valueLog) doRunGC(lf *logFile) error {
-	_, span := otel.Tracer("").Start(context.TODO(), "Badger.GC")
-	span.SetAttributes(attribute.String("GC rewrite for", lf.path))
-	defer span.End()
 	if err := vlog.rewrite(lf); err != nil {
 		return err
 	}

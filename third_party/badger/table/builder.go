@@ -19,7 +19,6 @@ import (
 
 	fbs "github.com/google/flatbuffers/go"
 	"github.com/klauspost/compress/s2"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-gateway/cairn/third_party/badger/fb"
 	"github.com/cairn-gateway/cairn/third_party/badger/options"
@@ -493,7 +492,7 @@ func (b *Builder) calculateChecksum(data []byte) []byte {
 	}
 
 	// Write checksum to the file.
-	chksum, err := proto.Marshal(&checksum)
+	chksum, err := pb.Marshal(&checksum)
 	y.Check(err)
 	// Write checksum size.
 	return chksum

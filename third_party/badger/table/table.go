@@ -24,8 +24,6 @@ import (
 	"unsafe"
 
 	"github.com/klauspost/compress/snappy"
-	"github.com/klauspost/compress/zstd"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-gateway/cairn/third_party/badger/fb"
 	"github.com/cairn-gateway/cairn/third_party/badger/options"
@@ -238,7 +236,7 @@ func (b *Block) size() int64 {
 
 func (b *Block) verifyCheckSum() error {
 	cs := &pb.Checksum{}
-	if err := proto.Unmarshal(b.checksum, cs); err != nil {
+	if err := pb.Unmarshal(b.checksum, cs); err != nil {
 		return y.Wrapf(err, "unable to unmarshal checksum for block")
 	}
 	return y.VerifyChecksum(b.data, cs)
@@ -390,7 +388,7 @@ func (t *Table) initBiggestAndSmallest() error {
 			checksum := &pb.Checksum{}
 			readPos -= checksumLen
 			buf = t.readNoFail(readPos, checksumLen)
-			_ = proto.Unmarshal(buf, checksum)
+			_ = pb.Unmarshal(buf, checksum)
 			fmt.Fprintf(&debugBuf, "checksum: %+v ", checksum)
 
 			// Read index size from the footer.
@@ -452,7 +450,7 @@ func (t *Table) initIndex() (*fb.BlockOffset, error) {
 	expectedChk := &pb.Checksum{}
 	readPos -= checksumLen
 	buf = t.readNoFail(readPos, checksumLen)
-	if err := proto.Unmarshal(buf, expectedChk); err != nil {
+	if err := pb.Unmarshal(buf, expectedChk); err != nil {
 		return nil, err
 	}
 
@@ -833,9 +831,8 @@ func (t *Table) decompress(b *Block) error {
 	case options.ZSTD:
 		sz := int(float64(t.opt.BlockSize) * 1.2)
 		// Get frame content size from header.
-		var hdr zstd.Header
-		if err := hdr.Decode(b.data); err == nil && hdr.HasFCS && hdr.FrameContentSize < uint64(t.opt.BlockSize*2) {
-			sz = int(hdr.FrameContentSize)
+		if n, ok := y.ZSTDDecodedSize(b.data); ok && n < t.opt.BlockSize*2 {
+			sz = n
 		}
 		dst = z.Calloc(sz, "Table.Decompress")
 		b.data, err = y.ZSTDDecompress(dst, b.data)

@@ -1,15 +1,28 @@
+//go:build !badger_nozstd
+
 /*
  * SPDX-FileCopyrightText: © 2017-2025 Istari Digital, Inc.
  * SPDX-License-Identifier: Apache-2.0
  */
 
+// Changed for cairn from the v4.9.6 release: see third_party/badger/CAIRN.md.
+
 package y
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
+
+// ZSTDAvailable says whether this build compresses with ZSTD: not with
+// the build tag badger_nozstd.
+const ZSTDAvailable = true
+
+// ErrNoZSTD is what ZSTD compression and decompression return in a build
+// without them.
+var ErrNoZSTD = errors.New("this build of Badger has no ZSTD compression (build tag badger_nozstd)")
 
 var (
 	decoder *zstd.Decoder
@@ -50,4 +63,14 @@ func ZSTDCompressBound(srcSize int) int {
 		margin = (lowLimit - srcSize) >> 11
 	}
 	return srcSize + (srcSize >> 8) + margin
+}
+
+// ZSTDDecodedSize returns the size that the ZSTD frame src says its
+// content has, if it says.
+func ZSTDDecodedSize(src []byte) (int, bool) {
+	var hdr zstd.Header
+	if err := hdr.Decode(src); err != nil || !hdr.HasFCS || hdr.FrameContentSize > 1<<31 {
+		return 0, false
+	}
+	return int(hdr.FrameContentSize), true
 }
