@@ -12,7 +12,8 @@
 # build of one commit is the same whenever it is made. The .debs are built
 # with nfpm, installed from the Go module proxy into $DIST/tools. The
 # build tags in scripts/release-tags leave out what cairn does not use
-# (docs/performance.md): Badger's ZSTD compression and net/http's HTTP/2.
+# (docs/performance.md): Badger's ZSTD compression, net/http's HTTP/2 and
+# the profiles (runtime/pprof).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

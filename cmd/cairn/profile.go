@@ -1,3 +1,5 @@
+//go:build !cairn_noprofile
+
 package main
 
 import (
@@ -9,6 +11,9 @@ import (
 	"runtime/pprof"
 	"syscall"
 )
+
+// Release builds leave the profiles out (the tag cairn_noprofile in
+// scripts/release-tags: runtime/pprof costs 0.2 MB): profile_off.go.
 
 // cpuProfileEnv names a file that `cairn run` writes a CPU profile of its
 // whole run to, when it stops (for benchmarks: scripts/bench.sh passes it

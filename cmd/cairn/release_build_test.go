@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,8 +24,9 @@ func releaseTags(t *testing.T) string {
 }
 
 // TestRun_ReleaseBuild: cairn built with the release's build tags (no
-// ZSTD in Badger, no HTTP/2 in net/http) stores what sensors send,
-// keeps it across a restart, and serves its API and /metrics.
+// ZSTD in Badger, no HTTP/2 in net/http, no profiles) stores what sensors
+// send, keeps it across a restart, and serves its API and /metrics; asked
+// for a profile, it refuses to start, saying why.
 func TestRun_ReleaseBuild(t *testing.T) {
 	tags := releaseTags(t)
 	if tags == "" {
@@ -56,5 +59,14 @@ func TestRun_ReleaseBuild(t *testing.T) {
 	}
 	if code := newAPIClient(p.http).get(t, "/v1/devices/porch/latest", &latest); code != 200 || len(latest.Latest) != 1 || latest.Latest["temp"].Value != 21.5 {
 		t.Errorf("latest: %d %+v, want 21.5", code, latest)
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("stop: %v\n%s", err, p.out)
+	}
+	// The release has no profiles (cairn_noprofile), and says so.
+	cmd := exec.Command(bin, "run", "-config", cfg)
+	cmd.Env = environ([]string{cpuProfileEnv + "=" + filepath.Join(dir, "cpu.prof")})
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "this build of cairn has no profiles") {
+		t.Errorf("cairn run with %s: %v, want a refusal that says why:\n%s", cpuProfileEnv, err, out)
 	}
 }
