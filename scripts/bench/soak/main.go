@@ -20,6 +20,10 @@
 // prints one line per series: its least-squares slope over the last half
 // of the run, per hour, and whether it is flat by the rule on that line.
 // It exits 1 if a reading was lost or a series is not flat.
+//
+// With SOAK_REPLOT=DIR it runs nothing: it reads DIR/soak.csv, prints the
+// series' lines and writes DIR/soak.svg again (the other SOAK_ settings
+// must be the run's).
 package main
 
 import (
@@ -452,6 +456,17 @@ func (d *dashboard) run(base string, every time.Duration, stop <-chan struct{}) 
 }
 
 func run(s *settings) error {
+	if dir := os.Getenv("SOAK_REPLOT"); dir != "" {
+		samples, err := replot(filepath.Join(dir, "soak.csv"))
+		if err != nil {
+			return err
+		}
+		rep := analyse(s, samples)
+		for _, r := range rep {
+			fmt.Println(r.line)
+		}
+		return os.WriteFile(filepath.Join(dir, "soak.svg"), []byte(plot(s, samples, rep)), 0o644)
+	}
 	if err := os.MkdirAll(s.out, 0o755); err != nil {
 		return err
 	}
@@ -706,12 +721,12 @@ uplink:
 	fmt.Printf("soak: dashboard fetches=%d failures=%d%s\n", dash.fetches.Load(), dash.failures.Load(), dashErr)
 	fmt.Printf("soak: readings acked=%d stored=%d upstream_unique=%d upstream_samples=%d dropped_unsent=%d retention_removed=%.0f lost=%d\n",
 		acked, st.Ingest.Stored, unique, all, st.Uplinks[0].DroppedUnsent, samples[len(samples)-1].removed, lost)
-	ageRuns, capSteps, err := retentionActs(filepath.Join(s.out, "cairn.log"))
+	ageRuns, capSteps, peak, err := retentionActs(filepath.Join(s.out, "cairn.log"))
 	if err != nil {
 		return err
 	}
-	fmt.Printf("soak: retention by_age_runs=%d disk_cap_steps=%d removed_readings=%.0f (runs that removed readings, and the cap's deletions, in cairn.log)\n",
-		ageRuns, capSteps, samples[len(samples)-1].removed)
+	fmt.Printf("soak: retention by_age_runs=%d disk_cap_steps=%d removed_readings=%.0f disk_peak_logged_mib=%.1f (runs that removed readings, the cap's deletions and the largest disk_bytes its lines give, in cairn.log)\n",
+		ageRuns, capSteps, samples[len(samples)-1].removed, float64(peak)/(1<<20))
 	flat := true
 	for _, r := range rep {
 		flat = flat && r.flat
@@ -736,11 +751,13 @@ uplink:
 }
 
 // retentionActs counts in cairn's log the runs of retention by age that
-// removed readings and the disk cap's deletions.
-func retentionActs(logFile string) (ageRuns, capSteps int, err error) {
+// removed readings and the disk cap's deletions, and gives the largest
+// disk_bytes the disk cap's lines give: what it measured when it acted,
+// between the samples.
+func retentionActs(logFile string) (ageRuns, capSteps int, peak int64, err error) {
 	b, err := os.ReadFile(logFile)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		switch {
@@ -749,6 +766,12 @@ func retentionActs(logFile string) (ageRuns, capSteps int, err error) {
 		case strings.Contains(l, `msg="disk cap: deleted`), strings.Contains(l, `msg="disk cap: dropped`):
 			capSteps++
 		}
+		if _, v, ok := strings.Cut(l, " disk_bytes="); ok {
+			v, _, _ = strings.Cut(v, " ")
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				peak = max(peak, n)
+			}
+		}
 	}
-	return ageRuns, capSteps, nil
+	return ageRuns, capSteps, peak, nil
 }

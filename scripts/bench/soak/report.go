@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 	"strings"
 )
 
@@ -203,11 +205,11 @@ func plot(s *settings, all []sample, rep []result) string {
 		}
 		if r.s.limit > 0 {
 			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#c00" stroke-dasharray="2,3"/>`, left, yOf(r.s.limit), xOf(totalH), yOf(r.s.limit))
-			fmt.Fprintf(&b, `<text x="%d" y="%.1f" fill="#c00">cap</text>`+"\n", left+4, yOf(r.s.limit)-3)
+			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#c00">cap</text>`+"\n", w-right-4, yOf(r.s.limit)-3)
 		}
 		if r.s.second != nil {
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="#7a9ab0" stroke-width="2" stroke-dasharray="1,2" points="%s"/>`, points(all, r.s.second, xOf, yOf))
-			fmt.Fprintf(&b, `<text x="%d" y="%.1f" fill="#7a9ab0">— %s</text>`+"\n", left+60, y0+panelH-6, esc(r.s.secondTitle))
+			fmt.Fprintf(&b, `<text x="%d" y="%.1f" fill="#7a9ab0">··· %s</text>`+"\n", left+44+7*len(r.s.title), y0+panelH-6, esc(r.s.secondTitle))
 		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="#1f5fa8" stroke-width="1.5" points="%s"/>`+"\n", points(all, r.s.value, xOf, yOf))
 		if r.s.second != nil {
@@ -262,4 +264,34 @@ func num(v float64) string {
 
 func esc(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// replot reads the samples of a run back from its soak.csv, for
+// SOAK_REPLOT: the plot and the lines are drawn again from them.
+func replot(csvFile string) ([]sample, error) {
+	b, err := os.ReadFile(csvFile)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 2 || lines[0] != csvHeader {
+		return nil, fmt.Errorf("%s: not a soak.csv of this version (header %q)", csvFile, lines[0])
+	}
+	var out []sample
+	for i, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		v := make([]float64, len(f))
+		for j := range f {
+			if v[j], err = strconv.ParseFloat(f[j], 64); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", csvFile, i+2, err)
+			}
+		}
+		if len(v) != 17 {
+			return nil, fmt.Errorf("%s:%d: %d columns, want 17", csvFile, i+2, len(v))
+		}
+		out = append(out, sample{t: v[0], rssMiB: v[1], hwmMiB: v[2], goroutines: v[3], fds: v[4], dirMiB: v[5], storeMiB: v[6],
+			pending: v[7], commitMS: v[8], commits: v[9], stored: v[10], pruned: v[11], removed: v[12], upOK: v[13],
+			dashboardFetches: v[14], dashboardFailures: v[15], sentR: v[16]})
+	}
+	return out, nil
 }
