@@ -9,6 +9,7 @@
 #                                        uplink_drain uplink_backlog sdwear
 #                                        window1 storage retention series
 #                                        dashboard mqtt_upstream
+#   scripts/bench.sh soak          alone, not among the default cases (an hour)
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -157,6 +158,16 @@
 #                   DASHBOARD_BENCH=Wide runs these alone.
 #                   Targets: page under 100 ms, chart under 50 ms, page
 #                   under 200 KB.
+#   soak            (alone, never by default) `cairn run` for SOAK_DURATION
+#                   (1h) with 100 sensors at 1 Hz, the dashboard fetched
+#                   every 10 s, an upstream VictoriaMetrics down for a sixth
+#                   of the run up to its half, retention and a disk cap
+#                   acting; RSS, goroutines, open files, disk, backlog and
+#                   commit time sampled every SOAK_SAMPLE (1m), their
+#                   slopes over the last half judged flat or not, a CSV and
+#                   an SVG plot in SOAK_OUT, and every reading acknowledged
+#                   counted in the upstream (scripts/bench/soak,
+#                   docs/performance.md#soak)
 #
 # Figures: readings_per_sec, cpu_sec_per_100k_msgs (utime+stime of cairn from
 # just before the load until all readings are stored and a query has had
@@ -238,6 +249,12 @@ die() {
 }
 
 # ---- arguments and prerequisites ----------------------------------------
+
+if [ "${1:-}" = soak ]; then
+	[ $# -eq 1 ] || die "soak runs alone"
+	command -v victoria-metrics >/dev/null || die "victoria-metrics not found; install it: sudo apt-get install victoria-metrics"
+	exec taskset -c 0 go run ./scripts/bench/soak
+fi
 
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=("${ALL_CASES[@]}")
