@@ -1,0 +1,92 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLastHalf_Slope fits a line through the last half's samples only:
+// a series that climbs in the first half and then rises 2 a hour has a
+// slope of 2 a hour, and its range and mean are the last half's.
+func TestLastHalf_Slope(t *testing.T) {
+	s := &settings{duration: time.Hour}
+	var all []sample
+	for m := 0; m <= 60; m++ {
+		v := 100 + 2*float64(m)/60
+		if m < 30 {
+			v = float64(m) // the first half is not judged
+		}
+		all = append(all, sample{t: float64(m * 60), rssMiB: v})
+	}
+	f := lastHalf(s, all, func(x sample) float64 { return x.rssMiB })
+	if f.n != 31 || math.Abs(f.slope-2) > 1e-9 || math.Abs(f.min-101) > 1e-9 || math.Abs(f.max-102) > 1e-9 {
+		t.Fatalf("fit %+v, want 31 samples, slope 2, min 101, max 102", f)
+	}
+}
+
+// TestFigures_Rules: a flat series passes each rule and a leaking one
+// fails it; a backlog left over after the outage fails.
+func TestFigures_Rules(t *testing.T) {
+	s := &settings{duration: time.Hour, outageAt: 20 * time.Minute, outage: 10 * time.Minute, capBytes: 24 << 20}
+	run := func(leak float64, pendingAtEnd float64) map[string]bool {
+		var all []sample
+		for m := 0; m <= 60; m++ {
+			h := float64(m) / 60
+			all = append(all, sample{t: float64(m * 60), rssMiB: 40 + leak*h, goroutines: 40 + leak*h, fds: 20 + leak*h,
+				storeMiB: 12 + leak*h, commitMS: 1 + leak*h/10})
+		}
+		all[len(all)-1].pending = pendingAtEnd
+		out := map[string]bool{}
+		for _, r := range analyse(s, all) {
+			out[r.s.key] = r.flat
+		}
+		return out
+	}
+	for k, flat := range run(0, 0) {
+		if !flat {
+			t.Errorf("%s: a flat series judged not flat", k)
+		}
+	}
+	leaking := run(20, 5000)
+	for _, k := range []string{"rss_mib", "goroutines", "open_files", "store_disk_mib", "pending_readings", "commit_ms"} {
+		if leaking[k] {
+			t.Errorf("%s: a series growing 20 an hour (and 5,000 pending at the end) judged flat", k)
+		}
+	}
+}
+
+// TestReplot reads back the CSV rows the soak writes and draws a plot
+// with one panel a series and the outage marked.
+func TestReplot(t *testing.T) {
+	s := &settings{duration: 6 * time.Minute, sample: time.Minute, outageAt: 2 * time.Minute, outage: time.Minute, capBytes: 24 << 20}
+	dir := t.TempDir()
+	rows := []string{csvHeader}
+	var want []sample
+	for m := 0; m <= 6; m++ {
+		x := sample{t: float64(m * 60), rssMiB: 40.5, hwmMiB: 41, goroutines: 43, fds: 20, dirMiB: 11, storeMiB: 11, pending: 150, commitMS: 1.25, upOK: 1}
+		want = append(want, x)
+		rows = append(rows, x.csv())
+	}
+	csvFile := filepath.Join(dir, "soak.csv")
+	if err := os.WriteFile(csvFile, []byte(strings.Join(rows, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := replot(csvFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) || got[3] != want[3] {
+		t.Fatalf("read back %d samples, [3] = %+v; want %d, %+v", len(got), got[3], len(want), want[3])
+	}
+	svg := plot(s, got, analyse(s, got))
+	if n := strings.Count(svg, "<polyline"); n != 8 { // 6 series, 2 with a second line
+		t.Errorf("plot has %d polylines, want 8", n)
+	}
+	if n := strings.Count(svg, `fill="#f6e0e0"`); n != 6 {
+		t.Errorf("plot marks the outage in %d panels, want 6", n)
+	}
+}
