@@ -17,11 +17,23 @@ type Reading struct {
 	// TS is the sample time in nanoseconds since the Unix epoch (UTC).
 	TS    int64
 	Value float64
+	// Text is the value of a reading of a text series: a state ("heat",
+	// "home") or an event ("single", "long_push"), at most MaxText bytes
+	// of UTF-8. A reading whose Text is not "" is a text reading and its
+	// Value is 0; one whose Text is "" is a number. A series holds one
+	// kind, the kind of its first reading.
+	Text string
 	// Unit is the unit of the series, as the device or its preset names it
 	// ("°C", "kWh"), or "" if unknown. It is not a part of the reading: the
 	// store keeps one unit per series, the last one a reading brought.
 	Unit string
 }
+
+// MaxText is the longest text value a reading may hold, in bytes.
+const MaxText = 64
+
+// IsText reports whether r is a text reading.
+func (r *Reading) IsText() bool { return r.Text != "" }
 
 // Time returns the reading's timestamp as a time.Time in UTC.
 func (r Reading) Time() time.Time { return time.Unix(0, r.TS).UTC() }
