@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 	"log/slog"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestIngester_TooManySeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := NewIngester(refusingWriter{}, IngesterOptions{Routes: []Route{{Pattern: p, Format: FormatJSON}}, Logger: slog.New(slog.DiscardHandler)})
+	in := NewIngester(refusingWriter{}, IngesterOptions{Routes: []Route{{Pattern: p, Route: payload.Route{Format: payload.FormatJSON}}}, Logger: slog.New(slog.DiscardHandler)})
 	settled := errors.New("done not called")
 	in.Ingest(context.Background(), "sensors/d1/telemetry", []byte(`{"a":1,"b":2,"c":3}`), time.Now(), func(err error) { settled = err })
 	if settled != nil {

@@ -52,7 +52,7 @@ func fixtureTopic(fx testkit.Fixture) string {
 // InfluxDB's line protocol reference through the embedded broker, and
 // checks the exact readings over HTTP, and what the status counts.
 func TestRun_PayloadFormats(t *testing.T) {
-	fixtures := testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "testdata", "formats"))
+	fixtures := testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "payload", "testdata", "formats"))
 	var topics strings.Builder
 	for _, format := range []string{"senml", "influx", "auto"} {
 		for _, tail := range []string{"", "/d/{device}", "/m/{metric}", "/dm/{device}/{metric}"} {

@@ -1,6 +1,7 @@
-package gateway
+package payload
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -44,7 +45,7 @@ var esphomeJSON = readJSON(func(r *docReader, device, metric string, recv time.T
 // skips the message.
 func esphomeDiscovery(d *Decoder, dst []buffer.Reading, payload []byte, _, _ string, _ time.Time) ([]buffer.Reading, int, error) {
 	skip := &SkipError{Kind: SkipDiscovery, Detail: "Home Assistant discovery"}
-	if d.units == nil || d.flatten(payload, skipSpace(payload, 0)) != nil {
+	if d.Units == nil || d.flatten(payload, skipSpace(payload, 0)) != nil {
 		return dst, 0, skip
 	}
 	doc := &d.doc
@@ -69,24 +70,27 @@ func esphomeDiscovery(d *Decoder, dst []buffer.Reading, payload []byte, _, _ str
 	if unit == "" || topic == "" {
 		return dst, 0, skip
 	}
-	for _, p := range esphomeStatePatterns {
-		if device, metric, ok := p.Match(topic); ok {
-			d.units.learn(device, metric, unit)
-		}
+	if device, metric, ok := esphomeStateTopic(topic); ok {
+		d.Units.Learn(device, metric, unit)
 	}
 	return dst, 0, skip
 }
 
-// esphomeStatePatterns are the patterns of esphomePreset's state topics.
-var esphomeStatePatterns = []Pattern{
-	mustPattern("{device}/+/{metric}/state"),
-	mustPattern("{device}/+/{metric}/{metric}/state"),
-}
-
-func mustPattern(s string) Pattern {
-	p, err := ParsePattern(s)
-	if err != nil {
-		panic(err)
+// esphomeStateTopic returns the device and metric of a topic of
+// esphomePreset's state routes, {device}/+/{metric}/state and
+// {device}/+/{metric}/{metric}/state (the second metric level joined to
+// the first with '.'), as their patterns capture them.
+func esphomeStateTopic(topic string) (device, metric string, ok bool) {
+	if topic == "" || topic[0] == '$' || strings.ContainsAny(topic, "+#\x00") {
+		return "", "", false
 	}
-	return p
+	l := strings.Split(topic, "/")
+	if (len(l) != 4 && len(l) != 5) || l[len(l)-1] != "state" {
+		return "", "", false
+	}
+	names := l[2 : len(l)-1]
+	if l[0] == "" || slices.Contains(names, "") {
+		return "", "", false
+	}
+	return l[0], strings.Join(names, "."), true
 }

@@ -1,4 +1,4 @@
-package gateway
+package payload
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,12 +40,64 @@ func routeFor(t testing.TB, fx testkit.Fixture) (r *Route, device, metric string
 		t.Fatalf("%s: %v", fx.Name, err)
 	}
 	for i := range routes {
-		if d, m, ok := routes[i].Pattern.Match(fx.Topic); ok {
-			return &routes[i], d, m
+		if d, m, ok := matchTopic(routes[i].Pattern, fx.Topic); ok {
+			return &routes[i].Route, d, m
 		}
 	}
 	t.Fatalf("%s: no route of preset %s matches %q", fx.Name, fx.Preset, fx.Topic)
 	return nil, "", ""
+}
+
+// matchTopic matches topic against a preset's pattern as gateway's
+// Pattern.Match does, slowly: what the {device} and {metric} levels
+// captured, each joined with '.', or {device+} (levels kept) and {metric+}
+// (levels joined with '.'). gateway's TestPresetRoutes_Fixtures checks that
+// its routing agrees for every fixture.
+func matchTopic(pattern, topic string) (device, metric string, ok bool) {
+	if topic == "" || strings.ContainsAny(topic, "+#\x00") {
+		return "", "", false
+	}
+	pl, tl := strings.Split(pattern, "/"), strings.Split(topic, "/")
+	if topic[0] == '$' && strings.ContainsAny(pl[0], "+#{") {
+		return "", "", false
+	}
+	join := func(name, part string) string {
+		if name == "" {
+			return part
+		}
+		return name + "." + part
+	}
+	for i, l := range pl {
+		switch {
+		case l == "#":
+			return device, metric, len(tl) >= i
+		case i >= len(tl):
+			return "", "", false
+		case l == "{device+}" || l == "{metric+}":
+			n := len(tl) - (len(pl) - 1 - i)
+			if n < i+1 || slices.Contains(tl[i:n], "") {
+				return "", "", false
+			}
+			if l == "{device+}" {
+				device = strings.Join(tl[i:n], "/")
+			} else {
+				metric = strings.Join(tl[i:n], ".")
+			}
+			tl = append(tl[:i+1:i+1], tl[n:]...)
+		case l == "{device}" || l == "{metric}":
+			if tl[i] == "" {
+				return "", "", false
+			}
+			if l == "{device}" {
+				device = join(device, tl[i])
+			} else {
+				metric = join(metric, tl[i])
+			}
+		case l != "+" && l != tl[i]:
+			return "", "", false
+		}
+	}
+	return device, metric, len(tl) == len(pl)
 }
 
 // TestPresets_Fixtures reads each fixture with its preset and checks the
@@ -59,7 +112,7 @@ func TestPresets_Fixtures(t *testing.T) {
 			r, device, metric := routeFor(t, fx)
 			all := *r
 			all.Metrics = nil
-			d := Decoder{units: &unitBook{}}
+			d := Decoder{Units: testUnits{}}
 			got, ignored, err := d.DecodeRoute(nil, &all, fx.Payload, device, metric, testRecv)
 			if kind := SkipKind(err); kind != fx.Skip {
 				t.Fatalf("skip %q (%v), want %q", kind, err, fx.Skip)
@@ -127,7 +180,7 @@ func TestPresets_Names(t *testing.T) {
 // whatever the payload, DecodeRoute skips it, rejects it cleanly, or
 // returns valid readings, the same from a fresh Decoder.
 func fuzzRoute(t *testing.T, r *Route, payload []byte, device, metric string) {
-	d := Decoder{units: &unitBook{}}
+	d := Decoder{Units: testUnits{}}
 	dst := make([]buffer.Reading, 1, 4)
 	out, ignored, err := d.DecodeRoute(dst, r, payload, device, metric, testRecv)
 	switch {
@@ -151,7 +204,7 @@ func fuzzRoute(t *testing.T, r *Route, payload []byte, device, metric string) {
 			}
 		}
 	}
-	fresh := Decoder{units: &unitBook{}}
+	fresh := Decoder{Units: testUnits{}}
 	out2, ignored2, err2 := fresh.DecodeRoute(nil, r, payload, device, metric, testRecv)
 	if fmt.Sprint(err) != fmt.Sprint(err2) || ignored != ignored2 || fmt.Sprint(out[1:]) != fmt.Sprint(out2) {
 		t.Fatalf("%q not deterministic: %v %v / %v %v", payload, out[1:], err, out2, err2)
@@ -209,7 +262,7 @@ func TestPresets_Edges(t *testing.T) {
 	} {
 		t.Run(tc.topic, func(t *testing.T) {
 			r, device, metric := routeFor(t, testkit.Fixture{Name: tc.topic, Preset: tc.preset, Topic: tc.topic})
-			d := Decoder{units: &unitBook{}}
+			d := Decoder{Units: testUnits{}}
 			got, ignored, err := d.DecodeRoute(nil, r, []byte(tc.payload), device, metric, testRecv)
 			if SkipKind(err) != tc.skip || tc.skip == "" && err != nil {
 				t.Fatalf("err %v, want skip %q", err, tc.skip)
@@ -218,21 +271,5 @@ func TestPresets_Edges(t *testing.T) {
 				t.Errorf("got %s (ignored %d)\nwant %s (ignored %d)", showReadings(got), ignored, showReadings(tc.want), tc.ignored)
 			}
 		})
-	}
-}
-
-// TestDefaultRules_PayloadDevices opens to no user a topic whose payload
-// may name another device.
-func TestDefaultRules_PayloadDevices(t *testing.T) {
-	for _, name := range []string{"openmqttgateway", "telegraf"} {
-		rs, err := PresetRoutes(name, "", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, rule := range defaultRules(rs) {
-			if strings.Contains(rule.Filter, "BTtoMQTT") || strings.HasPrefix(rule.Filter, "telegraf/") {
-				t.Errorf("%s: default rule %s opens a topic whose payload names the device", name, rule.Filter)
-			}
-		}
 	}
 }

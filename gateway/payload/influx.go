@@ -1,4 +1,4 @@
-package gateway
+package payload
 
 import (
 	"bytes"
@@ -240,7 +240,7 @@ func (p *lineParser) line() *RejectError {
 		return err
 	}
 	if len(p.out) > first && device == "" && devRank == 0 {
-		p.fail(rejectf(ReasonBadDevice, "line %d: no device: topic has no %s and the line no device or host tag", p.no, PlaceholderDevice))
+		p.fail(rejectf(ReasonBadDevice, "line %d: no device: topic has no %s and the line no device or host tag", p.no, placeholderDevice))
 	}
 	for k := first; k < len(p.out); k++ {
 		if ts < 0 {

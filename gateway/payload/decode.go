@@ -1,4 +1,4 @@
-package gateway
+package payload
 
 import (
 	"errors"
@@ -116,10 +116,6 @@ const (
 	// MaxDepth is the deepest JSON nesting Decode accepts: the payload
 	// object is level 1, and every object or array inside it adds one.
 	MaxDepth = 16
-	// AccountChars is the set of bytes allowed in an account name: an
-	// MQTT user name or certificate name, which the ACL maps to the one
-	// device it may publish as ([A-Za-z0-9_.:-]).
-	AccountChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-"
 )
 
 // Epoch timestamps are numbers whose unit Decode infers from their
@@ -138,6 +134,13 @@ const (
 	EpochNanosFrom  = 1e17
 )
 
+// The placeholders of a topic pattern (gateway.ParsePattern) that give a
+// message's device and metric, for messages.
+const (
+	placeholderDevice = "{device}"
+	placeholderMetric = "{metric}"
+)
+
 // maxInterned bounds the Decoder's name cache; when full it starts over.
 const maxInterned = 1024
 
@@ -151,6 +154,10 @@ type Decoder struct {
 	// MaxPayload is the longest payload accepted, in bytes; 0 means no
 	// limit. It is checked before any parsing.
 	MaxPayload int
+	// Units, if not nil, gives the units of readings that come without
+	// one, and learns those that messages give for other messages'
+	// readings (see DecodeRoute).
+	Units Units
 
 	names     map[string]string // interned names
 	key       []byte            // unescaped object key
@@ -167,7 +174,6 @@ type Decoder struct {
 	lineTags  bool              // line protocol tags other than host name the series (telegraf)
 	deviceTag string            // with lineTags, the tag that names the device ("": host)
 	tags      []byte            // a line's other tags, k=v,k=v
-	units     *unitBook         // units learned from messages (may be nil)
 	// relLo and relHi bound the times of the last Decode's readings that
 	// are relative to recv (SenML), when relN > 0.
 	relLo, relHi int64
@@ -358,13 +364,13 @@ func (d *Decoder) decodeValue(dst []buffer.Reading, payload []byte, start int, d
 		return dst, 0, rejectf(ReasonNonFinite, "value %s", quote(b))
 	}
 	if metric == "" {
-		return dst, 0, rejectf(ReasonNoMetric, "a plain value needs %s in the topic", PlaceholderMetric)
+		return dst, 0, rejectf(ReasonNoMetric, "a plain value needs %s in the topic", placeholderMetric)
 	}
 	if prob := encoding.CheckName(metric, encoding.MaxMetricLen); prob != "" {
 		return dst, 0, rejectf(ReasonBadMetric, "metric %s from topic: %s", quote(metric), prob)
 	}
 	if device == "" {
-		return dst, 0, rejectf(ReasonBadDevice, "no device: a plain value needs %s in the topic", PlaceholderDevice)
+		return dst, 0, rejectf(ReasonBadDevice, "no device: a plain value needs %s in the topic", placeholderDevice)
 	}
 	if kind == textMissing {
 		return dst, 1, nil
@@ -471,27 +477,6 @@ func (d *Decoder) internUnit(b []byte) string {
 		return ""
 	}
 	return d.intern(b)
-}
-
-// ValidAccount reports whether s is a valid account name: 1 to
-// encoding.MaxDeviceLen bytes from AccountChars, and not "." or "..". Accounts are
-// stricter than device ids because the password and ACL files separate
-// their fields with spaces and colons.
-func ValidAccount(s string) bool {
-	if s == "" || len(s) > encoding.MaxDeviceLen || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isAccountChar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func isAccountChar(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c == '_' || c == '.' || c == ':' || c == '-'
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }

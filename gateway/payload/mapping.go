@@ -1,4 +1,4 @@
-package gateway
+package payload
 
 import (
 	"fmt"
@@ -308,7 +308,7 @@ func (r *docReader) mapped(dst []buffer.Reading, m *Mapping, device, metric stri
 		}
 	}
 	if device == "" && r.err == nil {
-		r.fail(rejectf(ReasonBadDevice, "no device: topic has no %s and payload no %s field", PlaceholderDevice, quote(deviceField)))
+		r.fail(rejectf(ReasonBadDevice, "no device: topic has no %s and payload no %s field", placeholderDevice, quote(deviceField)))
 	}
 	ts := r.time(doc.timeLeaf(m.TimeField), m.TimeFormat, recv)
 	docUnit := ""

@@ -1,4 +1,4 @@
-package gateway
+package payload
 
 import (
 	"time"
@@ -36,8 +36,8 @@ func statestreamState(d *Decoder, dst []buffer.Reading, payload []byte, device, 
 // statestreamUnit notes the unit of the entity's state and skips the
 // message.
 func statestreamUnit(d *Decoder, dst []buffer.Reading, payload []byte, device, _ string, _ time.Time) ([]buffer.Reading, int, error) {
-	if unit, ok := jsonText(d, payload); ok && d.units != nil {
-		d.units.learn(device, "state", unit)
+	if unit, ok := jsonText(d, payload); ok && d.Units != nil {
+		d.Units.Learn(device, "state", unit)
 	}
 	return dst, 0, &SkipError{Kind: SkipMeta, Detail: "unit_of_measurement"}
 }

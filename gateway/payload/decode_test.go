@@ -1,4 +1,4 @@
-package gateway
+package payload
 
 import (
 	"bytes"
@@ -105,17 +105,6 @@ func TestNames(t *testing.T) {
 		device, metric := encoding.CheckDevice(tc.s) == "", encoding.CheckMetric(tc.s) == ""
 		if device != tc.device || metric != tc.metric {
 			t.Errorf("CheckDevice/CheckMetric(%q) accept %v/%v, want %v/%v", tc.s, device, metric, tc.device, tc.metric)
-		}
-	}
-	for _, tc := range []struct {
-		s  string
-		ok bool
-	}{
-		{"plug-1", true}, {"aa:bb", true}, {"a b", false}, {"a/b", false}, {"é", false}, {"", false}, {"..", false},
-		{strings.Repeat("a", 64), true}, {strings.Repeat("a", 65), false},
-	} {
-		if ValidAccount(tc.s) != tc.ok {
-			t.Errorf("ValidAccount(%q) = %v, want %v", tc.s, !tc.ok, tc.ok)
 		}
 	}
 }
@@ -244,7 +233,7 @@ func TestDecode_Timestamps(t *testing.T) {
 		{`946684799`, 946684799 * sec},
 	} {
 		want, restamped := tc.want, 0
-		if want < minReadingTime { // a device clock never set
+		if want < MinReadingTime { // a device clock never set
 			want, restamped = recvNS, 1
 		}
 		for _, key := range []string{"ts", "time", "timestamp", "epoch", "TS", "Time", "TimeStamp", "EPOCH"} {
@@ -318,7 +307,7 @@ func TestDecode_EpochMatchesBigRat(t *testing.T) {
 			num += fmt.Sprintf("e%d", r.IntN(40)-20)
 		}
 		want, ok := oracleTime(json.Number(num))
-		if ok && want < minReadingTime {
+		if ok && want < MinReadingTime {
 			want = recvNS
 		}
 		var d Decoder
@@ -913,7 +902,7 @@ func FuzzDecode(f *testing.F) {
 				}
 			}
 			restamped := func(ns int64) int64 {
-				if ns < minReadingTime {
+				if ns < MinReadingTime {
 					return recvNS
 				}
 				return ns

@@ -1,4 +1,4 @@
-package gateway
+package payload
 
 import (
 	"path"
@@ -18,7 +18,7 @@ func decodeFixture(t *testing.T, fx testkit.Fixture, m *Metrics) ([]buffer.Readi
 	r, device, metric := routeFor(t, fx)
 	route := *r
 	route.Metrics = m
-	d := Decoder{units: &unitBook{}}
+	d := Decoder{Units: testUnits{}}
 	return d.DecodeRoute(nil, &route, fx.Payload, device, metric, testRecv)
 }
 
@@ -140,7 +140,7 @@ func TestTelegraf_DeviceTag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := routes[0]
+	r := routes[0].Route
 	payload := "modbus,host=gw1,my\\ source=meter\\ 1,slave=2 voltage=230.5 1676522982000000000\n" +
 		"modbus,host=gw1,slave=3 voltage=231 1676522982000000000\n"
 	for _, tc := range []struct {
@@ -157,7 +157,7 @@ func TestTelegraf_DeviceTag(t *testing.T) {
 		}},
 	} {
 		r.DeviceTag = tc.tag
-		d := Decoder{units: &unitBook{}}
+		d := Decoder{Units: testUnits{}}
 		got, _, err := d.DecodeRoute(nil, &r, []byte(payload), "topic-host", "", testRecv)
 		if err != nil {
 			t.Fatalf("device_tag %q: %v", tc.tag, err)
@@ -178,8 +178,8 @@ func BenchmarkDecodeRoute_TasmotaState(b *testing.B) {
 	}
 	var r *Route
 	for i := range routes {
-		if routes[i].Pattern.String() == "tele/{device}/STATE" {
-			r = &routes[i]
+		if routes[i].Pattern == "tele/{device}/STATE" {
+			r = &routes[i].Route
 		}
 	}
 	payload := []byte(`{"Time":"2019-09-04T13:08:48","Epoch":1567595328,"Uptime":"0T00:00:14","UptimeSec":14,"Heap":24,"SleepMode":"Dynamic","Sleep":50,"LoadAvg":20,"MqttCount":1,"Wifi":{"AP":1,"SSId":"MyWLAN","BSSId":"AA:FF:AA:AA:AA:AA","Channel":11,"RSSI":100,"LinkCount":1,"Downtime":"0T00:00:08","DeepSleep":300,"Heap":25160}}`)
@@ -190,7 +190,7 @@ func BenchmarkDecodeRoute_TasmotaState(b *testing.B) {
 		r    *Route
 	}{{"defaults", r}, {"all", &all}} {
 		b.Run(bc.name, func(b *testing.B) {
-			d := Decoder{units: &unitBook{}}
+			d := Decoder{Units: testUnits{}}
 			dst := make([]buffer.Reading, 0, 16)
 			b.ReportAllocs()
 			for b.Loop() {

@@ -1,4 +1,4 @@
-package gateway
+package payload
 
 import (
 	"math"
@@ -355,7 +355,7 @@ func (p *senmlParser) names(r *senmlRecord) (device, metric string, ok bool) {
 	}
 	if device = p.device; device == "" {
 		if len(devPart) == 0 {
-			p.fail(rejectf(ReasonBadDevice, "record %d: no name, and the topic has no %s", p.rec, PlaceholderDevice))
+			p.fail(rejectf(ReasonBadDevice, "record %d: no name, and the topic has no %s", p.rec, placeholderDevice))
 			return "", "", false
 		}
 		if prob := encoding.CheckDevice(devPart); prob != "" {
@@ -373,7 +373,7 @@ func (p *senmlParser) names(r *senmlRecord) (device, metric string, ok bool) {
 			unit = p.d.runit
 		}
 		if len(unit) == 0 {
-			p.fail(rejectf(ReasonBadMetric, "record %d: name %s has no metric part, and there is no unit or %s in the topic", p.rec, quote(devPart), PlaceholderMetric))
+			p.fail(rejectf(ReasonBadMetric, "record %d: name %s has no metric part, and there is no unit or %s in the topic", p.rec, quote(devPart), placeholderMetric))
 			return "", "", false
 		}
 		metPart = unit

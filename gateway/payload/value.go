@@ -1,4 +1,4 @@
-package gateway
+package payload
 
 import (
 	"math"
@@ -107,13 +107,18 @@ func lower(c byte) byte {
 	return c
 }
 
+// MinReadingTime (2000-01-01, in Unix nanoseconds) is the earliest time a
+// reading may have: a device's time before it is replaced by the receive
+// time (Decoder.Restamped), and a reading before it is absurd.
+const MinReadingTime = 946684800 * int64(time.Second)
+
 // restamp returns the time of a reading whose device gave it the time ts:
 // ts itself, or recv when ts is before 2000, which only a device whose
 // clock was never set sends (a board without a real-time clock counts from
 // 1970 until NTP sets it). Called once per reading, it counts the
 // readings restamped in d.restamped.
 func (d *Decoder) restamp(ts int64, recv time.Time) int64 {
-	if ts < minReadingTime {
+	if ts < MinReadingTime {
 		d.restamped++
 		return recv.UnixNano()
 	}

@@ -1,4 +1,4 @@
-package gateway
+package payload
 
 import (
 	"math"
@@ -62,7 +62,7 @@ func (p *jsonParser) object(device, metric string, recv time.Time) *RejectError 
 	}
 	if device == "" {
 		if device = p.device; device == "" {
-			p.fail(rejectf(ReasonBadDevice, `no device: topic has no %s and payload no "device" field`, PlaceholderDevice))
+			p.fail(rejectf(ReasonBadDevice, `no device: topic has no %s and payload no "device" field`, placeholderDevice))
 			return nil
 		}
 	}
