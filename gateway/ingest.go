@@ -179,6 +179,7 @@ func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic stri
 	dec := in.decoders.Get().(*payload.Decoder)
 	readings, ignored, err := dec.DecodeRoute(nil, &route.Route, body, device, metric, recv)
 	restamped := dec.Restamped()
+	dropped := slices.Clone(dec.Dropped()) // nil unless a field was left out
 	rel := relTimes{}
 	rel.lo, rel.hi, rel.ok = dec.Relative()
 	in.decoders.Put(dec)
@@ -198,6 +199,8 @@ func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic stri
 	if err != nil {
 		in.reject(topic, body, recv, err)
 		readings = nil // settle it in order with the sender's other messages
+	} else {
+		in.dropFields(topic, body, recv, dropped)
 	}
 	if err := in.noteTimes(readings, recv, rel); err != nil {
 		in.failed.Add(1)
@@ -341,6 +344,21 @@ func (in *Ingester) reject(topic string, body []byte, now time.Time, err error) 
 	in.examples = append(in.examples, ex)
 	in.mu.Unlock()
 	in.log.Debug("message rejected", "topic", topic, "reason", reason, "err", err)
+}
+
+// dropFields counts each field the decoder left out of a message whose
+// other readings are stored (payload.Decoder.Dropped) under its reason,
+// and keeps the first of each reason as an example.
+func (in *Ingester) dropFields(topic string, body []byte, recv time.Time, dropped []payload.RejectError) {
+	for i := range dropped {
+		if slices.ContainsFunc(dropped[:i], func(e payload.RejectError) bool { return e.Reason == dropped[i].Reason }) {
+			in.mu.Lock()
+			in.rejected[dropped[i].Reason]++
+			in.mu.Unlock()
+			continue
+		}
+		in.reject(topic, body, recv, &dropped[i])
+	}
 }
 
 // excerpt returns at most n bytes of b as valid UTF-8 text.

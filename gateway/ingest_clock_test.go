@@ -2,13 +2,13 @@ package gateway
 
 import (
 	"context"
-	"github.com/cairn-gateway/cairn/gateway/payload"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 

@@ -58,11 +58,12 @@ func (f Format) String() string {
 
 // Reasons for which Decode rejects a message; RejectError.Reason is one of
 // these. They are stable and suitable as metric label values.
+// ReasonTextTooLong and ReasonInvalidText are also the reasons of a field
+// left out of a message whose other readings are kept (Decoder.Dropped).
 const (
 	ReasonPayloadTooLarge = "payload_too_large" // payload longer than Decoder.MaxPayload
 	ReasonEmptyPayload    = "empty_payload"     // payload empty or only whitespace
 	ReasonInvalidJSON     = "invalid_json"      // malformed JSON, or JSON that is not an object or array of objects
-	ReasonInvalidValue    = "invalid_value"     // plain payload that is not a number, state word or missing value
 	ReasonInvalidSenML    = "invalid_senml"     // valid JSON that is not a SenML pack cairn can read
 	ReasonInvalidLine     = "invalid_line"      // malformed line protocol
 	ReasonTooDeep         = "too_deep"          // JSON nested deeper than MaxDepth
@@ -72,6 +73,8 @@ const (
 	ReasonBadMetric       = "bad_metric"        // metric name not a valid name
 	ReasonNoMetric        = "no_metric"         // plain value but no {metric} in the topic
 	ReasonNoReadings      = "no_readings"       // no reading and no missing value (see Decode)
+	ReasonTextTooLong     = "text_too_long"     // a text value longer than encoding.MaxText bytes
+	ReasonInvalidText     = "invalid_text"      // a text value that is not UTF-8, or holds a control character
 	// ReasonInternal is what RejectReason returns for an error that is not
 	// a *RejectError; Decode never uses it in a RejectError.
 	ReasonInternal = "internal"
@@ -160,6 +163,9 @@ type Decoder struct {
 	Units Units
 
 	names     map[string]string // interned names
+	texts     map[string]string // interned texts
+	dropped   []RejectError     // fields the last Decode left out, see Dropped
+	vtext     []byte            // SenML vs value
 	key       []byte            // unescaped object key
 	str       []byte            // unescaped string value
 	path      []byte            // dotted keys of the enclosing objects
@@ -209,13 +215,14 @@ func (d *Decoder) Restamped() int { return d.restamped }
 // carries one.
 //
 // On success out is dst with the readings appended and ignored counts the
-// fields skipped on purpose: text that is not a value (a unit, a label),
-// missing values, JSON arrays inside an object (each counted once, whatever
-// it contains), SenML data values and sums, line protocol string fields
-// that are not values, and a payload "device" field that the topic's
+// fields skipped on purpose: a JSON field named unit, missing values, JSON
+// arrays inside an object (each counted once, whatever it contains), SenML
+// data values and sums, and a payload "device" field that the topic's
 // {device} overrides. On failure err is a *RejectError, out is dst unchanged
-// and ignored is 0: a message is stored whole or not at all. An unknown
-// format yields an error that is not a *RejectError.
+// and ignored is 0: a message is stored whole or not at all, but for text
+// fields that cannot be a reading's text, left out under their own reason
+// (see Dropped). An unknown format yields an error that is not a
+// *RejectError.
 //
 // Values are read the same way in every format. Numbers and booleans are
 // values; so is text (a JSON or SenML string, a line protocol string field,
@@ -223,10 +230,11 @@ func (d *Decoder) Restamped() int { return d.restamped }
 // on and open are 1, false, off and closed are 0, in any case. Text that
 // says there is no value now — empty, nan, none, null, unavailable,
 // unknown, in any case — and JSON null are missing values: they give no
-// reading and are counted in ignored. A message with no reading is rejected
-// with no_readings, unless it had a missing value: a device that reports
-// "unavailable" sent a valid message, and it is settled with no reading and
-// no error (out is dst, ignored > 0).
+// reading and are counted in ignored. Any other text is a text reading
+// (buffer.Reading.Text, Value 0; see text.go). A message with no reading
+// is rejected with no_readings, unless it had a missing value or a field
+// left out: a device that reports "unavailable" sent a valid message, and
+// it is settled with no reading and no error (out is dst, ignored > 0).
 //
 // A time from the device before 2000 is replaced by recv (see Restamped);
 // a time before 1970 or after 2262 is bad_timestamp.
@@ -260,7 +268,7 @@ func (d *Decoder) Decode(dst []buffer.Reading, format Format, payload []byte, de
 		out, ignored, err = d.decodeValue(dst, payload, start, device, metric, recv)
 	}
 	if err != nil {
-		d.restamped, d.relN = 0, 0
+		d.restamped, d.relN, d.dropped = 0, 0, d.dropped[:0]
 	}
 	return out, ignored, err
 }
@@ -270,6 +278,7 @@ func (d *Decoder) Decode(dst []buffer.Reading, format Format, payload []byte, de
 // is not a valid name.
 func (d *Decoder) begin(payload []byte, device string) *RejectError {
 	d.restamped, d.relN = 0, 0
+	d.dropped = d.dropped[:0]
 	if d.MaxPayload > 0 && len(payload) > d.MaxPayload {
 		return rejectf(ReasonPayloadTooLarge, "%d bytes, limit %d", len(payload), d.MaxPayload)
 	}
@@ -346,21 +355,16 @@ func looksLikeSenML(payload []byte, start int) bool {
 // decodeValue decodes a plain payload (format value, or auto for a payload
 // that is neither JSON nor line protocol): one value, read like any text
 // value (see Decode) with surrounding whitespace, such as "21.5", "-3",
-// "+1e3", ".5", "007", "true" or "ON". It yields one reading named by the
-// topic's {metric} (no_metric if there is none) at time recv. An empty
-// payload, or a missing-value word such as "unavailable", gives no reading
-// and counts one ignored field.
+// "+1e3", ".5", "007", "true" or "ON", or else a text ("heat", "home").
+// It yields one reading named by the topic's {metric} (no_metric if there
+// is none) at time recv. An empty payload, or a missing-value word such as
+// "unavailable", gives no reading and counts one ignored field. A text
+// that cannot be a reading's (see text.go) rejects the message with its
+// reason, text_too_long or invalid_text.
 func (d *Decoder) decodeValue(dst []buffer.Reading, payload []byte, start int, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
 	b := payload[start:]
 	v, kind := parseText(b)
-	switch kind {
-	case textOther:
-		end := len(b)
-		for end > 0 && isSpace(b[end-1]) {
-			end--
-		}
-		return dst, 0, rejectf(ReasonInvalidValue, "payload %s is not a number, state or missing value", quote(b[:end]))
-	case textNonFinite:
+	if kind == textNonFinite {
 		return dst, 0, rejectf(ReasonNonFinite, "value %s", quote(b))
 	}
 	if metric == "" {
@@ -372,8 +376,16 @@ func (d *Decoder) decodeValue(dst []buffer.Reading, payload []byte, start int, d
 	if device == "" {
 		return dst, 0, rejectf(ReasonBadDevice, "no device: a plain value needs %s in the topic", placeholderDevice)
 	}
-	if kind == textMissing {
+	switch kind {
+	case textMissing:
 		return dst, 1, nil
+	case textOther:
+		t := trimText(b)
+		if reason, detail := checkText(t); reason != "" {
+			return dst, 0, rejectf(reason, "payload %s: %s", quote(t), detail)
+		}
+		r, _ := d.textReading(device, metric, recv.UnixNano(), t)
+		return append(dst, r), 0, nil
 	}
 	return append(dst, buffer.Reading{Device: device, Metric: metric, TS: recv.UnixNano(), Value: v}), 0, nil
 }
@@ -385,8 +397,9 @@ func (d *Decoder) decodeValue(dst []buffer.Reading, payload []byte, start int, d
 //   - Each number field is a reading named by its key; keys of nested
 //     objects are joined with '.' ({"env":{"t":1}} gives metric "env.t").
 //     true and false are readings of 1 and 0; strings are read as values
-//     (see Decode). Nulls are missing values; arrays are ignored (but must
-//     be valid JSON). Every occurrence of a key counts.
+//     (see Decode), or else are text readings, but for a field named unit,
+//     ignored. Nulls are missing values; arrays are ignored (but must be
+//     valid JSON). Every occurrence of a key counts.
 //   - Top-level fields named epoch, ts, time and timestamp, in any case,
 //     give the reading time (if several are present, that order is their
 //     precedence: an epoch number leaves no doubt about the zone, where
@@ -401,8 +414,9 @@ func (d *Decoder) decodeValue(dst []buffer.Reading, payload []byte, start int, d
 //   - The device is the topic's {device}. Without one, it is the top-level
 //     "device" field, which must then be a string; with one, a "device"
 //     field is ignored and counted.
-//   - If the topic has {metric} and the object's only reading comes from a
-//     top-level "value" field, as in {"value":21.5,"unit":"C"}, that
+//   - If the topic has {metric} and the object's only number reading comes
+//     from a top-level "value" field, as in {"value":21.5,"unit":"C"}, or
+//     it has no number and its only reading is a text "value", that
 //     reading is named by {metric}. Otherwise {metric} is not used.
 func (d *Decoder) decodeJSON(dst []buffer.Reading, payload []byte, start int, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
 	if c := payload[start]; c != '{' && c != '[' {
@@ -428,7 +442,7 @@ func (d *Decoder) decodeJSON(dst []buffer.Reading, payload []byte, start int, de
 	if p.err != nil {
 		return dst, 0, p.err
 	}
-	if len(p.out) == len(dst) && p.missing == 0 {
+	if len(p.out) == len(dst) && p.missing == 0 && len(d.dropped) == 0 {
 		return dst, 0, rejectf(ReasonNoReadings, "no values (%d ignored)", p.ignored)
 	}
 	return p.out, p.ignored, nil

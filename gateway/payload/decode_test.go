@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/buffer/encoding"
@@ -22,6 +24,10 @@ import (
 var testRecv = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 const recvNS = 1795341600000000000 // testRecv.UnixNano()
+
+func txt(device, metric string, ts int64, text string) buffer.Reading {
+	return buffer.Reading{Device: device, Metric: metric, TS: ts, Text: text}
+}
 
 func rd(device, metric string, ts int64, v float64) buffer.Reading {
 	return buffer.Reading{Device: device, Metric: metric, TS: ts, Value: v}
@@ -155,22 +161,22 @@ func TestDecode_JSON(t *testing.T) {
 			[]buffer.Reading{rd("d", "on", recvNS, 1), rd("d", "off", recvNS, 0)}, 0},
 		{"ignored fields counted", J, `{"t":1,"unit":"C","x":null,"arr":[1,[2,{"a":3}],"s",null,true]}`, "d", "",
 			[]buffer.Reading{rd("d", "t", recvNS, 1)}, 3},
-		{"ignored nested", J, `{"a":{"s":"x","n":1,"e":{}},"b":[]}`, "d", "", []buffer.Reading{rd("d", "a.n", recvNS, 1)}, 2},
+		{"ignored nested", J, `{"a":{"s":"x","n":1,"e":{}},"b":[]}`, "d", "", []buffer.Reading{txt("d", "a.s", recvNS, "x"), rd("d", "a.n", recvNS, 1)}, 1},
 		{"numbers", J, `{"a":-1.5e3,"b":0,"c":-0,"d":1E-2,"e":0.1,"f":12345678901234567890123,"g":1e-400,"h":2.2250738585072011e-308}`, "d", "",
 			[]buffer.Reading{rd("d", "a", recvNS, -1500), rd("d", "b", recvNS, 0), rd("d", "c", recvNS, math.Copysign(0, -1)),
 				rd("d", "d", recvNS, 0.01), rd("d", "e", recvNS, 0.1), rd("d", "f", recvNS, 12345678901234567890123),
 				rd("d", "g", recvNS, 0), rd("d", "h", recvNS, 2.2250738585072011e-308)}, 0},
 		{"whitespace", J, " \t\r\n{ \"a\" :\n1 , \"b\":[ ] ,\"c\" : { \"d\" : 2 } }\n", "d", "",
 			[]buffer.Reading{rd("d", "a", recvNS, 1), rd("d", "c.d", recvNS, 2)}, 1},
-		{"escaped key", J, `{"t\u0065mp\u002Ex":1,"a\/b":"s"}`, "d", "", []buffer.Reading{rd("d", "temp.x", recvNS, 1)}, 1},
-		{"odd keys of ignored fields", J, `{"friendly name":"x","\ud83d\ude00":null,"t":1}`, "d", "", []buffer.Reading{rd("d", "t", recvNS, 1)}, 2},
+		{"escaped key", J, `{"t\u0065mp\u002Ex":1,"a\/b":"s"}`, "d", "", []buffer.Reading{rd("d", "temp.x", recvNS, 1), txt("d", "a/b", recvNS, "s")}, 0},
+		{"odd keys of ignored fields", J, `{"friendly name":"x","\ud83d\ude00":null,"t":1}`, "d", "", []buffer.Reading{txt("d", "friendly name", recvNS, "x"), rd("d", "t", recvNS, 1)}, 1},
 		{"name characters", J, `{"a:b-c_d.E9":1}`, "d", "", []buffer.Reading{rd("d", "a:b-c_d.E9", recvNS, 1)}, 0},
 		{"duplicate keys", J, `{"a":1,"a":2}`, "d", "", []buffer.Reading{rd("d", "a", recvNS, 1), rd("d", "a", recvNS, 2)}, 0},
 		{"device from payload", J, `{"t":1,"device":"boiler"}`, "", "", []buffer.Reading{rd("boiler", "t", recvNS, 1)}, 0},
 		{"device from payload escaped", J, `{"device":"boi\u006cer","t":1}`, "", "", []buffer.Reading{rd("boiler", "t", recvNS, 1)}, 0},
 		{"topic device wins", J, `{"device":"other","t":1}`, "dev1", "", []buffer.Reading{rd("dev1", "t", recvNS, 1)}, 1},
 		{"topic device wins over non-string", J, `{"device":{"id":5},"t":1}`, "dev1", "", []buffer.Reading{rd("dev1", "t", recvNS, 1)}, 1},
-		{"nested device is a field", J, `{"meta":{"device":"x","n":2}}`, "d", "", []buffer.Reading{rd("d", "meta.n", recvNS, 2)}, 1},
+		{"nested device is a field", J, `{"meta":{"device":"x","n":2}}`, "d", "", []buffer.Reading{txt("d", "meta.device", recvNS, "x"), rd("d", "meta.n", recvNS, 2)}, 0},
 		{"value named by topic", J, `{"value":21.5,"unit":"C"}`, "d", "temp", []buffer.Reading{rd("d", "temp", recvNS, 21.5)}, 1},
 		{"value without topic metric", J, `{"value":21.5}`, "d", "", []buffer.Reading{rd("d", "value", recvNS, 21.5)}, 0},
 		{"value with other readings", J, `{"value":1,"other":2}`, "d", "temp",
@@ -178,7 +184,7 @@ func TestDecode_JSON(t *testing.T) {
 		{"nested value keeps its name", J, `{"a":{"value":1}}`, "d", "temp", []buffer.Reading{rd("d", "a.value", recvNS, 1)}, 0},
 		{"field names win over topic metric", J, `{"temperature":1}`, "d", "temp", []buffer.Reading{rd("d", "temperature", recvNS, 1)}, 0},
 		{"tasmota", J, `{"Time":"2026-11-22T11:00:00","AM2301":{"Temperature":21.3,"Humidity":54.1},"TempUnit":"C"}`, "tasmota_1", "",
-			[]buffer.Reading{rd("tasmota_1", "AM2301.Temperature", recvNS+3600e9, 21.3), rd("tasmota_1", "AM2301.Humidity", recvNS+3600e9, 54.1)}, 1},
+			[]buffer.Reading{rd("tasmota_1", "AM2301.Temperature", recvNS+3600e9, 21.3), rd("tasmota_1", "AM2301.Humidity", recvNS+3600e9, 54.1), txt("tasmota_1", "TempUnit", recvNS+3600e9, "C")}, 0},
 		{"zigbee2mqtt", J, `{"battery":100,"humidity":54.1,"linkquality":87,"temperature":21.3,"voltage":3015}`, "0x00158d0001a2b3c4", "",
 			[]buffer.Reading{rd("0x00158d0001a2b3c4", "battery", recvNS, 100), rd("0x00158d0001a2b3c4", "humidity", recvNS, 54.1),
 				rd("0x00158d0001a2b3c4", "linkquality", recvNS, 87), rd("0x00158d0001a2b3c4", "temperature", recvNS, 21.3),
@@ -433,20 +439,15 @@ func TestDecode_Reject(t *testing.T) {
 		{FormatJSON, `{"a":"bad ts too","ts":"x","b":1}}`, "d", "", 0, ReasonInvalidJSON, ""}, // syntax beats bad_timestamp
 		{FormatAuto, `{"a":1,}`, "d", "", 0, ReasonInvalidJSON, ""},
 
-		{FormatValue, "abc", "d", "m", 0, ReasonInvalidValue, `payload "abc" is not a number, state or missing value`},
-		{FormatAuto, "abc\n", "d", "m", 0, ReasonInvalidValue, `payload "abc" is not a number, state or missing value`},
 		{FormatAuto, `[21.5]`, "d", "m", 0, ReasonInvalidJSON, "array element 0 is a JSON number"},
-		{FormatAuto, `"21.5"`, "d", "m", 0, ReasonInvalidValue, ""},
-		{FormatValue, `{"a":1}`, "d", "m", 0, ReasonInvalidValue, ""},
-		{FormatValue, "0x10", "d", "m", 0, ReasonInvalidValue, ""},
-		{FormatValue, "1_000", "d", "m", 0, ReasonInvalidValue, ""},
-		{FormatValue, "21.5 C", "d", "m", 0, ReasonInvalidValue, ""},
-		{FormatValue, "1e", "d", "m", 0, ReasonInvalidValue, ""},
-		{FormatValue, ".", "d", "m", 0, ReasonInvalidValue, ""},
-		{FormatValue, "-", "d", "m", 0, ReasonInvalidValue, ""},
-		{FormatValue, "yes", "d", "m", 0, ReasonInvalidValue, ""},
-		{FormatValue, "n/a", "d", "m", 0, ReasonInvalidValue, ""},
-		{FormatValue, "0n", "d", "m", 0, ReasonInvalidValue, ""},
+		{FormatValue, strings.Repeat("a", 65), "d", "m", 0, ReasonTextTooLong, "text of 65 bytes, limit 64"},
+		{FormatAuto, strings.Repeat("é", 33) + "\n", "d", "m", 0, ReasonTextTooLong, "text of 66 bytes, limit 64"},
+		{FormatValue, "a\x01b", "d", "m", 0, ReasonInvalidText, "control character byte 0x01"},
+		{FormatValue, "a\x7fb", "d", "m", 0, ReasonInvalidText, "control character"},
+		{FormatValue, "a\u0085b", "d", "m", 0, ReasonInvalidText, "C1 control character"},
+		{FormatValue, "\xff", "d", "m", 0, ReasonInvalidText, "not valid UTF-8"},
+		{FormatAuto, "h\xc3", "d", "m", 0, ReasonInvalidText, "not valid UTF-8"},
+		{FormatAuto, "heat", "d", "", 0, ReasonNoMetric, ""},
 
 		{FormatJSON, strings.Repeat(`{"a":`, 17) + "1" + strings.Repeat("}", 17), "d", "", 0, ReasonTooDeep, "nested deeper than 16 levels"},
 		{FormatJSON, `{"a":` + strings.Repeat("[", 16) + strings.Repeat("]", 16) + "}", "d", "", 0, ReasonTooDeep, ""},
@@ -516,7 +517,7 @@ func TestDecode_Reject(t *testing.T) {
 		{FormatJSON, `{}`, "d", "", 0, ReasonNoReadings, "no values (0 ignored)"},
 		{FormatJSON, `[]`, "d", "", 0, ReasonNoReadings, "no values (0 ignored)"},
 		{FormatJSON, `[{},{"unit":"C"}]`, "d", "", 0, ReasonNoReadings, "no values (1 ignored)"},
-		{FormatJSON, `{"a":"x","b":"23.5 C","c":[1]}`, "d", "", 0, ReasonNoReadings, "(3 ignored)"},
+		{FormatJSON, `{"a":[],"unit":"C","c":[1]}`, "d", "", 0, ReasonNoReadings, "(3 ignored)"},
 		{FormatJSON, `{"ts":1763800000,"device":"x"}`, "", "", 0, ReasonNoReadings, ""},
 		{FormatJSON, `{"a":{"b":{}}}`, "d", "", 0, ReasonNoReadings, ""},
 	} {
@@ -669,12 +670,30 @@ func BenchmarkDecode_EncodingJSONBaseline(b *testing.B) {
 type oracleReading struct {
 	metric string
 	value  float64
+	text   string
+}
+
+// oracleTextReason is checkText written another way: the reason a text
+// (trimmed) cannot be a reading's, or "".
+func oracleTextReason(s string) string {
+	switch {
+	case len(s) > encoding.MaxText:
+		return ReasonTextTooLong
+	case !utf8.ValidString(s):
+		return ReasonInvalidText
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return ReasonInvalidText
+		}
+	}
+	return ""
 }
 
 // oracleDecode walks payload with encoding/json's tokenizer, applying the
 // naming rules of Decode; it reports the readings, the ignored count and
 // the raw timestamp field values by name.
-func oracleDecode(t *testing.T, payload []byte, topicDevice bool) ([]oracleReading, int, map[string]any) {
+func oracleDecode(t *testing.T, payload []byte, topicDevice bool) ([]oracleReading, int, int, map[string]any) {
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	tok := func() json.Token {
@@ -701,6 +720,7 @@ func oracleDecode(t *testing.T, payload []byte, topicDevice bool) ([]oracleReadi
 	var (
 		out     []oracleReading
 		ignored int
+		dropped int
 		special = map[string]any{}
 		walk    func(prefix string, depth int)
 	)
@@ -733,18 +753,26 @@ func oracleDecode(t *testing.T, payload []byte, topicDevice bool) ([]oracleReadi
 					skip(v)
 				}
 			case string:
-				if v, kind := oracleText(v); kind == textNumber {
-					out = append(out, oracleReading{name, v})
-				} else {
+				switch f, kind := oracleText(v); {
+				case kind == textNumber:
+					out = append(out, oracleReading{name, f, ""})
+				case kind == textOther && key != "unit":
+					text := strings.Trim(v, " \t\r\n")
+					if oracleTextReason(text) != "" {
+						dropped++
+					} else {
+						out = append(out, oracleReading{name, 0, text})
+					}
+				default:
 					ignored++
 				}
 			case nil:
 				ignored++
 			case bool:
-				out = append(out, oracleReading{name, map[bool]float64{false: 0, true: 1}[v]})
+				out = append(out, oracleReading{name, map[bool]float64{false: 0, true: 1}[v], ""})
 			case json.Number:
 				f, _ := strconv.ParseFloat(string(v), 64)
-				out = append(out, oracleReading{name, f})
+				out = append(out, oracleReading{name, f, ""})
 			}
 		}
 	}
@@ -752,7 +780,7 @@ func oracleDecode(t *testing.T, payload []byte, topicDevice bool) ([]oracleReadi
 		t.Fatal("oracle: not an object")
 	}
 	walk("", 1)
-	return out, ignored, special
+	return out, ignored, dropped, special
 }
 
 // numberRE is the syntax of numbers in text (see parseText).
@@ -838,6 +866,8 @@ func FuzzDecode(f *testing.F) {
 		`{"device":"boiler","time":"2026-11-22 10:00:00.5+01:00","value":1e3,"x":null}`,
 		`{"value":21.5,"unit":"C","ts":"2026-11-22T10:00:00Z"}`,
 		"21.5", " -3e2\n", "true", "nan", `{"a":"\ud83d\ude00","\u0074":1}`, `{"a":1e999}`, `{"a":[[{"b":1}]],"c":01}`,
+		`{"action":"single","battery":91,"last_seen":"2026-11-22T10:00:00Z"}`, `{"value":"heat"}`, `{"a":"x\u0001","b":" ON "}`,
+		"heat", " not_home\n", "a\xffb", `{"s":"` + strings.Repeat("é", 33) + `"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -854,11 +884,11 @@ func FuzzDecode(f *testing.F) {
 						t.Fatalf("Decode(%v, %q): err %v, out %d, ignored %d", format, payload, err, len(out), ignored)
 					}
 				} else {
-					if len(out) < 2 && ignored < 1 || ignored < 0 {
+					if len(out) < 2 && ignored < 1 && len(d.Dropped()) == 0 || ignored < 0 {
 						t.Fatalf("Decode(%v, %q): %d readings, ignored %d", format, payload, len(out)-1, ignored)
 					}
 					for _, r := range out[1:] {
-						if math.IsInf(r.Value, 0) || math.IsNaN(r.Value) || encoding.CheckDevice(r.Device) != "" || encoding.CheckMetric(r.Metric) != "" || r.TS < 0 {
+						if math.IsInf(r.Value, 0) || math.IsNaN(r.Value) || encoding.CheckDevice(r.Device) != "" || encoding.CheckMetric(r.Metric) != "" || r.TS < 0 || badText(r) {
 							t.Fatalf("Decode(%v, %q): invalid reading %+v", format, payload, r)
 						}
 					}
@@ -883,17 +913,25 @@ func FuzzDecode(f *testing.F) {
 		if isObject && reason != ReasonTooDeep && (reason == ReasonInvalidJSON) == valid {
 			t.Fatalf("%q: reason %q (%v), json.Valid = %v", payload, reason, err, valid)
 		}
-		if err == nil && isObject {
-			want, wantIgnored, special := oracleDecode(t, payload, true)
-			if len(want) == 1 && want[0].metric == "value" {
+		if err == nil && isObject && utf8.Valid(payload) { // encoding/json replaces what is not UTF-8
+			want, wantIgnored, wantDropped, special := oracleDecode(t, payload, true)
+			numbers, at := 0, -1
+			for i, r := range want {
+				if r.text == "" {
+					numbers, at = numbers+1, i
+				}
+			}
+			if numbers == 1 && want[at].metric == "value" {
+				want[at].metric = "temp"
+			} else if numbers == 0 && len(want) == 1 && want[0].metric == "value" {
 				want[0].metric = "temp"
 			}
 			got := make([]oracleReading, len(out))
 			for i, r := range out {
-				got[i] = oracleReading{r.Metric, r.Value}
+				got[i] = oracleReading{r.Metric, r.Value, r.Text}
 			}
-			if !reflect.DeepEqual(got, want) && (len(got) > 0 || len(want) > 0) || ignored != wantIgnored {
-				t.Fatalf("%q:\n got %v (ignored %d)\nwant %v (ignored %d)", payload, got, ignored, want, wantIgnored)
+			if !reflect.DeepEqual(got, want) && (len(got) > 0 || len(want) > 0) || ignored != wantIgnored || len(d.Dropped()) != wantDropped {
+				t.Fatalf("%q:\n got %v (ignored %d, dropped %d)\nwant %v (ignored %d, dropped %d)", payload, got, ignored, len(d.Dropped()), want, wantIgnored, wantDropped)
 			}
 			used := ""
 			for _, key := range []string{"timestamp", "time", "ts", "epoch"} {
@@ -931,15 +969,18 @@ func FuzzDecode(f *testing.F) {
 
 		// Plain values agree with the oracle.
 		out, _, err = d.Decode(nil, FormatValue, payload, "dev1", "temp", testRecv)
+		text := strings.Trim(string(payload), " \t\r\n")
 		switch want, kind := oracleText(string(payload)); {
 		case err != nil && (kind == textNumber || kind == textMissing):
 			t.Fatalf("value %q: %v, oracle %v (kind %d)", payload, err, want, kind)
 		case err == nil && kind == textMissing && len(out) != 0:
 			t.Fatalf("value %q: got %v, want no reading", payload, out)
-		case err == nil && kind == textNumber && (len(out) != 1 || math.Float64bits(want) != math.Float64bits(out[0].Value)):
+		case err == nil && kind == textNumber && (len(out) != 1 || math.Float64bits(want) != math.Float64bits(out[0].Value) || out[0].IsText()):
 			t.Fatalf("value %q: got %v, oracle %v", payload, out, want)
-		case err == nil && kind != textNumber && kind != textMissing:
-			t.Fatalf("value %q: got %v, oracle kind %d", payload, out, kind)
+		case kind == textOther && RejectReason(err) != oracleTextReason(text):
+			t.Fatalf("value %q: %v, oracle reason %q", payload, err, oracleTextReason(text))
+		case err == nil && kind == textOther && (len(out) != 1 || out[0].Text != text || out[0].Value != 0):
+			t.Fatalf("value %q: got %v, want the text %q", payload, out, text)
 		}
 	})
 }

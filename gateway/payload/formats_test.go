@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,10 +56,13 @@ func TestDecode_Fixtures(t *testing.T) {
 					}
 					var want []buffer.Reading
 					for _, r := range fx.Readings {
-						want = append(want, buffer.Reading{Device: r.Device, Metric: r.Metric, TS: r.TS(testRecv), Value: r.Value, Unit: r.Unit})
+						want = append(want, buffer.Reading{Device: r.Device, Metric: r.Metric, TS: r.TS(testRecv), Value: r.Value, Text: r.Text, Unit: r.Unit})
 					}
 					if err == nil && !reflect.DeepEqual(got, want) {
 						t.Errorf("\n got %+v\nwant %+v", got, want)
+					}
+					if got := droppedReasons(&d); !slices.Equal(got, fx.Dropped) {
+						t.Errorf("dropped %q, want %q", got, fx.Dropped)
 					}
 					if fx.Reject == "" && (ignored != fx.Ignored || d.Restamped() != fx.Restamped) {
 						t.Errorf("ignored %d, restamped %d; want %d, %d", ignored, d.Restamped(), fx.Ignored, fx.Restamped)
@@ -70,6 +74,16 @@ func TestDecode_Fixtures(t *testing.T) {
 	if n < 19 {
 		t.Errorf("%d fixtures, want 19", n)
 	}
+}
+
+// droppedReasons returns the reasons of the fields d's last call left
+// out, nil for none.
+func droppedReasons(d *Decoder) []string {
+	var out []string
+	for _, e := range d.Dropped() {
+		out = append(out, e.Reason)
+	}
+	return out
 }
 
 func TestDecode_TextValues(t *testing.T) {
@@ -102,8 +116,8 @@ func TestDecode_TextValues(t *testing.T) {
 		decodeCase{"json null alone", FormatJSON, `{"t":null,"unit":"C"}`, "d", "", nil, 2},
 		decodeCase{"json missing needs no device", FormatJSON, `{"t":"unavailable"}`, "", "", nil, 1},
 		decodeCase{"json escaped number", FormatJSON, `{"t":"2\u0033.5"}`, "d", "", []buffer.Reading{rd("d", "t", recvNS, 23.5)}, 0},
-		decodeCase{"json label", FormatJSON, `{"t":"23.5 C","u":1}`, "d", "", []buffer.Reading{rd("d", "u", recvNS, 1)}, 1},
-		decodeCase{"json Kelvin sign is no k", FormatJSON, "{\"t\":\"un\u212anown\",\"u\":1}", "d", "", []buffer.Reading{rd("d", "u", recvNS, 1)}, 1},
+		decodeCase{"json label", FormatJSON, `{"t":"23.5 C","u":1}`, "d", "", []buffer.Reading{txt("d", "t", recvNS, "23.5 C"), rd("d", "u", recvNS, 1)}, 0},
+		decodeCase{"json Kelvin sign is no k", FormatJSON, "{\"t\":\"un\u212anown\",\"u\":1}", "d", "", []buffer.Reading{txt("d", "t", recvNS, "un\u212anown"), rd("d", "u", recvNS, 1)}, 0},
 	)
 	runDecodeCases(t, cases)
 }
@@ -190,7 +204,7 @@ func TestDecode_SenML(t *testing.T) {
 		{`[{"bn":"d:","n":"a\tb","v":1}]`, "", ReasonBadMetric, `metric "a\tb"`},
 		{`[{"n":"d","v":1}]`, "", ReasonBadMetric, "no metric part"},
 		{`[]`, "d", ReasonNoReadings, "no values in 0 records"},
-		{`[{"bn":"d:"},{"n":"l","vs":"label"}]`, "", ReasonNoReadings, "(1 ignored)"},
+		{`[{"bn":"d:"},{"n":"l","vd":"aGk"}]`, "", ReasonNoReadings, "(1 ignored)"},
 	} {
 		var d Decoder
 		out, ignored, err := d.Decode(nil, S, []byte(tc.payload), tc.device, "", testRecv)
@@ -226,7 +240,7 @@ func TestDecode_Influx(t *testing.T) {
 			[]buffer.Reading{rd("d", "m.a", recvNS, 9223372036854775807), rd("d", "m.b", recvNS, -9223372036854775808),
 				rd("d", "m.c", recvNS, 18446744073709551615), rd("d", "m.d", recvNS, 0)}, 0},
 		{"strings", L, `m state="ON",label="a, b=c \"d\"",t="23.5",x="\\"`, "d", "",
-			[]buffer.Reading{rd("d", "m.state", recvNS, 1), rd("d", "m.t", recvNS, 23.5)}, 2},
+			[]buffer.Reading{rd("d", "m.state", recvNS, 1), txt("d", "m.label", recvNS, `a, b=c "d"`), rd("d", "m.t", recvNS, 23.5), txt("d", "m.x", recvNS, `\`)}, 0},
 		{"only missing", L, `m f="unavailable"`, "d", "", nil, 1},
 	})
 	for _, tc := range []struct {
@@ -262,7 +276,6 @@ func TestDecode_Influx(t *testing.T) {
 		{"m f=1", "", ReasonBadDevice, "no device or host tag"},
 		{"m,device=a\x01b f=1", "", ReasonBadDevice, `device "a\x01b"`},
 		{"m\x7fx f=1", "d", ReasonBadMetric, `metric "m\x7fx.f"`},
-		{`m f="label"`, "d", ReasonNoReadings, "no values in 1 lines (1 ignored)"},
 		{"# only a comment", "d", ReasonNoReadings, ""},
 		{"m f=1\nm g=2 x\n", "d", ReasonInvalidLine, "line 2"}, // stored whole or not at all
 		{"m\\ x f=1\nm g", "d", ReasonInvalidLine, ""},         // syntax beats a bad name
@@ -344,12 +357,12 @@ func fuzzFormat(t *testing.T, format Format, payload []byte) {
 				t.Fatalf("Decode(%v, %q): err %v, out %d, ignored %d", format, payload, err, len(out), ignored)
 			}
 		} else {
-			if len(out) < 2 && ignored < 1 || ignored < 0 || restamped > len(out)-1 {
+			if len(out) < 2 && ignored < 1 && len(d.Dropped()) == 0 || ignored < 0 || restamped > len(out)-1 {
 				t.Fatalf("Decode(%v, %q): %d readings, ignored %d, restamped %d", format, payload, len(out)-1, ignored, restamped)
 			}
 			for _, r := range out[1:] {
 				if math.IsInf(r.Value, 0) || math.IsNaN(r.Value) || encoding.CheckDevice(r.Device) != "" || encoding.CheckMetric(r.Metric) != "" || r.TS < 0 ||
-					tp.device != "" && r.Device != tp.device {
+					tp.device != "" && r.Device != tp.device || badText(r) {
 					t.Fatalf("Decode(%v, %q): invalid reading %+v", format, payload, r)
 				}
 			}
@@ -375,12 +388,18 @@ func FuzzDecodeSenML(f *testing.F) {
 	for _, fx := range loadFixtures(f, FormatSenML) {
 		f.Add(fx.Payload)
 	}
+	for _, s := range []string{`[{"bn":"d:","n":"mode","vs":"heat"},{"n":"s","vs":" ON "},{"n":"x","vs":"a\u0001"}]`, `[{"n":"l","vs":"` + strings.Repeat("x", 70) + `"}]`} {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, payload []byte) { fuzzFormat(t, FormatSenML, payload) })
 }
 
 func FuzzDecodeInflux(f *testing.F) {
 	for _, fx := range loadFixtures(f, FormatInflux) {
 		f.Add(fx.Payload)
+	}
+	for _, s := range []string{`m,device=d state="heat",on="ON",e="" 1795341600`, "m s=\"a\tb\",t=\"" + strings.Repeat("x", 70) + `"`} {
+		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) { fuzzFormat(t, FormatInflux, payload) })
 }

@@ -27,8 +27,8 @@ import (
 //	    (1, -1.5, 1e3), an integer (1i) or unsigned integer (1u) in range, a
 //	    boolean (t, T, true, True, TRUE are 1; f, F, false, False, FALSE are
 //	    0), or a double-quoted string read as text (see Decode: "23.5" and
-//	    "ON" are values, "unavailable" is missing, other strings are ignored
-//	    and counted).
+//	    "ON" are values, "unavailable" is missing, other strings are texts:
+//	    state="heat" is a text reading, see text.go).
 //	  - The device is the topic's {device}, else the line's "device" tag,
 //	    else its "host" tag (Telegraf's). Other tags are not kept: lines that
 //	    differ only in them give readings of the same series. (The telegraf
@@ -64,7 +64,7 @@ func (d *Decoder) decodeInflux(dst []buffer.Reading, payload []byte, device stri
 	if p.err != nil {
 		return dst, 0, p.err
 	}
-	if len(p.out) == len(dst) && p.missing == 0 {
+	if len(p.out) == len(dst) && p.missing == 0 && len(d.dropped) == 0 {
 		return dst, 0, rejectf(ReasonNoReadings, "no values in %d lines (%d ignored)", p.no, p.ignored)
 	}
 	return p.out, p.ignored, nil
@@ -292,9 +292,6 @@ func (p *lineParser) field(device string) *RejectError {
 		p.d.name = append(append(append(p.d.name, '{'), p.d.tags...), '}')
 	}
 	switch kind {
-	case textOther:
-		p.ignored++
-		return nil
 	case textMissing:
 		p.ignored++
 		p.missing++
@@ -309,6 +306,12 @@ func (p *lineParser) field(device string) *RejectError {
 			return nil
 		}
 		p.fail(rejectf(ReasonBadMetric, "line %d: metric %s: %s", p.no, quote(p.d.name), prob))
+		return nil
+	}
+	if kind == textOther {
+		if r, ok := p.d.textReading(device, p.d.intern(p.d.name), 0, p.d.str); ok {
+			p.out = append(p.out, r)
+		}
 		return nil
 	}
 	p.out = append(p.out, buffer.Reading{Device: device, Metric: p.d.intern(p.d.name), Value: v})

@@ -53,12 +53,14 @@ func (p *jsonParser) object(device, metric string, recv time.Time) *RejectError 
 	if len(out) == 0 {
 		return nil
 	}
-	if metric != "" && len(out) == 1 && out[0].Metric == "value" {
-		if prob := encoding.CheckName(metric, encoding.MaxMetricLen); prob != "" {
-			p.fail(rejectf(ReasonBadMetric, "metric %s from topic: %s", quote(metric), prob))
-			return nil
+	if metric != "" {
+		if i := onlyValue(out); i >= 0 {
+			if prob := encoding.CheckName(metric, encoding.MaxMetricLen); prob != "" {
+				p.fail(rejectf(ReasonBadMetric, "metric %s from topic: %s", quote(metric), prob))
+				return nil
+			}
+			out[i].Metric = metric
 		}
-		out[0].Metric = metric
 	}
 	if device == "" {
 		if device = p.device; device == "" {
@@ -74,6 +76,27 @@ func (p *jsonParser) object(device, metric string, recv time.Time) *RejectError 
 		out[k].Device, out[k].TS = device, ts
 	}
 	return nil
+}
+
+// onlyValue returns the index in out, an object's readings, of the one
+// that the topic's {metric} names: that of a top-level "value" field when
+// it is the object's only number reading, or its only reading if it has no
+// number; else -1.
+func onlyValue(out []buffer.Reading) int {
+	numbers, at := 0, -1
+	for i := range out {
+		if !out[i].IsText() {
+			numbers++
+			at = i
+		}
+	}
+	switch {
+	case numbers == 1 && out[at].Metric == "value":
+		return at
+	case numbers == 0 && len(out) == 1 && out[0].Metric == "value":
+		return 0
+	}
+	return -1
 }
 
 // array decodes the array at p.s[p.i], whose elements must be objects.
@@ -298,8 +321,34 @@ func (p *jsonParser) member(depth int, emit bool) *RejectError {
 
 // emit appends the reading key = v (raw is v's text, for messages).
 func (p *jsonParser) emit(depth int, key []byte, v float64, raw []byte) {
-	if p.err != nil {
+	metric, ok := p.metric(depth, key)
+	if !ok {
 		return
+	}
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		p.err = rejectf(ReasonNonFinite, "metric %s: %s is not a finite float64", quote(metric), quote(raw))
+		return
+	}
+	p.out = append(p.out, buffer.Reading{Metric: metric, Value: v})
+}
+
+// emitText appends the text reading key = text, or drops the field if
+// text cannot be a reading's text.
+func (p *jsonParser) emitText(depth int, key, text []byte) {
+	metric, ok := p.metric(depth, key)
+	if !ok {
+		return
+	}
+	if r, ok := p.d.textReading("", metric, 0, text); ok {
+		p.out = append(p.out, r)
+	}
+}
+
+// metric returns the metric name of the field key at level depth, or
+// false after noting why it is not a valid name.
+func (p *jsonParser) metric(depth int, key []byte) (string, bool) {
+	if p.err != nil {
+		return "", false
 	}
 	name := key
 	if depth > 1 {
@@ -308,25 +357,22 @@ func (p *jsonParser) emit(depth int, key []byte, v float64, raw []byte) {
 	}
 	if len(key) == 0 || p.emptyKeys > 0 {
 		p.err = rejectf(ReasonBadMetric, "metric %s: empty key", quote(name))
-		return
+		return "", false
 	}
 	metric, known := p.d.names[string(name)] // names in the cache are valid
 	if !known {
 		if prob := encoding.CheckName(name, encoding.MaxMetricLen); prob != "" {
 			p.err = rejectf(ReasonBadMetric, "metric %s: %s", quote(name), prob)
-			return
+			return "", false
 		}
 		metric = p.d.intern(name)
 	}
-	if math.IsInf(v, 0) || math.IsNaN(v) {
-		p.err = rejectf(ReasonNonFinite, "metric %s: %s is not a finite float64", quote(name), quote(raw))
-		return
-	}
-	p.out = append(p.out, buffer.Reading{Metric: metric, Value: v})
+	return metric, true
 }
 
 // stringValue reads the string at p.i, the value of key, as a value (see
-// parseText).
+// parseText), or else as a text; a field named unit stays text that is no
+// value, ignored and counted.
 func (p *jsonParser) stringValue(depth int, key []byte) *RejectError {
 	s, e, esc, err := p.str()
 	if err != nil {
@@ -346,7 +392,11 @@ func (p *jsonParser) stringValue(depth int, key []byte) *RejectError {
 		p.missing++
 		p.ignored++
 	default:
-		p.ignored++
+		if string(key) == "unit" {
+			p.ignored++
+			break
+		}
+		p.emitText(depth, key, raw)
 	}
 	return nil
 }

@@ -103,6 +103,11 @@ type docReader struct {
 	ignored, missing int
 	err              *RejectError
 	skip             *SkipError // the message is not a reading
+	// notState, if not nil, reports the names whose text is no state (an
+	// id, a version): ignored and counted, like a text that is a date and
+	// time, where other texts are text readings. A preset sets it; a
+	// mapping keeps every text.
+	notState func(name []byte) bool
 }
 
 func (r *docReader) fail(err *RejectError) {
@@ -190,7 +195,8 @@ func epochIn(n numScan, unit string) (int64, string) {
 }
 
 // emit makes leaf l a reading of device named name at ts, with unit, or
-// counts it as ignored.
+// counts it as ignored. A text is a text reading, without a unit, unless
+// its key is unit or notState says it is no state.
 func (r *docReader) emit(l *leaf, device string, name []byte, ts int64, unit string) {
 	if r.err != nil {
 		return
@@ -203,8 +209,10 @@ func (r *docReader) emit(l *leaf, device string, name []byte, ts int64, unit str
 		r.missing++
 		return
 	case textOther:
-		r.ignored++
-		return
+		if _, key := splitLast(name); l.kind != leafString || string(key) == "unit" || r.notState != nil && (r.notState(name) || isTime(r.d.doc.str(l))) {
+			r.ignored++
+			return
+		}
 	case textNonFinite:
 		r.fail(rejectf(ReasonNonFinite, "metric %s: %s is not a finite float64", quote(name), quote(r.d.doc.str(l))))
 		return
@@ -216,6 +224,12 @@ func (r *docReader) emit(l *leaf, device string, name []byte, ts int64, unit str
 			return
 		}
 		metric = r.d.intern(name)
+	}
+	if kind == textOther {
+		if rd, ok := r.d.textReading(device, metric, ts, r.d.doc.str(l)); ok {
+			r.out = append(r.out, rd)
+		}
+		return
 	}
 	r.out = append(r.out, buffer.Reading{Device: device, Metric: metric, TS: ts, Value: v, Unit: unit})
 }
@@ -253,7 +267,7 @@ func (r *docReader) result(dst []buffer.Reading) ([]buffer.Reading, int, error) 
 	if r.err != nil {
 		return dst, 0, r.err
 	}
-	if len(r.out) == r.first && r.missing == 0 {
+	if len(r.out) == r.first && r.missing == 0 && len(r.d.dropped) == 0 {
 		return dst, 0, rejectf(ReasonNoReadings, "no values (%d ignored)", r.ignored)
 	}
 	return r.out, r.ignored, nil
@@ -355,7 +369,7 @@ func (r *docReader) mapped(dst []buffer.Reading, m *Mapping, device, metric stri
 				unit = r.text(doc.sibling(i, len(full)-len(key), m.UnitField))
 			}
 			n = parent
-		} else if metric != "" && string(n) == "value" && l.depth == 1 && r.onlyValue(m) {
+		} else if metric != "" && string(n) == "value" && l.depth == 1 && r.onlyValue(l) {
 			n = []byte(metric)
 		}
 		name = append(name[:0], n...)
@@ -364,23 +378,30 @@ func (r *docReader) mapped(dst []buffer.Reading, m *Mapping, device, metric stri
 	return r.result(dst)
 }
 
-// onlyValue reports whether the document's only candidate reading is its
-// top-level "value" field, which the topic's {metric} then names (as in
-// format json).
-func (r *docReader) onlyValue(m *Mapping) bool {
+// onlyValue reports whether l, the document's top-level "value" field, is
+// its only candidate reading of a number, or, with no number, of a text:
+// the topic's {metric} then names it (as in format json).
+func (r *docReader) onlyValue(l *leaf) bool {
 	doc := &r.d.doc
-	n := 0
+	numbers, texts := 0, 0
 	for i := range doc.leaves {
-		l := &doc.leaves[i]
-		if l.used || l.kind == leafArray || l.kind == leafNull {
+		c := &doc.leaves[i]
+		if c.used || c.kind == leafArray || c.kind == leafNull {
 			continue
 		}
-		if _, kind := doc.value(l); kind != textNumber {
-			continue
+		_, kind := doc.value(c)
+		_, key := splitLast(doc.name(c))
+		switch {
+		case kind == textNumber:
+			numbers++
+		case kind == textOther && c.kind == leafString && string(key) != "unit" && (r.notState == nil || !r.notState(doc.name(c)) && !isTime(doc.str(c))):
+			texts++
 		}
-		n++
 	}
-	return n == 1
+	if _, kind := doc.value(l); kind == textNumber {
+		return numbers == 1
+	}
+	return numbers == 0 && texts == 1
 }
 
 // splitLast splits a dotted name at its last '.'.

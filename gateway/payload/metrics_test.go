@@ -39,7 +39,7 @@ func TestPresets_DefaultExcludes(t *testing.T) {
 		"tasmota-state-epoch.txt":         {"UptimeSec", "Wifi.RSSI"},
 		"tasmota-state-time-offset.txt":   {"UptimeSec", "POWER", "Wifi.RSSI", "Wifi.Signal"},
 		"zigbee2mqtt-update-progress.txt": {},
-		"shelly-rpc-notifyfullstatus-plusht.txt": {"cloud.connected", "sys.uptime", "wifi.rssi",
+		"shelly-rpc-notifyfullstatus-plusht.txt": {"cloud.connected", "sys.uptime", "wifi.status", "wifi.rssi",
 			"temperature:0.tC", "temperature:0.tF", "humidity:0.rh", "devicepower:0.battery.V",
 			"devicepower:0.battery.percent", "devicepower:0.external.present"},
 		"openmqttgateway-systomqtt.txt": {"uptime", "tempc", "rssi"},

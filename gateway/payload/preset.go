@@ -157,6 +157,45 @@ func readText(d *Decoder, dst []buffer.Reading, payload []byte, device, metric s
 	return d.decodeValue(dst, payload, skipSpace(payload, 0), device, metric, recv)
 }
 
+// readState reads a plain value, or a text as a state ("heat", "home"),
+// except a text that is a date and time (isTime), which is no state:
+// ignored and counted.
+func readState(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
+	if _, kind := parseText(payload); kind == textOther && isTime(trimText(payload)) {
+		return dst, 1, nil
+	}
+	return d.decodeValue(dst, payload, skipSpace(payload, 0), device, metric, recv)
+}
+
+// isTime reports whether the text b is a date and time (RFC 3339 or ISO
+// 8601, as parseISOTime reads them): a preset's text that says when, not
+// which state.
+func isTime(b []byte) bool {
+	_, prob := parseISOTime(b, nil)
+	return prob == ""
+}
+
+// notStates returns a docReader.notState that names the fields whose
+// names match one of patterns (as Metrics' patterns match).
+func notStates(patterns ...string) func(name []byte) bool {
+	return func(name []byte) bool {
+		for _, p := range patterns {
+			if matchName(p, string(name)) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// onlyTimes is the docReader.notState of a family whose every text is a
+// state, but for a date and time.
+func onlyTimes([]byte) bool { return false }
+
+// noStates is the docReader.notState of a family that sends no states:
+// each of its texts is an id, a version or raw data.
+func noStates([]byte) bool { return true }
+
 // keyUnit returns the unit in table of the metric name: that of the whole
 // name, else that of the longest key of table the name ends in after a
 // '.' (keys may hold a '.' themselves: "PM2.5", "aenergy.total").

@@ -36,13 +36,17 @@ var bleEnvelope = []string{"id", "mac", "name", "brand", "model", "model_id", "t
 	"adv_type", "cidc", "acts", "cont", "track", "servicedata", "servicedatauuid",
 	"manufacturerdata", "uuid", "txpower"}
 
-// bleGateway reads the gateway's own system readings.
+// bleGateway reads the gateway's own system readings; its texts (version,
+// addresses, module names) are no states.
 func bleGateway(r *docReader, device, _ string, recv time.Time) {
+	r.notState = noStates
 	r.readAll("", device, recv.UnixNano(), func(name []byte) string { return keyUnit(bleUnits, name) })
 }
 
-// bleJSON reads a device's readings; its id is the device.
+// bleJSON reads a device's readings; its id is the device. Its texts are
+// ids and raw advertising data, no states.
 func bleJSON(r *docReader, device, _ string, recv time.Time) {
+	r.notState = noStates
 	doc := &r.d.doc
 	if id := doc.find("id"); id != nil && id.kind == leafString {
 		device = r.device(id)

@@ -28,16 +28,18 @@ var esphomePreset = preset{
 
 // esphomeState reads a component's state: JSON (a light, a fan) as
 // NAME.field, anything else as a plain value; text that is not a value (a
-// text sensor's) is ignored.
+// text sensor's, a select's option, a climate's mode) is a text reading,
+// but for a date and time.
 func esphomeState(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
 	if start := skipSpace(payload, 0); start < len(payload) && payload[start] == '{' {
 		return esphomeJSON(d, dst, payload, device, metric, recv)
 	}
-	return readText(d, dst, payload, device, metric, recv)
+	return readState(d, dst, payload, device, metric, recv)
 }
 
 // esphomeJSON reads a JSON state as NAME.field.
 var esphomeJSON = readJSON(func(r *docReader, device, metric string, recv time.Time) {
+	r.notState = onlyTimes
 	r.readAllAs("", metric, device, recv.UnixNano(), nil)
 })
 

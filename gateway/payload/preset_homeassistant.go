@@ -28,10 +28,17 @@ var statestreamPreset = preset{
 	},
 }
 
-// statestreamState reads an entity's state as metric "state".
+// statestreamState reads an entity's state as metric "state": a number,
+// a state word, or a text ("home", "heat"), but for a date and time (a
+// timestamp sensor's), which is ignored.
 func statestreamState(d *Decoder, dst []buffer.Reading, payload []byte, device, _ string, recv time.Time) ([]buffer.Reading, int, error) {
-	return readText(d, dst, payload, device, "state", recv)
+	return readState(d, dst, payload, device, "state", recv)
 }
+
+// statestreamNotStates are the attributes whose text is no state: ids,
+// pictures, versions and links, credits, and times.
+var statestreamNotStates = notStates("id", "*_id", "entity_picture", "attribution", "*version*", "*_url", "release_summary",
+	"title", "last_*", "next_*", "*_at")
 
 // statestreamUnit notes the unit of the entity's state and skips the
 // message.
@@ -43,16 +50,24 @@ func statestreamUnit(d *Decoder, dst []buffer.Reading, payload []byte, device, _
 }
 
 // statestreamAttribute reads a JSON-encoded attribute: a number, a
-// boolean, or a string holding a value; anything else is ignored.
+// boolean, or a string holding a value or a text (a climate's
+// hvac_action "heating"), but for statestreamNotStates; anything else is
+// ignored.
 func statestreamAttribute(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
 	if text, ok := jsonText(d, payload); ok {
-		return readText(d, dst, []byte(text), device, metric, recv)
+		if statestreamNotStates([]byte(metric)) {
+			return readText(d, dst, []byte(text), device, metric, recv)
+		}
+		return readState(d, dst, []byte(text), device, metric, recv)
 	}
 	start := skipSpace(payload, 0)
 	if start < len(payload) && (payload[start] == '{' || payload[start] == '[') {
 		return dst, 1, nil
 	}
-	return readText(d, dst, payload, device, metric, recv)
+	if statestreamNotStates([]byte(metric)) {
+		return readText(d, dst, payload, device, metric, recv)
+	}
+	return readState(d, dst, payload, device, metric, recv)
 }
 
 // jsonText returns the text of a payload that is one JSON string.

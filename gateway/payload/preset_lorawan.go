@@ -26,8 +26,15 @@ func ttnUplink(r *docReader, device, _ string, recv time.Time) {
 	if tl == nil {
 		tl = doc.find("uplink_message.received_at")
 	}
+	r.notState = lorawanNotStates
 	r.readAll(payload, device, r.time(tl, TimeFormat{}, recv), nil)
 }
+
+// lorawanNotStates are the texts of a codec's output that label a value
+// rather than say a state (Decentlab's {"displayName":…,"unit":…,
+// "value":…}); its other texts are states ("open", "motion"), but for
+// dates and times.
+var lorawanNotStates = notStates("displayName", "*.displayName", "name", "*.name", "label", "*.label", "description", "*.description")
 
 // chirpstackPreset reads ChirpStack v4's MQTT integration
 // (https://www.chirpstack.io/docs/chirpstack/integrations/events.html):
@@ -49,6 +56,7 @@ func chirpstackUp(r *docReader, device, _ string, recv time.Time) {
 		r.skip = &SkipError{Kind: SkipMeta, Detail: "an uplink without object"}
 		return
 	}
+	r.notState = lorawanNotStates
 	r.readAll("object", device, r.time(doc.find("time"), TimeFormat{}, recv), nil)
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/buffer/encoding"
 )
 
 // shellyPreset reads Shelly's first generation
@@ -38,6 +39,9 @@ func shellyValue(d *Decoder, dst []buffer.Reading, payload []byte, device, metri
 	if strings.HasSuffix(metric, ".command") || strings.HasSuffix(metric, ".set") || strings.Contains(metric, ".command.") {
 		return dst, 0, &SkipError{Kind: SkipCommand, Detail: "a command"}
 	}
+	if strings.HasPrefix(metric, "input_event.") {
+		return shellyInputEvent(d, dst, payload, device, metric, recv)
+	}
 	if string(payload) == "close" { // a door/window sensor's state: open or close
 		payload = []byte("closed")
 	}
@@ -51,6 +55,17 @@ func shellyValue(d *Decoder, dst []buffer.Reading, payload []byte, device, metri
 	}
 	return out, ignored, err
 }
+
+// shellyInputEvent reads an input's event, {"event":"S","event_cnt":2} on
+// shellies/DEVICE/input_event/0: input_event.0.event is a text reading
+// (S, L, SS, SSS, LS, SL: short, long and multiple pushes) and
+// input_event.0.event_cnt a number. The plain texts of the other topics
+// (a relay's "overpower", a roller's "stop") stay ignored: their series
+// are numbers.
+var shellyInputEvent = readJSON(func(r *docReader, device, metric string, recv time.Time) {
+	r.notState = onlyTimes
+	r.readAllAs("", metric, device, recv.UnixNano(), nil)
+})
 
 // shellyRPCPreset reads Shelly's second and third generations
 // (https://shelly-api-docs.shelly.cloud/gen2/General/RPCChannels#mqtt):
@@ -92,22 +107,142 @@ var shellyRPCUnits = map[string]string{
 // readings.
 var shellyEnvelope = []string{"id", "source", "minute_ts"}
 
+// shellyRPCNotStates are the text fields of a status that are no state:
+// addresses, names, versions and ids, times, and the updates on offer.
+var shellyRPCNotStates = notStates("*mac", "*ip", "*_ip", "*ssid", "*.time", "*.name", "*ver", "*version*", "*fw_id",
+	"*.id", "*.src", "*.uri", "*.url", "*available_updates.*", "*.errors")
+
 // shellyNotify reads a JSON-RPC notification: NotifyStatus and
-// NotifyFullStatus carry readings, other methods (NotifyEvent) do not.
+// NotifyFullStatus carry readings, NotifyEvent the events of inputs
+// (shellyEvents); other methods, and other events, do not.
 func shellyNotify(r *docReader, device, _ string, recv time.Time) {
 	doc := &r.d.doc
 	method := doc.find("method")
+	if method != nil && method.kind == leafString && string(doc.str(method)) == "NotifyEvent" {
+		shellyEvents(r, device, recv)
+		return
+	}
 	if method == nil || method.kind != leafString || (string(doc.str(method)) != "NotifyStatus" && string(doc.str(method)) != "NotifyFullStatus") {
 		r.skip = &SkipError{Kind: SkipMeta, Detail: "a notification without status"}
 		return
 	}
+	r.notState = shellyRPCNotStates
 	ts := r.time(doc.find("params.ts"), TimeFormat{kind: timeUnit, layout: "s"}, recv)
 	doc.dropKeys(shellyEnvelope...)
 	r.readAll("params", device, ts, func(name []byte) string { return keyUnit(shellyRPCUnits, name) })
 }
 
+// shellyEvents reads the events of a NotifyEvent
+// (https://shelly-api-docs.shelly.cloud/gen2/ComponentsAndServices/Input#notifications):
+// each event of an input ("input:0": btn_down, btn_up, single_push,
+// double_push, triple_push, long_push) is a text reading named
+// COMPONENT.event ("input:0.event") at the event's ts, else the
+// notification's. A notification with no input event (a component's
+// config_changed) is skipped as meta.
+func shellyEvents(r *docReader, device string, recv time.Time) {
+	doc := &r.d.doc
+	events := doc.find("params.events")
+	ts := r.time(doc.find("params.ts"), TimeFormat{kind: timeUnit, layout: "s"}, recv)
+	if events == nil || events.kind != leafArray || r.err != nil {
+		r.skip = &SkipError{Kind: SkipMeta, Detail: "a notification without events"}
+		return
+	}
+	p := jsonParser{d: r.d, s: doc.str(events)}
+	if p.peek() != '[' || p.enter(']') {
+		r.skip = &SkipError{Kind: SkipMeta, Detail: "a notification without events"}
+		return
+	}
+	for {
+		if p.peek() == '{' {
+			if err := shellyEvent(r, &p, device, ts, recv); err != nil {
+				r.fail(err)
+				return
+			}
+		} else if err := p.value(2); err != nil {
+			r.fail(err)
+			return
+		}
+		if more, err := p.next(']'); !more || err != nil {
+			r.fail(err)
+			break
+		}
+	}
+	if len(r.out) == r.first && len(r.d.dropped) == 0 && r.err == nil {
+		r.skip = &SkipError{Kind: SkipMeta, Detail: "a notification without input events"}
+	}
+}
+
+// shellyEvent reads the event object at p.i (see shellyEvents).
+func shellyEvent(r *docReader, p *jsonParser, device string, ts int64, recv time.Time) *RejectError {
+	d := r.d
+	d.name, d.vtext = d.name[:0], d.vtext[:0]
+	event := false
+	if !p.enter('}') {
+		for {
+			ks, ke, _, err := p.key()
+			if err != nil {
+				return err
+			}
+			key := string(p.s[ks:ke])
+			switch c := p.peek(); {
+			case (key == "component" || key == "event") && c == '"':
+				s, e, esc, err := p.str()
+				if err != nil {
+					return err
+				}
+				b := p.s[s:e]
+				if esc {
+					d.str = unescape(d.str[:0], b)
+					b = d.str
+				}
+				if key == "component" {
+					d.name = append(d.name[:0], b...)
+				} else {
+					d.vtext, event = append(d.vtext[:0], b...), true
+				}
+			case key == "ts" && (c == '-' || isDigit(c)):
+				n, _, err := p.number()
+				if err != nil {
+					return err
+				}
+				if ns, prob := epochIn(n, "s"); prob == "" {
+					ts = d.restamp(ns, recv)
+				}
+			default:
+				if err := p.value(3); err != nil {
+					return err
+				}
+			}
+			more, err := p.next('}')
+			if err != nil {
+				return err
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	if !event || !strings.HasPrefix(string(d.name), "input:") {
+		return nil
+	}
+	d.name = append(d.name, ".event"...)
+	if prob := encoding.CheckName(d.name, encoding.MaxMetricLen); prob != "" {
+		return rejectf(ReasonBadMetric, "metric %s: %s", quote(d.name), prob)
+	}
+	metric := d.intern(d.name)
+	if _, kind := parseText(d.vtext); kind != textOther {
+		r.ignored++
+		return nil
+	}
+	if rd, ok := d.textReading(device, metric, ts, d.vtext); ok {
+		r.out = append(r.out, rd)
+	}
+	return nil
+}
+
 // shellyStatus reads a generic status update of the component {metric}.
 func shellyStatus(r *docReader, device, component string, recv time.Time) {
+	r.notState = shellyRPCNotStates
 	r.d.doc.dropKeys(shellyEnvelope...)
 	r.readAllAs("", component, device, recv.UnixNano(), func(name []byte) string { return keyUnit(shellyRPCUnits, name) })
 }

@@ -47,14 +47,50 @@ var tasmotaFields = map[string]string{
 	"UptimeSec": "s", "Heap": "kB", "Wifi.RSSI": "%", "Wifi.Signal": "dBm",
 }
 
-// tasmotaStat reads stat/DEVICE/POWER and POWERn; the other stat topics
-// are command responses.
+// tasmotaStat reads stat/DEVICE/POWER and POWERn, and the actions of
+// buttons and switches on stat/DEVICE/RESULT (tasmotaResult); the other
+// stat topics are command responses.
 func tasmotaStat(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
+	if metric == "RESULT" {
+		return tasmotaResult(d, dst, payload, device, metric, recv)
+	}
 	if n, ok := strings.CutPrefix(metric, "POWER"); !ok || strings.Trim(n, "0123456789") != "" {
 		return dst, 0, &SkipError{Kind: SkipMeta, Detail: "a command response"}
 	}
 	return d.decodeValue(dst, payload, skipSpace(payload, 0), device, metric, recv)
 }
+
+// tasmotaNotState: Tasmota's texts are diagnostics (uptime, Wi-Fi names
+// and addresses, versions, sleep mode), no states, but for the Action of a
+// button (SetOption73: "SINGLE", "DOUBLE", "HOLD") or of a switch
+// (SetOption114: "ON", a number as ever).
+func tasmotaNotState(name []byte) bool {
+	_, key := splitLast(name)
+	return string(key) != "Action"
+}
+
+// tasmotaResult reads a command's RESULT, which is a reading only when it
+// holds the Action of a button or switch ({"Button1":{"Action":"SINGLE"}}
+// gives Button1.Action "SINGLE"); any other RESULT is a command response,
+// skipped as meta.
+var tasmotaResult = readJSON(func(r *docReader, device, _ string, recv time.Time) {
+	doc := &r.d.doc
+	action := false
+	for i := range doc.leaves {
+		l := &doc.leaves[i]
+		if tasmotaNotState(doc.name(l)) {
+			l.used = true
+		} else {
+			action = true
+		}
+	}
+	if !action {
+		r.skip = &SkipError{Kind: SkipMeta, Detail: "a command response"}
+		return
+	}
+	r.notState = tasmotaNotState
+	r.readAll("", device, recv.UnixNano(), nil)
+})
 
 // tasmotaJSON reads a SENSOR, STATE or STATUS message; prefix is the
 // object the fields are in ("StatusSNS"), if any.
@@ -66,6 +102,7 @@ func tasmotaJSON(prefix string) func(r *docReader, device, metric string, recv t
 		return prefix + "." + k
 	}
 	return func(r *docReader, device, _ string, recv time.Time) {
+		r.notState = tasmotaNotState
 		doc := &r.d.doc
 		tl := doc.find(key("Epoch"))
 		if tl == nil {

@@ -125,7 +125,7 @@ func TestPresets_Fixtures(t *testing.T) {
 			}
 			want := []buffer.Reading{}
 			for _, fr := range fx.Readings {
-				want = append(want, buffer.Reading{Device: fr.Device, Metric: fr.Metric, TS: fr.TS(testRecv), Value: fr.Value, Unit: fr.Unit})
+				want = append(want, buffer.Reading{Device: fr.Device, Metric: fr.Metric, TS: fr.TS(testRecv), Value: fr.Value, Text: fr.Text, Unit: fr.Unit})
 			}
 			if got == nil {
 				got = []buffer.Reading{}
@@ -135,6 +135,9 @@ func TestPresets_Fixtures(t *testing.T) {
 			}
 			if fx.Reject == "" && ignored != fx.Ignored {
 				t.Errorf("ignored %d, want %d", ignored, fx.Ignored)
+			}
+			if got := droppedReasons(&d); !slices.Equal(got, fx.Dropped) {
+				t.Errorf("dropped %q, want %q", got, fx.Dropped)
 			}
 		})
 	}
@@ -148,7 +151,11 @@ func TestPresets_Fixtures(t *testing.T) {
 func showReadings(rs []buffer.Reading) string {
 	var b strings.Builder
 	for _, r := range rs {
-		b.WriteString("\n  " + r.Device + " | " + r.Metric + " | " + r.Time().Format(time.RFC3339Nano) + " | " + formatValue(r.Value) + " | " + r.Unit)
+		v := formatValue(r.Value)
+		if r.IsText() {
+			v = strconv.Quote(r.Text)
+		}
+		b.WriteString("\n  " + r.Device + " | " + r.Metric + " | " + r.Time().Format(time.RFC3339Nano) + " | " + v + " | " + r.Unit)
 	}
 	return b.String()
 }
@@ -199,7 +206,7 @@ func fuzzRoute(t *testing.T, r *Route, payload []byte, device, metric string) {
 		}
 		for _, rd := range out[1:] {
 			if math.IsInf(rd.Value, 0) || math.IsNaN(rd.Value) || encoding.CheckDevice(rd.Device) != "" || encoding.CheckMetric(rd.Metric) != "" ||
-				rd.TS < 0 || rd.Unit != "" && !encoding.ValidUnit(rd.Unit) {
+				rd.TS < 0 || rd.Unit != "" && !encoding.ValidUnit(rd.Unit) || badText(rd) || rd.IsText() && rd.Unit != "" {
 				t.Fatalf("%q: invalid reading %+v", payload, rd)
 			}
 		}
@@ -231,6 +238,7 @@ func FuzzMapping(f *testing.F) {
 		`{"meta":{"id":"m-1","ts":1763805600},"data":{"t":{"v":"21.5","u":"°C"},"h":{"v":40,"u":"%"}}}`,
 		`{"meta":{"id":"a b"},"data":{"x":{"v":null}}}`,
 		`{"data":{"t":{"v":1e999}}}`,
+		`{"meta":{"id":"m-1"},"data":{"mode":{"v":"heat"},"s":{"v":" OFF "},"x":{"v":"a\u0001"}}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -32,9 +32,17 @@ var zigbee2mqttUnits = map[string]string{
 	"color_temp": "mired",
 }
 
+// zigbee2mqttNotStates are the text fields of a device's state that are
+// no state: when it was last seen, the firmware update's versions and
+// state, and the device information that include_device_information adds
+// (its ids, model and vendor).
+var zigbee2mqttNotStates = notStates("last_seen", "update.*", "update_available", "device.*", "*version*")
+
 // zigbee2mqttJSON reads a device's state; last_seen, when the bridge
-// sends it, is the time.
+// sends it, is the time. Texts are states (system_mode "heat") and events
+// (action "single"), but for zigbee2mqttNotStates.
 func zigbee2mqttJSON(r *docReader, device, _ string, recv time.Time) {
+	r.notState = zigbee2mqttNotStates
 	doc := &r.d.doc
 	ts := r.time(doc.find("last_seen"), TimeFormat{}, recv)
 	r.readAll("", device, ts, func(name []byte) string { return keyUnit(zigbee2mqttUnits, name) })

@@ -106,7 +106,7 @@ func (d *Decoder) DecodeRoute(dst []buffer.Reading, r *Route, payload []byte, de
 		out, ignored, err = d.Decode(dst, r.Format, payload, device, metric, recv)
 	}
 	if err != nil {
-		d.restamped, d.relN = 0, 0
+		d.restamped, d.relN, d.dropped = 0, 0, d.dropped[:0]
 		return dst, 0, err
 	}
 	kept, dropped := r.Metrics.drop(out[len(dst):])
@@ -119,7 +119,7 @@ func (d *Decoder) DecodeRoute(dst []buffer.Reading, r *Route, payload []byte, de
 		}
 	}
 	if err := r.Checks.check(out[len(dst):]); err != nil {
-		d.restamped, d.relN = 0, 0
+		d.restamped, d.relN, d.dropped = 0, 0, d.dropped[:0]
 		return dst, 0, err
 	}
 	return out, ignored, nil

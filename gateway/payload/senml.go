@@ -22,7 +22,8 @@ const senmlVersion = 10
 // record applying to it and to the records after it.
 //   - A record's value is v plus bv, vb (true 1, false 0), or vs read as
 //     text (see Decode: "23.5" and "ON" are values, "unavailable" is
-//     missing, any other string is ignored and counted). vd, and the sums
+//     missing, any other string is a text reading, without a unit: see
+//     text.go). vd, and the sums
 //     s and bs, are ignored and counted: a sum is another quantity than
 //     the value. A record with no value field gives nothing; one with
 //     several is invalid_senml.
@@ -64,7 +65,7 @@ func (d *Decoder) decodeSenML(dst []buffer.Reading, payload []byte, start int, d
 	if p.err != nil {
 		return dst, 0, p.err
 	}
-	if len(p.out) == len(dst) && p.missing == 0 {
+	if len(p.out) == len(dst) && p.missing == 0 && len(d.dropped) == 0 {
 		return dst, 0, rejectf(ReasonNoReadings, "no values in %d records (%d ignored)", p.rec, p.ignored)
 	}
 	return p.out, p.ignored, nil
@@ -89,7 +90,8 @@ type senmlRecord struct {
 	t                int64 // nanoseconds
 	values           int   // value fields: v, vb, vs, vd
 	v                float64
-	kind             textKind // of the value; textOther for vd
+	kind             textKind // of the value; textOther for vd and a text
+	text             bool     // the value is vs's text, in the Decoder's vtext
 	fromV            bool     // the value is v, to which bv adds
 	sum              bool
 }
@@ -171,13 +173,15 @@ func (p *senmlParser) field(key []byte, r *senmlRecord) *RejectError {
 			p.d.runit, r.hasU = append(p.d.runit[:0], s...), true
 		case "vs":
 			r.values++
-			r.v, r.kind, r.fromV = 0, textOther, false
+			r.v, r.kind, r.fromV, r.text = 0, textOther, false, true
 			if v, kind := parseText(s); kind != textOther {
-				r.v, r.kind = v, kind
+				r.v, r.kind, r.text = v, kind, false
+			} else {
+				p.d.vtext = append(p.d.vtext[:0], s...)
 			}
 		case "vd":
 			r.values++
-			r.kind, r.fromV = textOther, false
+			r.kind, r.fromV, r.text = textOther, false, false
 		}
 	case "bt", "t", "bv", "v", "s", "bs", "ut", "bver":
 		n, start, ok, err := p.num(k)
@@ -298,6 +302,9 @@ func (p *senmlParser) resolve(r *senmlRecord) {
 	case r.values > 1:
 		p.fail(rejectf(ReasonInvalidSenML, "record %d has %d value fields, want one of v, vb, vs, vd", p.rec, r.values))
 		return
+	case r.text:
+		p.resolveText(r)
+		return
 	case r.kind == textOther:
 		p.ignored++
 		return
@@ -334,6 +341,22 @@ func (p *senmlParser) resolve(r *senmlRecord) {
 		u = p.d.internUnit(unit)
 	}
 	p.out = append(p.out, buffer.Reading{Device: device, Metric: metric, TS: ts, Value: v, Unit: u})
+}
+
+// resolveText turns the record r, whose value is a text, into a text
+// reading (without a unit: a text has none).
+func (p *senmlParser) resolveText(r *senmlRecord) {
+	device, metric, ok := p.names(r)
+	if !ok {
+		return
+	}
+	ts, ok := p.time(r)
+	if !ok {
+		return
+	}
+	if rd, ok := p.d.textReading(device, metric, ts, p.d.vtext); ok {
+		p.out = append(p.out, rd)
+	}
 }
 
 // names returns the device and metric of record r (see decodeSenML).
