@@ -276,3 +276,86 @@ func gzipSize(t *testing.T, b []byte) int {
 	}
 	return z.Len()
 }
+
+// FuzzEncoder_PrometheusStateSet encodes a series of states, in time
+// order, in two batches, the first taken upstream before the second is
+// encoded, and checks what a receiver keeps (one sample per series and
+// millisecond) against a brute-force state set: in each millisecond with
+// readings, the state of its last reading is 1, and every other state
+// that was in force at its start or read in it is 0.
+func FuzzEncoder_PrometheusStateSet(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 2, 0, 3}, uint8(3))
+	f.Add([]byte{0x11, 0x02, 0x01, 0x20, 0x33, 0x00, 0x01}, uint8(1))
+	f.Add([]byte{5, 9, 13, 2, 2, 2, 1}, uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, split uint8) {
+		if len(data) > 64 {
+			data = data[:64]
+		}
+		var rs []buffer.OutboxReading
+		ts := int64(1_700_000_000_000_000_000)
+		for i, b := range data {
+			ts += int64(b>>2&3) * 400_000 // 0, 0.4, 0.8 or 1.2 ms later
+			rs = append(rs, textReading(uint64(i), "d", "m", ts, fmt.Sprintf("s%d", b&3)))
+		}
+		// The second batch starts in a later millisecond than the first
+		// ends: a millisecond split across batches would be sent twice.
+		k := int(split) % (len(rs) + 1)
+		for k > 0 && k < len(rs) && rs[k].TS/1e6 == rs[k-1].TS/1e6 {
+			k++
+		}
+		e := newEncoder(Prometheus, "readings", "")
+		got := map[string]map[int64]float64{}
+		for _, batch := range [][]buffer.OutboxReading{rs[:k], rs[k:]} {
+			if len(batch) == 0 {
+				continue
+			}
+			body, skipped := e.encode("b", batch)
+			ts, err := decodeWriteRequest(body)
+			if err != nil || skipped != 0 {
+				t.Fatalf("%v, skipped %d", err, skipped)
+			}
+			e.sent()
+			for _, s := range ts {
+				state := s.Labels[2][1]
+				if s.Labels[2][0] != "state" {
+					t.Fatalf("labels %q", s.Labels)
+				}
+				for _, smp := range s.Samples {
+					if got[state] == nil {
+						got[state] = map[int64]float64{}
+					}
+					if _, dup := got[state][smp.MS]; dup {
+						t.Fatalf("state %s: two samples at %d", state, smp.MS)
+					}
+					got[state][smp.MS] = smp.Value
+				}
+			}
+		}
+		want := map[string]map[int64]float64{}
+		put := func(state string, ms int64, v float64) {
+			if want[state] == nil {
+				want[state] = map[int64]float64{}
+			}
+			want[state][ms] = v
+		}
+		prev := ""
+		for i := 0; i < len(rs); {
+			ms := rs[i].TS / 1e6
+			touched := map[string]bool{}
+			if prev != "" {
+				touched[prev] = true
+			}
+			for ; i < len(rs) && rs[i].TS/1e6 == ms; i++ {
+				touched[rs[i].Text] = true
+				prev = rs[i].Text
+			}
+			for s := range touched {
+				put(s, ms, 0)
+			}
+			put(prev, ms, 1)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("split at %d:\n got %v\nwant %v", k, got, want)
+		}
+	})
+}
