@@ -295,7 +295,7 @@ func (u *Uplink) sendStats(ctx context.Context, end uint64) error {
 	if u.opts.Gateway != "" {
 		id = u.opts.Gateway + "-" + id
 	}
-	readings := int(end - start)
+	readings := int(end-start) - texts // texts are counted as skipped
 	if IsMQTTURL(u.opts.URL) {
 		err := u.publishStats(ctx, id, recs, readings, end)
 		if err == nil {
