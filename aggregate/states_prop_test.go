@@ -17,9 +17,8 @@ import (
 // now (or not at all if now is before it); the time before the first
 // reading (or before now, with no reading) is in no state; each span
 // counts for its part within [from, to).
-func bruteTimeIn(readings []Sample, from, to, now int64) TimeInState {
-	rs := slices.Clone(readings)
-	slices.SortFunc(rs, Sample.Compare)
+// The readings must be sorted in (time, id) order.
+func bruteTimeIn(rs []Sample, from, to, now int64) TimeInState {
 	// within returns the length of [a, b) ∩ [from, to).
 	within := func(a, b int64) uint64 {
 		a, b = max(a, from), min(b, to)
@@ -142,8 +141,8 @@ func (st *statesStore) add(t *testing.T, r Sample) {
 }
 
 // rollUp builds the hour records from the minutes and the day records from
-// the hours, folding each in time order, and checks each against the
-// record built from its readings.
+// the hours, folding each in time order, checks each against the record
+// built from its readings, and keeps each as it decodes from its bytes.
 func (st *statesStore) rollUp(t *testing.T) {
 	for _, lv := range [][2]Level{{Minute, Hour}, {Hour, Day}} {
 		fine, coarse := lv[0], lv[1]
@@ -166,6 +165,12 @@ func (st *statesStore) rollUp(t *testing.T) {
 			if want := FromSamples(in); !equalStates(rec, want) {
 				t.Fatalf("%v %d: got %+v rolled up, want %+v", lvl, start, rec, want)
 			}
+			// The store keeps records as bytes.
+			got, err := DecodeStates(rec.Append(nil))
+			if err != nil || !equalStates(got, rec) {
+				t.Fatalf("%v %d: DecodeStates(Append(%+v)) = %+v, %v", lvl, start, rec, got, err)
+			}
+			recs[start] = got
 		}
 	}
 }
@@ -251,7 +256,8 @@ func TestStates_MatchesBruteForce(t *testing.T) {
 		}
 		rebuilt += st.rebuilt
 		st.rollUp(t)
-		lastTS := slices.MaxFunc(readings, Sample.Compare).TS
+		slices.SortFunc(readings, Sample.Compare)
+		lastTS := readings[len(readings)-1].TS
 		readingAfter := func(to int64) bool { return lastTS >= to }
 		for q := range 60 {
 			// Whole minutes from an hour before the series to a day
