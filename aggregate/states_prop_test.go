@@ -175,19 +175,20 @@ func (st *statesStore) rollUp(t *testing.T) {
 	}
 }
 
-// query answers [from, to) as the store would: the records of Cover's plan
-// merged in time order, the state before from taken from the newest minute
-// record before it.
+// query answers [from, to) as the store would: the records of Cover's
+// plan and the raw readings at its ends, merged in time order.
 func (st *statesStore) query(t *testing.T, from, to, now int64, before Prior, readingAfter bool) TimeInState {
 	p := Cover(from, to)
-	if p.RawHead != (Range{}) || p.RawTail != (Range{}) {
-		t.Fatalf("Cover(%d, %d) left raw readings: %+v", from, to, p)
-	}
 	type run struct {
-		l Level
+		l Level // 0 for raw readings
 		r Range
 	}
 	var runs []run
+	for _, raw := range []Range{p.RawHead, p.RawTail} {
+		if raw != (Range{}) {
+			runs = append(runs, run{0, raw})
+		}
+	}
 	for _, lr := range []struct {
 		l  Level
 		rs []Range
@@ -199,6 +200,12 @@ func (st *statesStore) query(t *testing.T, from, to, now int64, before Prior, re
 	slices.SortFunc(runs, func(a, b run) int { return cmp.Compare(a.r.From, b.r.From) })
 	var all States
 	for _, ru := range runs {
+		if ru.l == 0 {
+			if err := all.Merge(FromSamples(st.rawIn(ru.r))); err != nil {
+				t.Fatalf("merge raw %+v: %v", ru.r, err)
+			}
+			continue
+		}
 		d := int64(ru.l.Duration())
 		for s := ru.r.From; s < ru.r.To; s += d {
 			if err := all.Merge(st.records[ru.l][s]); err != nil {
@@ -213,19 +220,41 @@ func (st *statesStore) query(t *testing.T, from, to, now int64, before Prior, re
 	return got
 }
 
+// rawIn returns the raw readings in r.
+func (st *statesStore) rawIn(r Range) []Sample {
+	var out []Sample
+	for m := Minute.Truncate(r.From); m < r.To; m += int64(time.Minute) {
+		for _, s := range st.raw[m] {
+			if r.From <= s.TS && s.TS < r.To {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
 // prior returns the state before from as the store finds it: the Last of
-// the newest minute record before from.
+// the newest minute record before from's minute, then that of the raw
+// readings of from's minute before from.
 func (st *statesStore) prior(from int64) Prior {
+	m := Minute.Truncate(from)
 	var newest int64 = math.MinInt64
 	for s := range st.records[Minute] {
-		if s < from && s > newest {
+		if s < m && s > newest {
 			newest = s
 		}
 	}
-	if newest == math.MinInt64 {
-		return Prior{}
+	var p Prior
+	if newest != math.MinInt64 {
+		p = st.records[Minute][newest].Carry(p)
 	}
-	return st.records[Minute][newest].Carry(Prior{})
+	return FromSamples(st.rawIn(Range{m, from})).Carry(p)
+}
+
+// groupCarry returns the state after the group [from, to): that of the
+// last reading in it, or before if it has none.
+func (st *statesStore) groupCarry(from, to int64, before Prior) Prior {
+	return FromSamples(st.rawIn(Range{from, to})).Carry(before)
 }
 
 func equalStates(a, b States) bool {
@@ -239,10 +268,10 @@ func equalTimeIn(a, b TimeInState) bool {
 // TestStates_MatchesBruteForce is the property test of States: random
 // series across minute, hour and day boundaries, with late readings, kept
 // as minute records and rolled up into hours and days, queried over random
-// whole-minute ranges at a random now, give exactly the counts, the time
-// in each state and the unknown time computed from the raw readings; so do
-// the ranges cut into consecutive groups, each with the state carried from
-// the one before.
+// ranges at a random now (whole minutes, or with raw readings at the
+// ends), give exactly the counts, the time in each state and the unknown
+// time computed from the raw readings; so do the ranges cut into
+// consecutive groups, each with the state carried from the one before.
 func TestStates_MatchesBruteForce(t *testing.T) {
 	const minute = int64(time.Minute)
 	t0 := time.Date(2026, 11, 27, 23, 0, 0, 0, time.UTC).UnixNano()
@@ -260,10 +289,14 @@ func TestStates_MatchesBruteForce(t *testing.T) {
 		lastTS := readings[len(readings)-1].TS
 		readingAfter := func(to int64) bool { return lastTS >= to }
 		for q := range 60 {
-			// Whole minutes from an hour before the series to a day
-			// after, at most four days long.
+			// From an hour before the series to a day after, at
+			// most four days long.
 			from := Minute.Truncate(t0) + (rng.Int64N(5*24*60)-60)*minute
 			to := from + (1+rng.Int64N(4*24*60))*minute
+			if rng.IntN(2) == 0 { // raw readings at either end
+				from += rng.Int64N(minute)
+				to += rng.Int64N(minute)
+			}
 			var now int64
 			switch rng.IntN(4) {
 			case 0: // after the range
@@ -294,7 +327,7 @@ func TestStates_MatchesBruteForce(t *testing.T) {
 			// would ask, each carrying the state of the one before.
 			before := st.prior(from)
 			for gFrom := from; gFrom < to; {
-				gTo := min(to, gFrom+(1+rng.Int64N(180))*minute)
+				gTo := min(to, gFrom+(1+rng.Int64N(180))*minute-rng.Int64N(minute))
 				want := bruteTimeIn(readings, gFrom, gTo, now)
 				got := st.query(t, gFrom, gTo, now, before, readingAfter(gTo))
 				if !equalTimeIn(got, want) {
@@ -309,13 +342,4 @@ func TestStates_MatchesBruteForce(t *testing.T) {
 		t.Errorf("no late reading needed FromSamples: the test does not cover them")
 	}
 	t.Logf("%d queries, %d minute records built again for a late reading", queries, rebuilt)
-}
-
-// groupCarry returns the state after the group [from, to): that of the
-// last reading in it, or before if it has none.
-func (st *statesStore) groupCarry(from, to int64, before Prior) Prior {
-	for m := from; m < to; m += int64(time.Minute) {
-		before = st.records[Minute][m].Carry(before)
-	}
-	return before
 }
