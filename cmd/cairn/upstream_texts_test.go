@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -166,6 +167,20 @@ func TestUplink_TextsToInfluxDB(t *testing.T) {
 	db := newInfluxDB(t)
 	db.start(t)
 	rs := sendTexts(t, strings.ReplaceAll(uplinkSection, "%URL%", db.writeURL()))
+	gotTexts, numbers := influxTexts(t, db)
+	if want := textsOf(rs); !reflect.DeepEqual(gotTexts, want) {
+		t.Errorf("texts in InfluxDB:\n got %v\nwant %v", gotTexts, want)
+	}
+	if numbers != 12 {
+		t.Errorf("%d numbers in InfluxDB, want 12", numbers)
+	}
+}
+
+// influxTexts returns the string fields of InfluxDB's measurement
+// readings by device, field and time, and how many number fields it
+// holds.
+func influxTexts(t *testing.T, db *influxDB) (map[textKey]string, int) {
+	t.Helper()
 	gotTexts := make(map[textKey]string)
 	numbers := 0
 	db.query(t, "SELECT * FROM readings", func(columns []string, values [][]any) {
@@ -201,12 +216,7 @@ func TestUplink_TextsToInfluxDB(t *testing.T) {
 			}
 		}
 	})
-	if want := textsOf(rs); !reflect.DeepEqual(gotTexts, want) {
-		t.Errorf("texts in InfluxDB:\n got %v\nwant %v", gotTexts, want)
-	}
-	if numbers != 12 {
-		t.Errorf("%d numbers in InfluxDB, want 12", numbers)
-	}
+	return gotTexts, numbers
 }
 
 // TestUplink_TextsLineProtocolToVictoriaMetrics shows what
@@ -298,11 +308,17 @@ func TestUplink_TextsRemoteWrite(t *testing.T) {
 
 // TestUplink_TextsOverMQTT stores text readings, has cairn publish them
 // to a real Mosquitto in each payload, and reads each text back from the
-// messages a subscriber gets: "text" in JSON, vs in SenML, a string field
-// in line protocol.
+// messages a subscriber gets: "text" in JSON, vs in SenML, and line
+// protocol's string fields from the InfluxDB 1.x the subscriber writes
+// the messages to.
 func TestUplink_TextsOverMQTT(t *testing.T) {
-	for _, payload := range []string{"json", "senml"} {
+	for _, payload := range []string{"json", "senml", "influx"} {
 		t.Run(payload, func(t *testing.T) {
+			var db *influxDB
+			if payload == "influx" { // the messages are written to it as they come
+				db = newInfluxDB(t)
+				db.start(t)
+			}
 			m := startMosquitto(t)
 			var mu sync.Mutex
 			var bodies [][]byte
@@ -330,6 +346,21 @@ func TestUplink_TextsOverMQTT(t *testing.T) {
 			waitUntil(t, 30*time.Second, "the subscriber to get every text", func() (bool, string) {
 				mu.Lock()
 				defer mu.Unlock()
+				if payload == "influx" {
+					for _, b := range bodies {
+						resp, err := http.Post(db.writeURL(), "text/plain", bytes.NewReader(b))
+						if err != nil {
+							t.Fatal(err)
+						}
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusNoContent {
+							t.Fatalf("InfluxDB answers %s to %s", resp.Status, b)
+						}
+					}
+					bodies = nil
+					got, _ = influxTexts(t, db)
+					return len(got) >= len(want), fmt.Sprintf("%d of %d texts", len(got), len(want))
+				}
 				got = map[textKey]string{}
 				for _, b := range bodies {
 					texts, err := mqttTexts(payload, b)
