@@ -359,3 +359,26 @@ func FuzzEncoder_PrometheusStateSet(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkEncoder_TextFormats encodes the batches of textBatches in each
+// format, with the encoder's buffers reused as the uplink reuses them
+// (remote write: each batch taken, so the state before each series' first
+// reading is known).
+func BenchmarkEncoder_TextFormats(b *testing.B) {
+	batches := textBatches()
+	for _, kind := range []string{"state", "event"} {
+		rs := batches[kind]
+		for _, f := range []Format{Influx, JSON, Prometheus} {
+			b.Run(kind+"/"+f.String(), func(b *testing.B) {
+				e := newEncoder(f, "readings", "pi-kitchen")
+				b.ReportAllocs()
+				for b.Loop() {
+					body, _ := e.encode("pi-kitchen-1", rs)
+					e.sent()
+					b.SetBytes(int64(len(body)))
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(rs)), "ns/reading")
+			})
+		}
+	}
+}
