@@ -281,3 +281,40 @@ func TestPresets_Edges(t *testing.T) {
 		})
 	}
 }
+
+// TestEsphomeStateTopic: the state topics whose units ESPHome's discovery
+// gives are read as the preset's state routes capture them.
+func TestEsphomeStateTopic(t *testing.T) {
+	for _, tc := range []struct {
+		topic, device, metric string
+		ok                    bool
+	}{
+		{"livingroom/sensor/living_room_temperature/state", "livingroom", "living_room_temperature", true},
+		{"node/climate/hall/current_temperature/state", "node", "hall.current_temperature", true},
+		{"node//t/state", "node", "t", true},
+		{"node/sensor//state", "", "", false},
+		{"/sensor/t/state", "", "", false},
+		{"node/sensor/t/command", "", "", false},
+		{"node/sensor/t", "", "", false},
+		{"node/a/b/c/d/state", "", "", false},
+		{"$SYS/sensor/t/state", "", "", false},
+		{"node/sensor/+/state", "", "", false},
+	} {
+		device, metric, ok := esphomeStateTopic(tc.topic)
+		if device != tc.device || metric != tc.metric || ok != tc.ok {
+			t.Errorf("esphomeStateTopic(%q) = %q, %q, %v; want %q, %q, %v", tc.topic, device, metric, ok, tc.device, tc.metric, tc.ok)
+		}
+		routes, err := PresetRoutes("esphome", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range routes {
+			if r.Route.read == nil || r.Pattern == "homeassistant/#" {
+				continue
+			}
+			if d, m, ok := matchTopic(r.Pattern, tc.topic); ok && (!tc.ok || d != tc.device || m != tc.metric) {
+				t.Errorf("route %s reads %q as %q, %q", r.Pattern, tc.topic, d, m)
+			}
+		}
+	}
+}
