@@ -1,16 +1,20 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
@@ -29,6 +33,8 @@ type sensorFleet struct {
 	msgs    []sensorMessage
 	acks    *ackLog
 	resent  int // messages sent again because their PUBACK did not come
+	// newMessage makes a new message; nil: newSensorMessage.
+	newMessage func(device string, ms int64, seq int) sensorMessage
 }
 
 // publish connects to addr and resends the pending messages; then, if
@@ -52,7 +58,11 @@ func (f *sensorFleet) publish(addr string, fresh bool, stop <-chan struct{}) err
 	}
 	for fresh {
 		i := f.acks.add()
-		f.msgs = append(f.msgs, newSensorMessage(fmt.Sprintf("crash-%d", i%f.devices), t0+int64(i/f.devices), i))
+		newMessage := f.newMessage
+		if newMessage == nil {
+			newMessage = newSensorMessage
+		}
+		f.msgs = append(f.msgs, newMessage(fmt.Sprintf("crash-%d", i%f.devices), t0+int64(i/f.devices), i))
 		if err := send(i); err != nil {
 			return err
 		}
@@ -60,11 +70,68 @@ func (f *sensorFleet) publish(addr string, fresh bool, stop <-chan struct{}) err
 	return nil
 }
 
+// ackedReadings returns how many readings the acknowledged messages give.
+// The publisher must not run.
+func (f *sensorFleet) ackedReadings() int {
+	n := 0
+	for i, m := range f.msgs {
+		if f.acks.isAcked(i) {
+			n += len(m.readings(i))
+		}
+	}
+	return n
+}
+
+// crashModes are the states of a thermostat's mode in the crash tests:
+// texts that JSON and line protocol escape among them. ("off" would be
+// the number 0, as ON/OFF are.)
+var crashModes = []string{"idle", "heat", "cool", "éco ✓", `say "hi", a=b \ c`}
+
+// crashEvents are the events of a button in the crash tests.
+var crashEvents = []string{"single", "double", "hold", "long press", "btn_down"}
+
+// newCrashMessage is a message of a sensor that mixes texts with its
+// numbers: every fourth message of a device is a button's event alone,
+// at its own time; the others carry a temperature, seq and a mode. Every
+// third mode is a "stage" that changes every 40 messages of the device,
+// so new texts keep coming into the series' dictionary (55 at most, below
+// store.max_states_per_series) while cairn is killed.
+func newCrashMessage(device string, ms int64, seq int) sensorMessage {
+	k := int(ms - t0) // the device's message number
+	at := ms * int64(time.Millisecond)
+	if k%4 == 3 {
+		event := crashEvents[(k/4)%len(crashEvents)]
+		return sensorMessage{device: device, ms: ms,
+			payload: fmt.Sprintf(`{"ts":%d,"action":%s}`, ms, jsonString(event)),
+			given:   []buffer.Reading{{Device: device, Metric: "action", TS: at, Text: event}}}
+	}
+	mode := crashModes[(k/3)%len(crashModes)]
+	if k%3 == 0 {
+		mode = fmt.Sprintf("stage %d", (k/40)%50)
+	}
+	m := newSensorMessage(device, ms, seq)
+	m.payload = strings.TrimSuffix(m.payload, "}") + `,"mode":` + jsonString(mode) + "}"
+	m.given = append(m.readings(seq), buffer.Reading{Device: device, Metric: "mode", TS: at, Text: mode})
+	return m
+}
+
+// jsonString is s as a JSON string.
+func jsonString(s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
 // TestCrash_SIGKILL kills a loaded cairn process at random moments and
-// checks that no acknowledged reading is lost and none is stored twice.
-// cairn has two upstreams: one takes readings throughout; the other is
-// down until the last start, and keeps every reading pending across the
-// kills. In the end each holds every stored reading once.
+// checks that no acknowledged reading is lost and none is stored twice,
+// texts among them: each text reading is stored once, with its text and
+// time. cairn has two upstreams: one, VictoriaMetrics, takes readings
+// throughout (a text as the sample 0); the other, InfluxDB 1.x, is down
+// until the last start, keeps every reading pending across the kills,
+// and then takes each text as a string field. In the end each holds every
+// stored reading once, and InfluxDB every text exactly.
 func TestCrash_SIGKILL(t *testing.T) {
 	cycles := 20
 	if s := os.Getenv("CAIRN_CRASH_CYCLES"); s != "" {
@@ -76,23 +143,23 @@ func TestCrash_SIGKILL(t *testing.T) {
 	}
 	bin := cairnBinary.get(t)
 	dataDir := t.TempDir()
-	live, late := newIdempotentVM(t), newIdempotentVM(t)
+	live, late := newIdempotentVM(t), newInfluxDB(t)
 	live.start(t)
 	cfg := writeConfig(t, dataDir, crashConfig+uplinkList(
 		namedUpstream{"live", "influx", live.writeURL()},
 		namedUpstream{"late", "influx", late.writeURL()}))
 	// More devices for more cycles keep each device's readings within one
 	// query when the store is checked.
-	fleet := &sensorFleet{devices: 8 * ((cycles + 19) / 20), window: 32, acks: newAckLog(0)}
+	fleet := &sensorFleet{devices: 8 * ((cycles + 19) / 20), window: 32, acks: newAckLog(0), newMessage: newCrashMessage}
 
 	var slowestStart time.Duration
 	minAcked, maxAcked := math.MaxInt, 0
 	for cycle := range cycles {
-		ackedBefore := fleet.acks.count()
+		ackedBefore, readingsBefore := fleet.acks.count(), fleet.ackedReadings()
 		started := time.Now()
 		p := startCairn(t, bin, cfg)
 		slowestStart = max(slowestStart, time.Since(started))
-		if atLeast := 2 * uint64(ackedBefore); p.readings < atLeast {
+		if atLeast := uint64(readingsBefore); p.readings < atLeast {
 			t.Fatalf("cycle %d: store holds %d readings after restart, want at least %d (every acknowledged one)\noutput:\n%s", cycle, p.readings, atLeast, p.out)
 		}
 		if st := uplinkStatuses(t, newAPIClient(p.http))["late"]; st.PendingReadings != p.readings {
@@ -149,17 +216,57 @@ func TestCrash_SIGKILL(t *testing.T) {
 
 	stored, missing, doubled := checkStored(t, dataDir, fleet.msgs, fleet.acks)
 	checkAggregates(t, dataDir)
-	if want := 2 * len(fleet.msgs); stored != want {
-		t.Errorf("stored %d readings, want %d: every message was acknowledged in the end", stored, want)
-	}
-	for _, up := range []*victoriaMetrics{live, late} {
-		checkUpstream(t, up, fleet.msgs, fleet.acks)
-		if got, total := up.readings(t); total != stored || len(got) != stored {
-			t.Errorf("upstream %s holds %d samples of %d distinct readings, want each of the %d stored once", up.base(), total, len(got), stored)
+	texts := 0
+	for i, m := range fleet.msgs {
+		for _, r := range m.readings(i) {
+			if r.IsText() {
+				texts++
+			}
 		}
 	}
-	t.Logf("cycles %d (%d to %d PUBACKs before each kill, restarts took up to %s), messages acknowledged %d, resent after a kill %d, readings stored %d, missing %d, doubled %d",
-		cycles, minAcked, maxAcked, slowestStart.Round(time.Millisecond), fleet.acks.count(), fleet.resent, stored, missing, doubled)
-	t.Logf("last run: %d readings stored again were recognised as duplicates; upstreams took %d samples (live, resent ones included) and %d (late) for %d readings",
-		st.Ingest.Duplicates, live.received(t), late.received(t), stored)
+	if want := len(fleet.msgs); fleet.ackedReadings() != stored || fleet.acks.count() != want {
+		t.Errorf("stored %d readings, %d of %d messages acknowledged giving %d: every message was acknowledged in the end", stored, fleet.acks.count(), want, fleet.ackedReadings())
+	}
+	for _, up := range []upstream{live, late} {
+		checkUpstream(t, up, fleet.msgs, fleet.acks)
+		if got, total := up.readings(t); total != stored || len(got) != stored {
+			t.Errorf("upstream %T holds %d samples of %d distinct readings, want each of the %d stored once", up, total, len(got), stored)
+		}
+	}
+	checkUpstreamTexts(t, late, fleet.msgs, fleet.acks)
+	t.Logf("cycles %d (%d to %d PUBACKs before each kill, restarts took up to %s), messages acknowledged %d, resent after a kill %d, readings stored %d (%d texts), missing %d, doubled %d",
+		cycles, minAcked, maxAcked, slowestStart.Round(time.Millisecond), fleet.acks.count(), fleet.resent, stored, texts, missing, doubled)
+	t.Logf("last run: %d readings stored again were recognised as duplicates; the live upstream took %d samples (resent ones included) for %d readings",
+		st.Ingest.Duplicates, live.received(t), stored)
+}
+
+// checkUpstreamTexts compares the string fields InfluxDB holds with the
+// text readings of the acknowledged messages: each with its exact text,
+// at its time, and no other.
+func checkUpstreamTexts(t *testing.T, db *influxDB, msgs []sensorMessage, acks *ackLog) {
+	t.Helper()
+	want := make(map[textKey]string)
+	for i, m := range msgs {
+		if acks.isAcked(i) {
+			for k, text := range textsOf(m.readings(i)) {
+				want[k] = text
+			}
+		}
+	}
+	got, _ := influxTexts(t, db)
+	var wrong []string
+	for k, text := range want {
+		if g, ok := got[k]; !ok || g != text {
+			wrong = append(wrong, fmt.Sprintf("%+v: got %q (present %v), want %q", k, g, ok, text))
+		}
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			wrong = append(wrong, fmt.Sprintf("%+v: got %q, no message gave it", k, g))
+		}
+	}
+	if len(wrong) > 0 {
+		sort.Strings(wrong)
+		t.Errorf("InfluxDB holds %d texts, want %d; %d wrong, e.g.\n%s", len(got), len(want), len(wrong), strings.Join(wrong[:min(len(wrong), 10)], "\n"))
+	}
 }

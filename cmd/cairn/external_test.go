@@ -159,11 +159,14 @@ func (l *ackLog) pending() []int {
 }
 
 // sensorMessage is one message of a simulated sensor: unique time per
-// device, two readings.
+// device, two readings (or those given).
 type sensorMessage struct {
 	device  string
 	ms      int64
 	payload string
+	// given, if not nil, is the readings the message gives, in place of
+	// newSensorMessage's two.
+	given []buffer.Reading
 }
 
 func newSensorMessage(device string, ms int64, seq int) sensorMessage {
@@ -181,6 +184,9 @@ func (m sensorMessage) topic() string { return "sensors/" + m.device + "/telemet
 
 // readings returns the readings the message gives.
 func (m sensorMessage) readings(seq int) []buffer.Reading {
+	if m.given != nil {
+		return m.given
+	}
 	temp, err := strconv.ParseFloat(temperatureOf(seq), 64)
 	if err != nil {
 		panic(err)
@@ -216,18 +222,18 @@ func publishPending(addr, clientID string, msgs []sensorMessage, pending []int, 
 
 // checkStored compares the readings in a store with the messages: every
 // acknowledged message's readings are there, exactly once, and nothing
-// else is. It returns how many readings are stored, and how many are
-// missing and doubled.
+// else is: each with its value, or its text. It returns how many
+// readings are stored, and how many are missing and doubled.
 func checkStored(t *testing.T, dir string, msgs []sensorMessage, acks *ackLog) (stored, missing, doubled int) {
 	t.Helper()
 	type key struct {
 		device, metric string
 		ts             int64
 	}
-	want := make(map[key]float64) // every reading that was sent
+	want := make(map[key]buffer.Reading) // every reading that was sent
 	for i, m := range msgs {
 		for _, r := range m.readings(i) {
-			want[key{r.Device, r.Metric, r.TS}] = r.Value
+			want[key{r.Device, r.Metric, r.TS}] = r
 		}
 	}
 	all, counted := storedReadings(t, dir)
@@ -235,12 +241,12 @@ func checkStored(t *testing.T, dir string, msgs []sensorMessage, acks *ackLog) (
 	for _, r := range all {
 		k := key{r.Device, r.Metric, r.TS}
 		seen[k]++
-		v, ok := want[k]
+		w, ok := want[k]
 		switch {
 		case !ok:
 			t.Errorf("stored reading %+v was never sent", r)
-		case v != r.Value:
-			t.Errorf("stored reading %+v: got value %v, want %v", r, r.Value, v)
+		case w.Value != r.Value || w.Text != r.Text:
+			t.Errorf("stored reading %+v: got value %v text %q, want value %v text %q", r, r.Value, r.Text, w.Value, w.Text)
 		}
 	}
 	for k, n := range seen {

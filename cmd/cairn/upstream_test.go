@@ -258,6 +258,8 @@ func (db *influxDB) readings(t *testing.T) (map[upstreamKey]float64, int) {
 						k.gateway = v
 					case "unit":
 						k.unit = v
+					default: // a text reading, whose value is 0
+						fields[c] = 0
 					}
 				}
 			}
