@@ -19,12 +19,51 @@ import (
 // the time t0+k ms, unique per sensor.
 const t0 = 1_700_000_000_000
 
-// Metrics of every message: a message is two readings.
+// Metrics of the messages: three in a reading's message, a temperature,
+// a humidity and a thermostat's mode (a text), and one in an event's, a
+// button's action (a text).
 const (
-	metricTemp  = "temperature"
-	metricHumid = "humidity"
-	perMessage  = 2
+	metricTemp   = "temperature"
+	metricHumid  = "humidity"
+	metricMode   = "mode"
+	metricAction = "action"
 )
+
+// metricsOf returns the metrics of message k: every fourth message is a
+// button's event alone, at its own time.
+func metricsOf(k int) []string {
+	if k%4 == 3 {
+		return []string{metricAction}
+	}
+	return []string{metricTemp, metricHumid, metricMode}
+}
+
+// readingsIn returns how many readings message k gives.
+func readingsIn(k int) int { return len(metricsOf(k)) }
+
+// modes and events are the texts of the mode and action series; none
+// needs an escape in line protocol or JSON, and none reads as a number
+// ("off" would be 0, as ON/OFF are).
+var (
+	modes  = []string{"idle", "heat", "cool", "éco"}
+	events = []string{"single", "double", "hold", "long_push", "btn_down"}
+)
+
+// textOf is the text of metric in message k. Every third mode is a
+// "stage" that changes every 40 messages, so new texts keep coming into
+// the series' dictionary (54 at most, below store.max_states_per_series)
+// while the power is cut.
+func textOf(metric string, k int) string {
+	switch {
+	case metric == metricAction:
+		return events[(k/4)%len(events)]
+	case metric != metricMode:
+		return ""
+	case k%3 == 0:
+		return fmt.Sprintf("stage-%d", (k/40)%50)
+	}
+	return modes[(k/3)%len(modes)]
+}
 
 // temperature and humidity are the values message k carries; the checks
 // recompute them.
@@ -32,8 +71,20 @@ func temperature(k int) float64 { return float64(k%500)/10 - 10 }
 func humidity(k int) float64    { return float64((k*7)%1000) / 10 }
 
 func payload(k int) string {
-	return fmt.Sprintf(`{"ts":%d,"temperature":%s,"humidity":%s}`, t0+int64(k),
-		strconv.FormatFloat(temperature(k), 'f', -1, 64), strconv.FormatFloat(humidity(k), 'f', -1, 64))
+	if k%4 == 3 {
+		return fmt.Sprintf(`{"ts":%d,"action":%q}`, t0+int64(k), textOf(metricAction, k))
+	}
+	return fmt.Sprintf(`{"ts":%d,"temperature":%s,"humidity":%s,"mode":%q}`, t0+int64(k),
+		strconv.FormatFloat(temperature(k), 'f', -1, 64), strconv.FormatFloat(humidity(k), 'f', -1, 64), textOf(metricMode, k))
+}
+
+// matches reports whether metric of message k has the value v and the
+// text text.
+func matches(metric string, k int, v float64, text string) bool {
+	if !slices.Contains(metricsOf(k), metric) {
+		return false
+	}
+	return v == valueOf(metric, k) && text == textOf(metric, k)
 }
 
 // notAcked marks a message sent (perhaps) but not acknowledged.
@@ -49,7 +100,8 @@ type sensor struct {
 	// ackedIn holds, per message, the cycle whose load got its PUBACK, or
 	// notAcked.
 	ackedIn []int
-	// present records, per message, whether a check found both readings.
+	// present records, per message, whether a check found all its
+	// readings.
 	present []bool
 }
 
@@ -110,6 +162,7 @@ func (s *sensor) acked(cycle int) int {
 // loadStats are one run of publish.
 type loadStats struct {
 	sent, resent, acked int
+	readings            int // the acknowledged messages' readings
 }
 
 // publish connects to addr, sends again what was not acknowledged, then
@@ -130,6 +183,7 @@ func (s *sensor) publish(addr string, cycle, window, limit int, stop <-chan stru
 			s.ack(k, cycle)
 			mu.Lock()
 			st.acked++
+			st.readings += readingsIn(k)
 			mu.Unlock()
 		})
 		if err == nil {
@@ -195,6 +249,7 @@ func (l *fleetLoad) halt(timeout time.Duration) (loadStats, error) {
 		sum.sent += st.sent
 		sum.resent += st.resent
 		sum.acked += st.acked
+		sum.readings += st.readings
 	}
 	return sum, nil
 }
@@ -232,7 +287,7 @@ type storeCheck struct {
 	counted  uint64        // readings the store's counter holds
 	missing  []lostReading // acknowledged readings not found, oldest acknowledgement first
 	doubled  []string      // readings listed more than once
-	torn     []string      // acknowledged messages with one of their two readings stored
+	torn     []string      // acknowledged messages with only some of their readings stored
 	unknown  []string      // readings listed that were never sent, or with another value
 	openWarn []string      // warnings the store logged while this check opened it
 	// cursors is where each upstream's cursor stands in the log.
@@ -324,19 +379,20 @@ func (s *sensor) compare(rs []buffer.Reading, ch *storeCheck) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(s.ackedIn)
-	counts := map[string][]int{metricTemp: make([]int, n), metricHumid: make([]int, n)}
+	counts := map[string][]int{metricTemp: make([]int, n), metricHumid: make([]int, n),
+		metricMode: make([]int, n), metricAction: make([]int, n)}
 	for _, r := range rs {
 		k := int(r.TS/1e6 - t0)
 		c := counts[r.Metric]
-		if r.TS%1e6 != 0 || k < 0 || k >= n || c == nil || r.Value != valueOf(r.Metric, k) {
-			ch.unknown = append(ch.unknown, fmt.Sprintf("%s %s ts=%d value=%v", r.Device, r.Metric, r.TS, r.Value))
+		if r.TS%1e6 != 0 || k < 0 || k >= n || c == nil || !matches(r.Metric, k, r.Value, r.Text) {
+			ch.unknown = append(ch.unknown, fmt.Sprintf("%s %s ts=%d value=%v text=%q", r.Device, r.Metric, r.TS, r.Value, r.Text))
 			continue
 		}
 		c[k]++
 	}
 	for k := range n {
 		found := 0
-		for _, metric := range []string{metricTemp, metricHumid} {
+		for _, metric := range metricsOf(k) {
 			switch c := counts[metric][k]; {
 			case c > 1:
 				ch.doubled = append(ch.doubled, fmt.Sprintf("%s %s ts=%d (message %d) stored %d times", s.name, metric, t0+int64(k), k, c))
@@ -349,19 +405,22 @@ func (s *sensor) compare(rs []buffer.Reading, ch *storeCheck) {
 		}
 		// A commit split into parts may store part of a message it did
 		// not acknowledge; the sender sends it again.
-		if found == 1 && s.ackedIn[k] != notAcked {
+		if found > 0 && found < readingsIn(k) && s.ackedIn[k] != notAcked {
 			ch.torn = append(ch.torn, fmt.Sprintf("%s ts=%d (message %d)", s.name, t0+int64(k), k))
 		}
-		s.present[k] = found == perMessage
+		s.present[k] = found == readingsIn(k)
 	}
 }
 
-// valueOf is the value of metric in message k.
+// valueOf is the value of metric in message k (0 for a text).
 func valueOf(metric string, k int) float64 {
-	if metric == metricTemp {
+	switch metric {
+	case metricTemp:
 		return temperature(k)
+	case metricHumid:
+		return humidity(k)
 	}
-	return humidity(k)
+	return 0
 }
 
 // newTextLogger logs in slog's text format to w.

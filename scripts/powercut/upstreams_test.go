@@ -20,9 +20,15 @@ type lineUpstream struct {
 	down atomic.Bool
 
 	mu    sync.Mutex // guards the fields below
-	taken map[takenReading]float64
+	taken map[takenReading]takenValue
 	n     int      // batches taken
 	bad   []string // what could not be read, and why
+}
+
+// takenValue is the value, or the text, of a reading an upstream took.
+type takenValue struct {
+	value float64
+	text  string
 }
 
 // takenReading names a reading an upstream took.
@@ -32,7 +38,7 @@ type takenReading struct {
 }
 
 func newLineUpstream() *lineUpstream {
-	u := &lineUpstream{taken: make(map[takenReading]float64)}
+	u := &lineUpstream{taken: make(map[takenReading]takenValue)}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
 	return u
 }
@@ -70,8 +76,8 @@ func (u *lineUpstream) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // takeLine records the readings of a line such as
-// "readings,device=d,gateway=g temperature=1.5,humidity=40 1700000000000000000":
-// the sensors' names and metrics need no escapes.
+// "readings,device=d,gateway=g temperature=1.5,humidity=40,mode="heat" 1700000000000000000":
+// the sensors' names, metrics and texts need no escapes.
 func (u *lineUpstream) takeLine(l string) error {
 	parts := strings.Split(l, " ")
 	if len(parts) != 3 {
@@ -95,11 +101,18 @@ func (u *lineUpstream) takeLine(l string) error {
 		if !ok {
 			return fmt.Errorf("field %q", f)
 		}
+		if text, ok := strings.CutPrefix(value, `"`); ok {
+			if text, ok = strings.CutSuffix(text, `"`); !ok {
+				return fmt.Errorf("field %q: unterminated string", f)
+			}
+			u.taken[takenReading{device, metric, ts}] = takenValue{text: text}
+			continue
+		}
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
 			return err
 		}
-		u.taken[takenReading{device, metric, ts}] = v
+		u.taken[takenReading{device, metric, ts}] = takenValue{value: v}
 	}
 	return nil
 }
@@ -130,14 +143,14 @@ func (u *lineUpstream) check(sensors []*sensor) upstreamCheck {
 	for r, v := range u.taken {
 		s := byName[r.device]
 		k := int(r.ts/1e6 - t0)
-		if s == nil || r.ts%1e6 != 0 || v != valueOf(r.metric, k) || !s.stored(k) {
-			c.notStored = append(c.notStored, fmt.Sprintf("%s %s ts=%d value=%v", r.device, r.metric, r.ts, v))
+		if s == nil || r.ts%1e6 != 0 || k < 0 || !matches(r.metric, k, v.value, v.text) || !s.stored(k) {
+			c.notStored = append(c.notStored, fmt.Sprintf("%s %s ts=%d value=%v text=%q", r.device, r.metric, r.ts, v.value, v.text))
 		}
 	}
 	return c
 }
 
-// stored reports whether the last check of the store found both readings
+// stored reports whether the last check of the store found all the readings
 // of message k.
 func (s *sensor) stored(k int) bool {
 	s.mu.Lock()
