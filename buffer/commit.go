@@ -303,7 +303,7 @@ func (w *Writer) reserve(part *txnBudget, st *seriesState, r *Reading, unitSize,
 	if textSize > 0 && !try.takeSize(textSize) {
 		return false
 	}
-	if !w.reserveJournal(&try, r) || !w.reserveReading(&w.ckpt.budget, st, r.TS) {
+	if !w.reserveJournal(&try, r) || !w.reserveReading(&w.ckpt.budget, st, r.TS, r.Text != "") {
 		return false
 	}
 	*part = try

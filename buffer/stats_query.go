@@ -29,7 +29,7 @@ type Reads struct {
 func (s *Store) StatsByLevel(device, metric string, level aggregate.Level, from, to int64) ([]StatsAt, Reads, error) {
 	var out []StatsAt
 	var reads Reads
-	if from >= to {
+	if from >= to || s.IsText(device, metric) { // a text series' records are States (states.go)
 		return nil, reads, nil
 	}
 	sp := span{device: device, metrics: []string{metric}, from: from, to: to, records: true}
@@ -106,7 +106,7 @@ func (s *Store) partial(txn *badger.Txn, j *unflushed, device, metric string, fr
 func (s *Store) StatsCover(device, metric string, from, to int64) (aggregate.Stats, Reads, error) {
 	var st aggregate.Stats
 	var reads Reads
-	if from >= to {
+	if from >= to || s.IsText(device, metric) { // a text series' records are States (states.go)
 		return st, reads, nil
 	}
 	sp := span{device: device, metrics: []string{metric}, from: from, to: to, records: true}
