@@ -23,6 +23,8 @@ import (
 func checkStatesRecords(t *testing.T, what string, s *Store, device, metric string) {
 	t.Helper()
 	rolled := s.rolled(device, metric)
+	checked := map[aggregate.Level]int{}
+	defer func() { t.Logf("%s: %s/%s: records checked %v", what, device, metric, checked) }()
 	err := s.db.View(func(txn *badger.Txn) error {
 		raw, err := rawStates(txn, nil, device, metric, math.MinInt64, math.MaxInt64, false, math.MaxInt)
 		if err != nil {
@@ -43,6 +45,10 @@ func checkStatesRecords(t *testing.T, what string, s *Store, device, metric stri
 			if err != nil {
 				return err
 			}
+			if len(raw) == 0 {
+				t.Errorf("%s: %s/%s has no readings", what, device, metric)
+			}
+			checked[l] = len(want)
 			for start, smps := range want {
 				w := aggregate.FromSamples(smps)
 				if g, ok := got[start]; !ok || !reflect.DeepEqual(g.Append(nil), w.Append(nil)) {
