@@ -29,6 +29,9 @@ type Store interface {
 	Readings(q buffer.Query) ([]buffer.Reading, error)
 	StatsCover(device, metric string, from, to int64) (aggregate.Stats, buffer.Reads, error)
 	StatsByLevel(device, metric string, level aggregate.Level, from, to int64) ([]buffer.StatsAt, buffer.Reads, error)
+	IsText(device, metric string) bool
+	StatesCover(device, metric string, from, to, now int64) (buffer.StatesAt, buffer.Reads, error)
+	StatesByLevel(device, metric string, level aggregate.Level, from, to, now int64) ([]buffer.StatesAt, buffer.Reads, error)
 	Unit(device, metric string) string
 	Latest(devices ...string) ([]buffer.Reading, error)
 	LatestAll() ([]buffer.Reading, error)

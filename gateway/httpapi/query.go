@@ -171,6 +171,10 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, http.StatusNotFound, fmt.Errorf("device %q has no readings", device))
 		return
 	}
+	if a.opts.Store.IsText(device, metric) {
+		a.states(w, device, metric, group, level, from, to, now, asCSV)
+		return
+	}
 	var groups []buffer.StatsAt
 	if group == "all" {
 		st, _, err := a.opts.Store.StatsCover(device, metric, from, to)
