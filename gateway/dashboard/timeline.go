@@ -247,7 +247,7 @@ func stateKeys(c *Chart, ts []Text) ([]key, []segment) {
 		from, to int64
 		text     string
 	}
-	var ss []stretch
+	ss := make([]stretch, 0, len(ts)+1)
 	at, cur := from, c.Before
 	for _, t := range ts {
 		if ns := t.Time.UnixNano(); ns > at {
@@ -298,7 +298,7 @@ func stateKeys(c *Chart, ts []Text) ([]key, []segment) {
 	if unknown > 0 {
 		keys = append(keys, key{color: unknownColor, unknown: true, dur: unknown})
 	}
-	segs := make([]segment, 0, len(ss))
+	var segs []segment
 	for _, s := range ss {
 		k := len(keys) - 1 // unknown
 		if s.text != "" {
@@ -416,6 +416,10 @@ func (b *svgBuf) ticks(c *Chart, ts []Text, keys []key) {
 			index[k.text] = i
 		}
 	}
+	of := make([]int, len(ts)) // the key of each event
+	for j, t := range ts {
+		of[j] = keyOf(keys, index, t.Text)
+	}
 	b.str(`<g class="ticks">`)
 	for i := range keys {
 		k := &keys[i]
@@ -431,8 +435,8 @@ func (b *svgBuf) ticks(c *Chart, ts []Text, keys []key) {
 		}
 		b.str(` d="`)
 		last := -1.0
-		for _, t := range ts {
-			if keyOf(keys, index, t.Text) != i {
+		for j, t := range ts {
+			if of[j] != i {
 				continue
 			}
 			x := c.xOf(t.Time)
