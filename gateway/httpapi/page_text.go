@@ -1,0 +1,50 @@
+package httpapi
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway/dashboard"
+)
+
+// textChart makes c, a chart of device's metric, the chart of a text
+// series when the series is one, and reports whether it is. A series
+// holds one kind, so its newest reading says which: a text reading
+// (Text not "") makes it a text series. The chart of a text series is
+// drawn from the newest dashboard.MaxTexts readings of its range
+// (Truncated when there are more), and for a series of states from the
+// state in force at c.From too: the text of the last reading before it.
+func (a *API) textChart(c *dashboard.Chart, device, metric string) (bool, error) {
+	newest, err := a.opts.Store.Readings(buffer.Query{Device: device, Metric: metric, From: math.MinInt64, To: math.MaxInt64, Desc: true, Limit: 1})
+	if err != nil {
+		return false, fmt.Errorf("newest reading of %s %s: %w", device, metric, err)
+	}
+	if len(newest) == 0 || newest[0].Text == "" {
+		return false, nil
+	}
+	from, to := c.From.UnixNano(), c.To.UnixNano()
+	rs, err := a.opts.Store.Readings(buffer.Query{Device: device, Metric: metric, From: from, To: to + 1, Desc: true, Limit: dashboard.MaxTexts + 1})
+	if err != nil {
+		return false, fmt.Errorf("readings of %s %s: %w", device, metric, err)
+	}
+	if len(rs) > dashboard.MaxTexts {
+		rs, c.Truncated = rs[:dashboard.MaxTexts], true
+	}
+	c.Texts = make([]dashboard.Text, len(rs))
+	for i, r := range rs { // newest first
+		c.Texts[len(rs)-1-i] = dashboard.Text{Time: r.Time(), Text: r.Text}
+	}
+	c.Events = dashboard.IsEvent(metric)
+	if c.Events || c.Truncated {
+		return true, nil
+	}
+	before, err := a.opts.Store.Readings(buffer.Query{Device: device, Metric: metric, From: math.MinInt64, To: from, Desc: true, Limit: 1})
+	if err != nil {
+		return false, fmt.Errorf("reading of %s %s before %v: %w", device, metric, c.From, err)
+	}
+	if len(before) == 1 {
+		c.Before = before[0].Text
+	}
+	return true, nil
+}
