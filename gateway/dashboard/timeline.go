@@ -48,18 +48,20 @@ const (
 
 // The timeline's geometry, in the units of the chart's viewBox: the
 // lane of bands or ticks, the baseline of its time labels, and the
-// legend's grid below them (up to five rows of three keys).
+// legend's grid below them, two keys a row: rows and columns leave room
+// for the larger text of a phone's screen (15 px where the chart is
+// about 360 px wide, 20 units).
 const (
 	laneT, laneB = 20, 72
 	laneFrame    = "M52 20H440V72H52Z"
 	laneLabelY   = 88
 	legendY      = 110 // the first row's baseline
-	legendRow    = 16
-	legendCols   = 3
+	legendRow    = 20
+	legendCols   = 2
 	legendColW   = (plotR - plotL) / legendCols
 	// legendRunes is how much of a text the legend writes before an
 	// ellipsis; its <title> holds all of it.
-	legendRunes = 14
+	legendRunes = 10
 	noTexts     = `<text class="none" x="246" y="50" text-anchor="middle">no data</text>`
 )
 
