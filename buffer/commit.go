@@ -23,6 +23,7 @@ type groupCommit struct {
 	deltas    map[statKey]aggregate.Stats            // aggregates of the commit part under way
 	written   []writtenStats                         // records written by the commit part under way
 	units     map[*seriesState]unique.Handle[string] // units the commit part under way changes (unit.go)
+	newTexts  map[*seriesState][]string              // texts the commit part under way adds to dictionaries (text.go)
 	heard     map[string]bool                        // devices the part under way heard: whether it writes their time (heard.go)
 	heardLast string                                 // the last of them, to look up the map once per run of one device's readings
 	heardAt   int64                                  // when the commit under way heard them (ns)
@@ -138,6 +139,10 @@ func (w *Writer) commit() {
 			w.stored.Add(uint64(res.Stored))
 			w.duplicates.Add(uint64(res.Duplicates))
 			w.refused.Add(uint64(res.Refused))
+			if res.WrongKind+res.TooManyStates > 0 {
+				w.wrongKind.Add(uint64(res.WrongKind))
+				w.tooManyStates.Add(uint64(res.TooManyStates))
+			}
 		}
 		req.done(res)
 		w.batch[i] = request{} // let the readings go
@@ -165,6 +170,7 @@ func (w *Writer) write() error {
 	defer func() {
 		clear(w.deltas) // what a failed part had gathered
 		clear(w.units)
+		clear(w.newTexts)
 		w.forgetHeard()
 		for _, st := range w.touched {
 			st.touched = false
@@ -195,7 +201,26 @@ func (w *Writer) write() error {
 				continue
 			}
 			smp := Sample{TS: r.TS, Value: r.Value}
-			if r.TS <= st.next {
+			var (
+				textID   uint32
+				textSize int64 // of a new text's entry
+			)
+			if r.Text != "" {
+				var what textKind
+				textID, what = w.textID(st, r.Text)
+				switch what {
+				case kindWrong, kindTooMany:
+					w.refuseKind(&w.results[i], st, &r, what)
+					continue
+				case kindNewText:
+					textSize = textEntrySize(st, r.Text)
+				}
+				smp.Value = float64(textID)
+			} else if w.isTextSeries(st) {
+				w.refuseKind(&w.results[i], st, &r, kindWrong)
+				continue
+			}
+			if textSize == 0 && r.TS <= st.next { // a new text is not stored yet
 				dup, err := w.isStored(st, smp)
 				if err != nil {
 					return err
@@ -210,7 +235,7 @@ func (w *Writer) write() error {
 			if newUnit {
 				unitSize = unitEntrySize(st, unit)
 			}
-			if !w.reserve(&budget, st, &r, unitSize) {
+			if !w.reserve(&budget, st, &r, unitSize, textSize) {
 				// Readings are idempotent: commit this part, with the
 				// count of what it holds, checkpoint, and go on. Sync it
 				// now: db.Sync covers only the memtable being written,
@@ -226,17 +251,22 @@ func (w *Writer) write() error {
 				if txn, budget, err = w.newPart(); err != nil {
 					return err
 				}
-				w.reserve(&budget, st, &r, unitSize) // an empty part and checkpoint take a reading
+				w.reserve(&budget, st, &r, unitSize, textSize) // an empty part and checkpoint take a reading
 			}
 			if newUnit {
 				if err := w.setUnit(txn, st, unit); err != nil {
 					return err
 				}
 			}
+			if textSize > 0 {
+				if err := w.setText(txn, st, textID, r.Text); err != nil {
+					return err
+				}
+			}
 			if err := w.hear(txn, &budget, st.device); err != nil {
 				return err
 			}
-			w.hold(st, smp)
+			w.hold(st, smp, r.Text != "")
 			w.journal.entry.Add(&r)
 			st.lastWrite = now.UnixNano()
 			w.results[i].Stored++
@@ -246,10 +276,13 @@ func (w *Writer) write() error {
 	return w.commitAndSync(txn, added)
 }
 
-// hold adds a new sample of st to the part under way: to its aggregates,
-// and to the series' pending points.
-func (w *Writer) hold(st *seriesState, smp Sample) {
-	w.addStats(st, smp.TS, smp.Value)
+// hold adds a new sample of st to the part under way: to its aggregates
+// (a number's; a text reading's sample is its text's id, text.go), and
+// to the series' pending points.
+func (w *Writer) hold(st *seriesState, smp Sample, text bool) {
+	if !text {
+		w.addStats(st, smp.TS, smp.Value)
+	}
 	if !st.touched {
 		st.touched = true
 		w.touched = append(w.touched, st)
@@ -259,12 +292,15 @@ func (w *Writer) hold(st *seriesState, smp Sample) {
 }
 
 // reserve reports whether r of st fits the part under way (its log entry,
-// and the entry of its series' unit, of unitSize bytes, when it changes
-// it) and the next checkpoint (its run and its records),
-// and counts it in both if so.
-func (w *Writer) reserve(part *txnBudget, st *seriesState, r *Reading, unitSize int64) bool {
+// the entry of its series' unit, of unitSize bytes, when it changes it,
+// and that of a new text, of textSize bytes) and the next checkpoint (its
+// run and its records), and counts it in both if so.
+func (w *Writer) reserve(part *txnBudget, st *seriesState, r *Reading, unitSize, textSize int64) bool {
 	try := *part
 	if unitSize > 0 && !try.takeSize(unitSize) {
+		return false
+	}
+	if textSize > 0 && !try.takeSize(textSize) {
 		return false
 	}
 	if !w.reserveJournal(&try, r) || !w.reserveReading(&w.ckpt.budget, st, r.TS) {
@@ -389,6 +425,7 @@ func (w *Writer) journaled(entry bool, total *uint64) {
 		st.unit = unit
 	}
 	clear(w.units)
+	w.textsCommitted()
 	w.heardCommitted()
 	s.mu.Unlock()
 	for _, st := range w.touched {

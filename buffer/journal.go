@@ -229,6 +229,13 @@ func (s *Store) replayEntries(entries []logEntry, legacy bool) error {
 			}
 			st, _, _ := w.state(r.Device, r.Metric, now) // no limits: these readings were acknowledged
 			smp := Sample{TS: r.TS, Value: r.Value}
+			if r.Text != "" {
+				var ok bool
+				if smp, ok = s.replayText(st, &r.Reading); !ok {
+					s.log.Error("a text reading of the log has no id in its series' dictionary: not in the store", "device", r.Device, "metric", r.Metric, "text", r.Text, "seq", r.Seq)
+					continue
+				}
+			}
 			if st.hasOpen(smp) {
 				continue
 			}
@@ -242,7 +249,7 @@ func (s *Store) replayEntries(entries []logEntry, legacy bool) error {
 				}
 				w.reserveReading(&w.ckpt.budget, st, r.TS)
 			}
-			w.hold(st, smp)
+			w.hold(st, smp, r.Text != "")
 			replayed++
 		}
 		part()

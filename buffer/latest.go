@@ -57,6 +57,7 @@ func (s *Store) LatestFunc(keep func(device, metric string) bool) ([]Reading, er
 // found.
 type latestItem struct {
 	st     *seriesState
+	texts  []string // the series' dictionary, nil for a number series (text.go)
 	r      Reading
 	found  bool
 	sealed bool // not found in memory; the newest timestamp is in a sealed bucket
@@ -68,7 +69,11 @@ func (s *Store) latest(wanted func(device, metric string) bool) ([]Reading, erro
 	s.mu.RLock()
 	for _, st := range s.series {
 		if st.last != math.MinInt64 && wanted(st.device, st.metric) {
-			items = append(items, latestItem{st: st, r: Reading{Device: st.device, Metric: st.metric, TS: st.last, Unit: st.unitName()}})
+			it := latestItem{st: st, r: Reading{Device: st.device, Metric: st.metric, TS: st.last, Unit: st.unitName()}}
+			if d := s.texts[st]; d != nil {
+				it.texts = d.texts[:len(d.texts):len(d.texts)]
+			}
+			items = append(items, it)
 		}
 	}
 	s.mu.RUnlock()
@@ -93,6 +98,7 @@ func (s *Store) latest(wanted func(device, metric string) bool) ([]Reading, erro
 	err := s.db.View(func(txn *badger.Txn) error {
 		for _, it := range items {
 			if it.found {
+				withText(&it.r, it.texts)
 				out = append(out, it.r)
 				continue
 			}
@@ -103,6 +109,7 @@ func (s *Store) latest(wanted func(device, metric string) bool) ([]Reading, erro
 				}
 				if ok {
 					it.r.Value = smp.Value
+					withText(&it.r, it.texts)
 					out = append(out, it.r)
 					continue
 				}

@@ -17,6 +17,9 @@ func checkNames(rs []Reading) error {
 		if prob := encoding.CheckMetric(rs[i].Metric); prob != "" {
 			return fmt.Errorf("reading %d: metric %q: %s", i, rs[i].Metric, prob)
 		}
+		if t := rs[i].Text; t != "" && !encoding.ValidText(t) {
+			return fmt.Errorf("reading %d: text %q: not 1 to %d bytes of UTF-8 without 0x00", i, t, encoding.MaxText)
+		}
 	}
 	return nil
 }

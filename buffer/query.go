@@ -74,6 +74,7 @@ func (s *Store) scan(txn *badger.Txn, j *unflushed, q Query, metrics []string, f
 		if err != nil {
 			return err
 		}
+		c.texts = s.textsOf(q.Device, m)
 		cursors = append(cursors, c)
 		if err := c.next(); err != nil {
 			return err
@@ -118,6 +119,7 @@ type cursor struct {
 	bkt            bucketSource
 	cur            Reading
 	ok             bool
+	texts          []string // the series' dictionary; nil for a number series (text.go)
 }
 
 // newCursor returns a cursor over a series' readings in the bounds of q:
@@ -161,6 +163,7 @@ func (c *cursor) next() error {
 		return nil
 	}
 	c.cur = Reading{Device: c.device, Metric: c.metric, TS: s.TS, Value: s.Value}
+	withText(&c.cur, c.texts)
 	c.ok = true
 	return nil
 }

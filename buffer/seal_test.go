@@ -40,7 +40,7 @@ func sameReadings(got, want []Reading) error {
 	}
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.Device != w.Device || g.Metric != w.Metric || g.TS != w.TS || math.Float64bits(g.Value) != math.Float64bits(w.Value) {
+		if g.Device != w.Device || g.Metric != w.Metric || g.TS != w.TS || math.Float64bits(g.Value) != math.Float64bits(w.Value) || g.Text != w.Text {
 			return fmt.Errorf("reading %d: got %+v, want %+v", i, g, w)
 		}
 	}

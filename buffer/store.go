@@ -99,6 +99,11 @@ type Store struct {
 	// series maps a series id (device 0x00 metric) to its state. It is
 	// loaded at Open; after that only the Writer adds to it.
 	series map[string]*seriesState
+	// texts holds the dictionaries of text series (text.go); a number
+	// series has none. textsOrphan holds, while Open replays the log,
+	// those of series not in the index yet.
+	texts       map[*seriesState]*textDict
+	textsOrphan map[string]*textDict
 	// devices maps a device name to its series' shared name and count
 	// (series.go); kept with series.
 	devices     map[string]*deviceSeries
@@ -167,6 +172,7 @@ type seriesWork struct {
 	unflushed  []Sample   // points in the journal, not yet in runs (journal.go)
 	flushed    bool       // in the sealer's flushed list (seal.go)
 	touched    bool       // written in the current commit
+	text       bool       // a text series, committed (text.go)
 	pendDay    int32      // the day of the last of them
 	pendRun    int32      // how many of them the run of that day holds, as reserveRun counts
 	sealedLast int64      // newest timestamp in a sealed bucket
@@ -302,7 +308,7 @@ func Open(opts Options) (*Store, error) {
 		devices:  make(map[string]*deviceSeries),
 		oldest:   math.MaxInt64,
 	}
-	for _, step := range []func() error{s.moveOutbox, s.load, s.replayJournal, s.loadUnits, s.loadHeard, s.repair, s.dropBadNewest, s.recordSchema} {
+	for _, step := range []func() error{s.moveOutbox, s.load, s.loadTexts, s.replayJournal, s.dropTexts, s.loadUnits, s.loadHeard, s.repair, s.dropBadNewest, s.recordSchema} {
 		if err := step(); err != nil {
 			if isNoSpace(err) {
 				err = fmt.Errorf("%w: %w", ErrNoSpace, err)

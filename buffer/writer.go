@@ -25,7 +25,17 @@ type Result struct {
 	// The batch's other readings are stored.
 	Refused int
 	Refusal *SeriesRefusal
-	Err     error // nil when every reading of the batch is on disk (or refused)
+	// WrongKind counts the readings not stored for being of the other
+	// kind than their series (a number into a text series, or a text into
+	// a number series), and TooManyStates those whose text would have been
+	// one more than their series may hold (WriterOptions.MaxStates);
+	// KindRefusal and StatesRefusal describe the first of each (nil:
+	// none). The batch's other readings are stored (text.go).
+	WrongKind     int
+	TooManyStates int
+	KindRefusal   *KindRefusal
+	StatesRefusal *StatesRefusal
+	Err           error // nil when every reading of the batch is on disk (or refused)
 }
 
 // WriterOptions configure a Writer. Zero values are defaults.
@@ -65,6 +75,10 @@ type WriterOptions struct {
 	// series over either is refused (Result.Refused, series.go).
 	MaxSeries          int
 	MaxSeriesPerDevice int
+	// MaxStates caps the distinct texts of a text series (default
+	// DefaultMaxStates, at most MaxMaxStates). A reading with a new text
+	// beyond it is refused (Result.TooManyStates, text.go).
+	MaxStates int
 
 	// CheckpointInterval is the longest the readings of a group commit stay
 	// in the journal before a checkpoint writes them as runs and
@@ -95,6 +109,8 @@ type WriterStats struct {
 	PrunedReadings uint64 // raw readings deleted by retention
 	Checkpoints    uint64 // checkpoints of the journal committed
 	Refused        uint64 // readings refused for making a series over a limit
+	WrongKind      uint64 // readings refused for being of the other kind than their series
+	TooManyStates  uint64 // readings refused for a text over their series' limit
 }
 
 // Writer is the single writer of a Store: it takes batches of readings from
@@ -120,6 +136,7 @@ type Writer struct {
 	waits                                            atomic.Uint64 // times a commit began to wait for others (tests poll it)
 	sealed, sealErrors, pruned, prunedReadings       atomic.Uint64
 	checkpoints, refused                             atomic.Uint64
+	wrongKind, tooManyStates                         atomic.Uint64
 	pausedWhy                                        atomic.Pointer[string] // PausedReason; nil when taking batches
 	pruneBusy                                        atomic.Int64           // nanoseconds of prune steps
 
@@ -161,6 +178,10 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 	if opts.SealCheck <= 0 {
 		opts.SealCheck = time.Minute
 	}
+	if opts.MaxStates <= 0 {
+		opts.MaxStates = DefaultMaxStates
+	}
+	opts.MaxStates = min(opts.MaxStates, MaxMaxStates)
 	if opts.CheckpointInterval <= 0 {
 		opts.CheckpointInterval = defaultCheckpointInterval
 	}
@@ -184,6 +205,7 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 			created:   make(map[string]*seriesState),
 			createdBy: make(map[string]*deviceSeries),
 			units:     make(map[*seriesState]unique.Handle[string]),
+			newTexts:  make(map[*seriesState][]string),
 			heard:     make(map[string]bool),
 			deltas:    make(map[statKey]aggregate.Stats),
 		},
@@ -396,5 +418,7 @@ func (w *Writer) Stats() WriterStats {
 		PrunedReadings: w.prunedReadings.Load(),
 		Checkpoints:    w.checkpoints.Load(),
 		Refused:        w.refused.Load(),
+		WrongKind:      w.wrongKind.Load(),
+		TooManyStates:  w.tooManyStates.Load(),
 	}
 }

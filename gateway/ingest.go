@@ -64,6 +64,7 @@ type Ingester struct {
 
 	messages, readings, stored, duplicates, ignored, failed atomic.Uint64
 	refused                                                 atomic.Uint64
+	wrongKind, tooManyStates                                atomic.Uint64 // readings refused by kind, and for a new text over the limit
 
 	// restamped counts readings given the receive time for a device time
 	// before 2000.
@@ -221,6 +222,9 @@ func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic stri
 			in.refused.Add(uint64(res.Refused))
 			in.reject(topic, payload, recv, &RejectError{Reason: ReasonTooManySeries, Detail: refusedDetail(res)})
 		}
+		if res.WrongKind+res.TooManyStates > 0 {
+			in.refusedTexts(topic, payload, recv, res)
+		}
 		done(nil)
 	})
 	if err != nil {
@@ -259,6 +263,40 @@ func (in *Ingester) skip(kind string) {
 // (store.max_series_per_device or store.max_series); its other readings
 // are stored.
 const ReasonTooManySeries = "too_many_series"
+
+// ReasonWrongKind counts a message some of whose readings the store
+// refused for being of the other kind than their series: a number into a
+// text series, or a text into a number series (a series takes the kind
+// of its first reading). Its other readings are stored.
+const ReasonWrongKind = "wrong_kind"
+
+// ReasonTooManyStates counts a message some of whose readings the store
+// refused because each would have brought a new text to a series that
+// holds store.max_states_per_series of them already. Its other readings
+// are stored.
+const ReasonTooManyStates = "too_many_states"
+
+// refusedTexts counts the readings res refused by kind and for too many
+// states, under their reasons, settled like bad input: the readings
+// refused will not be taken on a redelivery either.
+func (in *Ingester) refusedTexts(topic string, payload []byte, recv time.Time, res buffer.Result) {
+	if res.WrongKind > 0 {
+		in.wrongKind.Add(uint64(res.WrongKind))
+		in.reject(topic, payload, recv, &RejectError{Reason: ReasonWrongKind, Detail: moreDetail(res.KindRefusal, res.WrongKind)})
+	}
+	if res.TooManyStates > 0 {
+		in.tooManyStates.Add(uint64(res.TooManyStates))
+		in.reject(topic, payload, recv, &RejectError{Reason: ReasonTooManyStates, Detail: moreDetail(res.StatesRefusal, res.TooManyStates)})
+	}
+}
+
+// moreDetail describes n readings refused, first the first of them.
+func moreDetail(first error, n int) string {
+	if n == 1 {
+		return first.Error()
+	}
+	return fmt.Sprintf("%s, and %d more readings of the message", first.Error(), n-1)
+}
 
 // refusedDetail describes the readings res refused.
 func refusedDetail(res buffer.Result) string {
@@ -368,10 +406,16 @@ type IngestStats struct {
 	// Refused counts the readings not stored for making a new series
 	// over a limit; the messages they came in count under the reason
 	// too_many_series.
-	Refused  uint64            `json:"refused_readings"`
-	Rejected uint64            `json:"rejected"`
-	ByReason map[string]uint64 `json:"rejected_by_reason"`
-	Examples []Rejection       `json:"recent_rejections"`
+	Refused uint64 `json:"refused_readings"`
+	// WrongKind counts the readings not stored for being of the other
+	// kind than their series (reason wrong_kind), TooManyStates those
+	// whose text would have been one more than their series may hold
+	// (store.max_states_per_series; reason too_many_states).
+	WrongKind     uint64            `json:"wrong_kind_readings"`
+	TooManyStates uint64            `json:"too_many_states_readings"`
+	Rejected      uint64            `json:"rejected"`
+	ByReason      map[string]uint64 `json:"rejected_by_reason"`
+	Examples      []Rejection       `json:"recent_rejections"`
 	// Paused is true while the store takes no new readings (the disk
 	// cap, or too little free space), PausedReason says why; the API
 	// fills them in from the Writer.
@@ -406,6 +450,7 @@ func (in *Ingester) Stats() IngestStats {
 		Refused:    in.refused.Load(),
 		ByReason:   make(map[string]uint64),
 	}
+	st.WrongKind, st.TooManyStates = in.wrongKind.Load(), in.tooManyStates.Load()
 	st.Restamped = in.restamped.Load()
 	st.Unmatched, st.RecentUnmatched = in.unmatched.stats()
 	st.Skipped = make(map[string]uint64)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/cairn-gateway/cairn/aggregate"
 )
@@ -56,6 +58,13 @@ const (
 	//   'u' device 0x00 metric 0x00 → the unit, 1 to MaxUnitLen bytes of
 	//   UTF-8 without control characters (ValidUnit).
 	KindUnit KeyKind = 'u'
+	// KindText holds the dictionary of a text series: each text its
+	// readings hold, under the id that its points and buckets hold as
+	// their value (float64(id)), numbered from 0 in the order the store
+	// first met them, never reused. A number series has none:
+	//   't' device 0x00 metric 0x00 id(4B BE) → the text, 1 to MaxText
+	//   bytes (ValidText).
+	KindText KeyKind = 't'
 	// KindHeard holds when cairn last heard from a device, by its own
 	// clock (to the minute: it is written when it moves by one):
 	//   's' device 0x00 → the time, 8 bytes as AppendTS writes it.
@@ -103,7 +112,10 @@ const (
 // per upstream and one for the checkpoint, and left the journal; version 4 moved the outbox before every other kind (KindOutbox); version
 // 3 added the journal; version 2 added runs of points; version 1 had a
 // point per reading, and recorded no version.
-const SchemaVersion = 5
+//
+// Version 6 added text series: their dictionaries (KindText), and outbox
+// entries of version 2 (OutboxV2), which an older cairn cannot read.
+const SchemaVersion = 6
 
 // ErrBadKey is wrapped by every error a key parser returns.
 var ErrBadKey = errors.New("bad key")
@@ -274,6 +286,40 @@ func ParseUnitKey(k []byte) (device, metric string, err error) {
 		return "", "", fmt.Errorf("%w: unit key without device and metric", ErrBadKey)
 	}
 	return string(head[:i]), string(head[i+1:]), nil
+}
+
+// TextKeyFixed is the length of a text key's fixed-width tail: the id.
+const TextKeyFixed = 4
+
+// AppendTextKey appends the key of text id of a series' dictionary to dst.
+func AppendTextKey(dst []byte, device, metric string, id uint32) []byte {
+	return binary.BigEndian.AppendUint32(appendSeries(dst, byte(KindText), device, metric), id)
+}
+
+// AppendTextPrefix appends the prefix of the keys of a series'
+// dictionary to dst.
+func AppendTextPrefix(dst []byte, device, metric string) []byte {
+	return appendSeries(dst, byte(KindText), device, metric)
+}
+
+// ParseTextKey parses a key written by AppendTextKey. The strings it
+// returns are copies; the key may be reused.
+func ParseTextKey(k []byte) (device, metric string, id uint32, err error) {
+	if len(k) < 1+4+TextKeyFixed || KeyKind(k[0]) != KindText || k[len(k)-1-TextKeyFixed] != Sep {
+		return "", "", 0, fmt.Errorf("%w: not a text key (%d bytes)", ErrBadKey, len(k))
+	}
+	head := k[1 : len(k)-1-TextKeyFixed]
+	i := bytes.IndexByte(head, Sep)
+	if i < 1 || i == len(head)-1 || bytes.IndexByte(head[i+1:], Sep) >= 0 {
+		return "", "", 0, fmt.Errorf("%w: text key without device and metric", ErrBadKey)
+	}
+	return string(head[:i]), string(head[i+1:]), binary.BigEndian.Uint32(k[len(k)-TextKeyFixed:]), nil
+}
+
+// ValidText reports whether s can be the text of a reading: 1 to MaxText
+// bytes of valid UTF-8 without 0x00.
+func ValidText(s string) bool {
+	return len(s) > 0 && len(s) <= MaxText && utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 // AppendHeardKey appends the key of the time device was last heard to dst.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/cairn-gateway/cairn/aggregate"
@@ -173,6 +174,33 @@ func FuzzParseUnitKey(f *testing.F) {
 			t.Fatalf("round trip: %x → %q %q → %x", k, device, metric, got)
 		}
 	})
+}
+
+func FuzzParseTextKey(f *testing.F) {
+	f.Add(AppendTextKey(nil, "d", "m", 0))
+	f.Add(AppendTextKey(nil, "kitchen/door", "action", 1<<31))
+	f.Add([]byte("t\x00\x00\x00\x00\x00\x01"))
+	f.Fuzz(func(t *testing.T, k []byte) {
+		device, metric, id, err := ParseTextKey(k)
+		if err != nil {
+			return
+		}
+		if got := AppendTextKey(nil, device, metric, id); !bytes.Equal(got, k) {
+			t.Fatalf("round trip: %x → %q %q %d → %x", k, device, metric, id, got)
+		}
+		if !bytes.HasPrefix(k, AppendTextPrefix(nil, device, metric)) {
+			t.Fatalf("%x does not start with its series' prefix", k)
+		}
+	})
+}
+
+func TestValidText(t *testing.T) {
+	for s, want := range map[string]bool{"heat": true, "Küche an": true, "a\nb": true, "": false,
+		"a\x00": false, "\xff": false, strings.Repeat("x", MaxText): true, strings.Repeat("x", MaxText+1): false} {
+		if ValidText(s) != want {
+			t.Errorf("ValidText(%q) = %v, want %v", s, !want, want)
+		}
+	}
 }
 
 func TestBucketKey_SortsByFirstSample(t *testing.T) {

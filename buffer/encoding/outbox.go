@@ -25,14 +25,31 @@ import (
 //	          varint, ns; the first from 0) value (8 bytes, IEEE 754 bits,
 //	          little endian) }
 //
+// An entry of version 2 holds text readings too (Reading.Text). It is
+// version 1 with a version byte 2, and, between the table of series and
+// the readings, one byte per series of the table: 0 for a number series,
+// 1 for a text series. A reading of a text series holds its text where a
+// number's value is:
+//
+//	series index(uvarint) ts delta(zigzag varint) textLen(uvarint, 1 to
+//	MaxText) text
+//
+// A series and its kind make one entry of the table: a number and a text
+// reading of one device and metric are two of them. An entry without a
+// text reading is written as version 1, byte for byte what it was before
+// texts were kept.
+//
 // A commit of a busy gateway holds thousands of readings of a few hundred
 // series: the table of series and the compression bring an entry to a few
 // bytes a reading, which matters twice, for the SD card and for the
 // memory Badger needs to build its tables.
 
 const (
-	// OutboxV1 is the version byte of an outbox entry.
+	// OutboxV1 is the version byte of an outbox entry of numbers only.
 	OutboxV1 byte = 1
+	// OutboxV2 is the version byte of an outbox entry that holds a text
+	// reading.
+	OutboxV2 byte = 2
 	// OutboxEntryReserve is what an entry costs a transaction besides its
 	// readings: key, version, counts, S2's header and the store's two
 	// bytes of metadata per entry.
@@ -58,16 +75,21 @@ type OutboxReading struct {
 func OutboxReadingMax(r *Reading) int {
 	n := 2*binary.MaxVarintLen32 + len(r.Device) + len(r.Metric) + // in the table of series
 		binary.MaxVarintLen32 + binary.MaxVarintLen64 + 8 // the reading
+	if r.Text != "" {
+		n += 1 + binary.MaxVarintLen32 + len(r.Text) // its kind, and its text
+	}
 	return n + n/6 + 1
 }
 
 // OutboxEncoder builds the value of one entry. Its zero value is ready to
 // use; Reset makes it ready for the next entry, keeping its buffers. It
-// keeps no Unit: an entry holds device, metric, time and value.
+// keeps no Unit: an entry holds device, metric, time and value or text.
 type OutboxEncoder struct {
 	readings []byte // the readings' part, uncompressed
 	count    int
-	series   map[[2]string]uint64 // device and metric → index in names
+	series   map[[2]string]uint64 // device and metric → index in names, number series
+	texts    map[[2]string]uint64 // the same for text series
+	kinds    []byte               // per index in names, 1 for a text series
 	names    []byte               // the table of series, uncompressed
 	ts       int64
 	plain    []byte // scratch: the whole entry before compression
@@ -77,6 +99,10 @@ type OutboxEncoder struct {
 func (e *OutboxEncoder) Reset() {
 	e.readings, e.count, e.names, e.ts = e.readings[:0], 0, e.names[:0], 0
 	clear(e.series)
+	if len(e.texts) > 0 {
+		clear(e.texts)
+	}
+	e.kinds = e.kinds[:0]
 }
 
 // Count returns the number of readings added since the last Reset.
@@ -85,24 +111,24 @@ func (e *OutboxEncoder) Count() int { return e.count }
 // Size bounds the size of the entry's value, compressed, with
 // OutboxEntryReserve.
 func (e *OutboxEncoder) Size() int {
-	n := len(e.readings) + len(e.names)
+	n := len(e.readings) + len(e.names) + len(e.kinds)
 	return n + n/6 + OutboxEntryReserve
 }
 
 // Add adds r to the entry, after the readings added before it.
 func (e *OutboxEncoder) Add(r *Reading) {
+	if r.Text != "" {
+		e.addText(r)
+		return
+	}
 	if e.series == nil {
 		e.series = make(map[[2]string]uint64)
 	}
 	k := [2]string{r.Device, r.Metric}
 	i, ok := e.series[k]
 	if !ok {
-		i = uint64(len(e.series))
+		i = e.addSeries(r, 0)
 		e.series[k] = i
-		e.names = binary.AppendUvarint(e.names, uint64(len(r.Device)))
-		e.names = append(e.names, r.Device...)
-		e.names = binary.AppendUvarint(e.names, uint64(len(r.Metric)))
-		e.names = append(e.names, r.Metric...)
 	}
 	e.readings = binary.AppendUvarint(e.readings, i)
 	e.readings = binary.AppendVarint(e.readings, r.TS-e.ts)
@@ -111,22 +137,58 @@ func (e *OutboxEncoder) Add(r *Reading) {
 	e.count++
 }
 
+// addText is Add for a text reading.
+func (e *OutboxEncoder) addText(r *Reading) {
+	if e.texts == nil {
+		e.texts = make(map[[2]string]uint64)
+	}
+	k := [2]string{r.Device, r.Metric}
+	i, ok := e.texts[k]
+	if !ok {
+		i = e.addSeries(r, 1)
+		e.texts[k] = i
+	}
+	e.readings = binary.AppendUvarint(e.readings, i)
+	e.readings = binary.AppendVarint(e.readings, r.TS-e.ts)
+	e.ts = r.TS
+	e.readings = binary.AppendUvarint(e.readings, uint64(len(r.Text)))
+	e.readings = append(e.readings, r.Text...)
+	e.count++
+}
+
+// addSeries adds r's series, of kind (1: text), to the table and returns
+// its index.
+func (e *OutboxEncoder) addSeries(r *Reading, kind byte) uint64 {
+	i := uint64(len(e.kinds))
+	e.kinds = append(e.kinds, kind)
+	e.names = binary.AppendUvarint(e.names, uint64(len(r.Device)))
+	e.names = append(e.names, r.Device...)
+	e.names = binary.AppendUvarint(e.names, uint64(len(r.Metric)))
+	e.names = append(e.names, r.Metric...)
+	return i
+}
+
 // Value returns the entry's encoding, in a new slice.
 func (e *OutboxEncoder) Value() []byte {
 	p := binary.AppendUvarint(e.plain[:0], uint64(e.count))
-	p = binary.AppendUvarint(p, uint64(len(e.series)))
+	p = binary.AppendUvarint(p, uint64(len(e.kinds)))
 	p = append(p, e.names...)
+	version := OutboxV1
+	if len(e.texts) > 0 {
+		version = OutboxV2
+		p = append(p, e.kinds...)
+	}
 	p = append(p, e.readings...)
 	e.plain = p
 	v := make([]byte, 1, 1+s2.MaxEncodedLen(len(p)))
-	v[0] = OutboxV1
+	v[0] = version
 	return append(v, s2.Encode(v[1:cap(v)], p)...)
 }
 
 // outboxBody decompresses an entry into buf (which it returns, grown if
 // need be) and returns the body after the count, and the count.
 func outboxBody(v, buf []byte) (decoded, body []byte, count uint64, err error) {
-	if len(v) < 2 || v[0] != OutboxV1 {
+	if len(v) < 2 || (v[0] != OutboxV1 && v[0] != OutboxV2) {
 		return buf, nil, 0, ErrBadOutbox
 	}
 	n, err := s2.DecodedLen(v[1:])
@@ -157,12 +219,15 @@ type OutboxDecoder struct {
 	buf    []byte
 	names  map[string]string
 	series [][2]string
+	kinds  []byte
+	texts  map[string]string // texts interned, as names are
 }
 
 // Decode calls fn with each reading of the entry v whose first reading is
 // seq, in order, until fn returns false. It returns an error wrapping
 // ErrBadOutbox if v is not a whole, valid entry; fn may have been called
-// with the readings before the fault. The readings' Unit is "".
+// with the readings before the fault. The readings' Unit is ""; a text
+// reading has its Text, and Value 0.
 func (d *OutboxDecoder) Decode(seq uint64, v []byte, fn func(OutboxReading) bool) error {
 	if d.names == nil {
 		d.names = make(map[string]string)
@@ -202,6 +267,19 @@ func (d *OutboxDecoder) Decode(seq uint64, v []byte, fn func(OutboxReading) bool
 		}
 		d.series = append(d.series, [2]string{dev, met})
 	}
+	d.kinds = d.kinds[:0]
+	if v[0] == OutboxV2 {
+		if uint64(len(p)) < nseries {
+			return fmt.Errorf("%w: kinds of series", ErrBadOutbox)
+		}
+		d.kinds = append(d.kinds, p[:nseries]...)
+		p = p[nseries:]
+		for _, k := range d.kinds {
+			if k > 1 {
+				return fmt.Errorf("%w: kind %d of a series", ErrBadOutbox, k)
+			}
+		}
+	}
 	var r OutboxReading
 	for i := uint64(0); i < count; i++ {
 		idx, k := binary.Uvarint(p)
@@ -210,13 +288,25 @@ func (d *OutboxDecoder) Decode(seq uint64, v []byte, fn func(OutboxReading) bool
 		}
 		p = p[k:]
 		delta, k := binary.Varint(p)
-		if k <= 0 || len(p) < k+8 {
+		if k <= 0 {
 			return fmt.Errorf("%w: reading %d: truncated", ErrBadOutbox, i)
 		}
+		p = p[k:]
 		r.Device, r.Metric = d.series[idx][0], d.series[idx][1]
 		r.TS += delta
-		r.Value = math.Float64frombits(binary.LittleEndian.Uint64(p[k:]))
-		p = p[k+8:]
+		if len(d.kinds) > 0 && d.kinds[idx] == 1 {
+			text, rest, err := d.text(p)
+			if err != nil {
+				return fmt.Errorf("%w: reading %d: %v", ErrBadOutbox, i, err)
+			}
+			r.Value, r.Text, p = 0, text, rest
+		} else {
+			if len(p) < 8 {
+				return fmt.Errorf("%w: reading %d: truncated", ErrBadOutbox, i)
+			}
+			r.Value, r.Text = math.Float64frombits(binary.LittleEndian.Uint64(p)), ""
+			p = p[8:]
+		}
 		r.Seq = seq + i
 		if !fn(r) {
 			return nil
@@ -227,6 +317,31 @@ func (d *OutboxDecoder) Decode(seq uint64, v []byte, fn func(OutboxReading) bool
 	}
 	return nil
 }
+
+// text reads the text of a reading at the start of p, interned, and
+// returns it and what follows it.
+func (d *OutboxDecoder) text(p []byte) (string, []byte, error) {
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n == 0 || n > MaxText || n > uint64(len(p)-k) {
+		return "", nil, errors.New("text")
+	}
+	b := p[k : k+int(n)]
+	if d.texts == nil {
+		d.texts = make(map[string]string)
+	}
+	s, ok := d.texts[string(b)]
+	if !ok {
+		if len(d.texts) >= maxInterned {
+			clear(d.texts)
+		}
+		s = string(b)
+		d.texts[s] = s
+	}
+	return s, p[k+int(n):], nil
+}
+
+// maxInterned bounds the texts an OutboxDecoder keeps interned.
+const maxInterned = 4096
 
 // OutboxMeta is the value of the meta key MetaOutbox: where the uplink
 // stands.

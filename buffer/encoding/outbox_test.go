@@ -1,15 +1,20 @@
 package encoding
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // outboxReadings makes up to 500 readings from data: per reading a series
-// byte (one of 8 names, some sharing a device), a timestamp delta and the
-// value's bits.
+// byte (one of 8 names, some sharing a device; with its high bit set, a
+// text reading, whose text the value's bits choose), a timestamp delta
+// and the value's bits.
 func outboxReadings(data []byte) []Reading {
 	names := [][2]string{{"d", "m"}, {"d", "n"}, {"kitchen/door", "contact"}, {"温室 1", "温度"},
 		{"e", "m"}, {"a b", "c=d,e"}, {"x", "y"}, {"d", "mm"}}
@@ -23,7 +28,12 @@ func outboxReadings(data []byte) []Reading {
 		if c.err != nil {
 			break
 		}
-		n := names[int(sel)%len(names)]
+		n := names[int(sel&0x7f)%len(names)]
+		if sel&0x80 != 0 {
+			texts := []string{"heat", "off", "Küche an", "x", "long_push", strings.Repeat("é", MaxText/2)}
+			rs = append(rs, Reading{Device: n[0], Metric: n[1], TS: ts, Text: texts[math.Float64bits(v)%uint64(len(texts))]})
+			continue
+		}
 		rs = append(rs, Reading{Device: n[0], Metric: n[1], TS: ts, Value: v})
 	}
 	return rs
@@ -46,7 +56,7 @@ func sameReadings(got []OutboxReading, seq uint64, want []Reading) bool {
 	for i, r := range got {
 		w := want[i]
 		if r.Seq != seq+uint64(i) || r.Device != w.Device || r.Metric != w.Metric || r.TS != w.TS ||
-			math.Float64bits(r.Value) != math.Float64bits(w.Value) || r.Unit != "" {
+			math.Float64bits(r.Value) != math.Float64bits(w.Value) || r.Text != w.Text || r.Unit != "" {
 			return false
 		}
 	}
@@ -85,6 +95,7 @@ func TestOutboxEncoder_ResetAndSize(t *testing.T) {
 func FuzzOutboxRoundTrip(f *testing.F) {
 	f.Add([]byte("\x00\x0a\x00\x00\x00\x00\x00\x00\x35\x40\x03\x02\x7f\xf8\x00\x00\x00\x00\x00\x01"))
 	f.Add([]byte("\x05\x01\x00\x00\x00\x00\x00\x00\x00\x00"))
+	f.Add([]byte("\x80\x0a\x00\x00\x00\x00\x00\x00\x00\x01\x00\x02\x00\x00\x00\x00\x00\x00\x35\x40\x80\x00\x00\x00\x00\x00\x00\x00\x00\x03"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rs := outboxReadings(data)
 		v := encodeOutbox(rs)
@@ -111,7 +122,12 @@ func FuzzDecodeOutbox(f *testing.F) {
 	e.Add(&Reading{Device: "d", Metric: "m", TS: 5, Value: 1})
 	e.Add(&Reading{Device: "d", Metric: "n", TS: -5, Value: math.NaN()})
 	f.Add(e.Value())
+	e.Add(&Reading{Device: "d", Metric: "mode", TS: 6, Text: "heat"})
+	e.Add(&Reading{Device: "d", Metric: "m", TS: 7, Value: 2})
+	e.Add(&Reading{Device: "d", Metric: "mode", TS: 8, Text: "off"})
+	f.Add(e.Value())
 	f.Add([]byte{OutboxV1, 1, 0, 0, 0})
+	f.Add([]byte{OutboxV2, 1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, v []byte) {
 		var got []OutboxReading
 		var d OutboxDecoder
@@ -134,6 +150,37 @@ func FuzzDecodeOutbox(f *testing.F) {
 			t.Fatalf("re-encoded entry: got %+v, %v; want %+v", again, err, rs)
 		}
 	})
+}
+
+// An entry of numbers only is of version 1, byte for byte as before texts
+// were kept (a cairn of keyspace version 5 reads it); one with a text
+// reading is of version 2, and carries the text.
+func TestOutboxEncoder_VersionByKind(t *testing.T) {
+	var e OutboxEncoder
+	e.Add(&Reading{Device: "d", Metric: "t", TS: 1000, Value: 21.5})
+	e.Add(&Reading{Device: "d", Metric: "t", TS: 2000, Value: 21.5})
+	v1 := e.Value()
+	// count 2, 1 series, "d" "t", then (0, +1000, 21.5) and (0, +1000, 21.5).
+	plain := []byte{2, 1, 1, 'd', 1, 't', 0, 0xd0, 0x0f, 0, 0, 0, 0, 0, 0x80, 0x35, 0x40, 0, 0xd0, 0x0f, 0, 0, 0, 0, 0, 0x80, 0x35, 0x40}
+	if v1[0] != OutboxV1 {
+		t.Fatalf("numbers only: version %d, want 1", v1[0])
+	}
+	if got, err := s2.Decode(nil, v1[1:]); err != nil || !bytes.Equal(got, plain) {
+		t.Errorf("numbers only: body % x (%v), want % x", got, err, plain)
+	}
+	e.Add(&Reading{Device: "d", Metric: "t", TS: 3000, Text: "heat"})
+	v2 := e.Value()
+	if v2[0] != OutboxV2 {
+		t.Fatalf("with a text: version %d, want 2", v2[0])
+	}
+	var got []OutboxReading
+	var d OutboxDecoder
+	if err := d.Decode(0, v2, func(r OutboxReading) bool { got = append(got, r); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[2].Text != "heat" || got[2].Value != 0 || got[1].Text != "" || got[1].Value != 21.5 {
+		t.Errorf("decoded %+v", got)
+	}
 }
 
 func FuzzParseOutboxMeta(f *testing.F) {

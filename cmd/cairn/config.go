@@ -163,6 +163,10 @@ type StoreConfig struct {
 	// is refused (reason too_many_series). See defaultMaxSeries.
 	MaxSeries          int `yaml:"max_series"`
 	MaxSeriesPerDevice int `yaml:"max_series_per_device"`
+	// MaxStatesPerSeries caps the distinct texts of a text series: a
+	// reading with a new text beyond it is refused (reason
+	// too_many_states). See checkMaxStates.
+	MaxStatesPerSeries int `yaml:"max_states_per_series"`
 }
 
 // defaultMaxSeries is store.max_series by default, sized for a board of
@@ -442,6 +446,7 @@ func DefaultConfig() *Config {
 			DiskReserve:        AutoBytes,
 			MaxSeries:          defaultMaxSeries,
 			MaxSeriesPerDevice: 1000,
+			MaxStatesPerSeries: buffer.DefaultMaxStates,
 		},
 		MemoryLimitMiB: AutoMiB,
 	}
@@ -786,6 +791,7 @@ func (c *Config) Validate() error {
 	if s.MaxSeriesPerDevice < 1 || s.MaxSeriesPerDevice > max(s.MaxSeries, 1) {
 		bad("store.max_series_per_device", "must be from 1 to store.max_series (%d) (got %d)", s.MaxSeries, s.MaxSeriesPerDevice)
 	}
+	checkMaxStates(s, bad)
 	r := c.Retention
 	for _, a := range []struct {
 		key string
@@ -1118,4 +1124,15 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 		}
 	}
 	return finish([]gateway.Route{r})
+}
+
+// checkMaxStates checks store.max_states_per_series. A text series holds
+// its dictionary in memory, each text up to 64 bytes (encoding.MaxText):
+// 64 texts are 4 KiB at most a series, and the bound keeps a sensor that
+// sends a new text each time (a counter sent as text, a timestamp) from
+// taking memory without end.
+func checkMaxStates(s StoreConfig, bad func(key, format string, args ...any)) {
+	if s.MaxStatesPerSeries < 1 || s.MaxStatesPerSeries > buffer.MaxMaxStates {
+		bad("store.max_states_per_series", "must be from 1 to %d (got %d)", buffer.MaxMaxStates, s.MaxStatesPerSeries)
+	}
 }

@@ -123,6 +123,8 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"commit_wait_long.bad.yaml":         "store.commit_wait: must be from 0s to 5s (got 10s)",
 		"disk_reserve_small.bad.yaml":       "store.disk_reserve: must be auto or from 4MiB to 64GiB (got 1MiB)",
 		"max_series_zero.bad.yaml":          "store.max_series: must be from 1 to 10000000 (got 0)",
+		"max_states_zero.bad.yaml":          "store.max_states_per_series: must be from 1 to 65536 (got 0)",
+		"max_states_huge.bad.yaml":          "store.max_states_per_series: must be from 1 to 65536 (got 100000)",
 		"metrics_readings_word.bad.yaml":    `http.metrics_readings: must be true or false (got "sometimes") (line 2)`,
 		"topics_map.bad.yaml":               "mqtt.topics: must be a list; each entry starts with '-' (got a block of keys) (line 3)",
 		"units_list.bad.yaml":               "mqtt.topics[0].units: must be a block of keys, one 'key: value' a line (got a list) (line 4)",

@@ -134,6 +134,7 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		Clock:              clock,
 		MaxSeries:          cfg.Store.MaxSeries,
 		MaxSeriesPerDevice: cfg.Store.MaxSeriesPerDevice,
+		MaxStates:          cfg.Store.MaxStatesPerSeries,
 	})
 	headroom := buffer.NewHeadroom(store, writer, buffer.HeadroomOptions{
 		Reserve: int64(max(cfg.Store.DiskReserve, 0)), // auto: 0, the default

@@ -195,6 +195,10 @@ func printStatus(w io.Writer, st httpapi.Status, r *rates) {
 		fmt.Fprintf(w, "        series: at most %s a device, %s in all; %s refused for a new series over a limit\n",
 			seriesLimit(s.MaxSeriesPerDevice), seriesLimit(s.MaxSeries), quantity(in.Refused, "reading", "readings"))
 	}
+	if in.WrongKind+in.TooManyStates > 0 {
+		fmt.Fprintf(w, "        texts: %s refused for the other kind than their series (wrong_kind), %s for a new text over store.max_states_per_series (too_many_states)\n",
+			quantity(in.WrongKind, "reading", "readings"), quantity(in.TooManyStates, "reading", "readings"))
+	}
 	if s.DiskReserveBytes > 0 {
 		fmt.Fprintf(w, "        %s free on its file system (ingest pauses below %s)", size(s.DiskFreeBytes), size(s.DiskReserveBytes))
 		if s.ReserveFileBytes == 0 {
