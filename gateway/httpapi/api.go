@@ -21,7 +21,8 @@ import (
 )
 
 // Store is what the API asks of the store (a *buffer.Store): its size and
-// series, and its queries, the newest reading of each series among them.
+// series, and its queries, the newest reading of each series among them,
+// and which series hold texts, with the texts they have held.
 type Store interface {
 	Stats() (buffer.Stats, error)
 	HasDevice(device string) bool
@@ -33,6 +34,8 @@ type Store interface {
 	Latest(devices ...string) ([]buffer.Reading, error)
 	LatestAll() ([]buffer.Reading, error)
 	LatestFunc(keep func(device, metric string) bool) ([]buffer.Reading, error)
+	IsText(device, metric string) bool
+	Texts(device, metric string) []string
 }
 
 // Writer is what the API reads of the group commit (a *buffer.Writer):

@@ -9,18 +9,13 @@ import (
 )
 
 // textChart makes c, a chart of device's metric, the chart of a text
-// series when the series is one, and reports whether it is. A series
-// holds one kind, so its newest reading says which: a text reading
-// (Text not "") makes it a text series. The chart of a text series is
+// series when the series is one (Store.IsText), and reports whether it
+// is. The chart of a text series is
 // drawn from the newest dashboard.MaxTexts readings of its range
 // (Truncated when there are more), and for a series of states from the
 // state in force at c.From too: the text of the last reading before it.
 func (a *API) textChart(c *dashboard.Chart, device, metric string) (bool, error) {
-	newest, err := a.opts.Store.Readings(buffer.Query{Device: device, Metric: metric, From: math.MinInt64, To: math.MaxInt64, Desc: true, Limit: 1})
-	if err != nil {
-		return false, fmt.Errorf("newest reading of %s %s: %w", device, metric, err)
-	}
-	if len(newest) == 0 || newest[0].Text == "" {
+	if !a.opts.Store.IsText(device, metric) {
 		return false, nil
 	}
 	from, to := c.From.UnixNano(), c.To.UnixNano()
