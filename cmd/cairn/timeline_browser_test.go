@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/cairn-gateway/cairn/aggregate"
+	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway/dashboard"
 )
 
@@ -24,11 +27,6 @@ var hostile = []string{`<script>window.pwned=1</script>`, `<img src=x onerror="w
 // of events, with hostile texts among them. Every band and tick is drawn
 // with its text, in order, with a width; the legend names each text; no
 // text runs as markup.
-//
-// With CAIRN_SCREENSHOT_TIMELINE set to a file name (relative to the
-// repository's root), it writes a screenshot of the charts there:
-//
-//	CAIRN_SCREENSHOT_TIMELINE=docs/img/timeline.png go test ./cmd/cairn -run TestDashboard_TimelineBrowser
 func TestDashboard_TimelineBrowser(t *testing.T) {
 	now := time.Now().Truncate(time.Minute)
 	from, to := dashboard.Range1h.Window(now)
@@ -76,9 +74,83 @@ func TestDashboard_TimelineBrowser(t *testing.T) {
 		t.Errorf("a text ran as markup: window.pwned, scripts and images are %s; want undefined and the page's one script", got)
 	}
 	b.checkProblems(t, "the timelines")
+}
+
+// TestDashboard_TimelineRun opens the charts of a `cairn run` process in
+// headless chromium: a store holding a device's states and events (as
+// the store's Writer keeps them), and a number a paho client publishes
+// to its broker. The states are bands from the state before the hour
+// on, the events ticks, the number a chart of numbers, every text in
+// the legend; the page's policy allows it all and no text runs; on a
+// phone the timelines fit the screen and their text is legible.
+//
+// With CAIRN_SCREENSHOT_TIMELINE set to a file name (relative to the
+// repository's root), it writes a screenshot of the charts there:
+//
+//	CAIRN_SCREENSHOT_TIMELINE=docs/img/timeline.png go test ./cmd/cairn -run TestDashboard_TimelineRun
+func TestDashboard_TimelineRun(t *testing.T) {
+	bin := cairnBinary.get(t)
+	dir := t.TempDir()
+	now := time.Now()
+	at := func(m int) int64 { return now.Add(time.Duration(m-60) * time.Minute).UnixNano() }
+	rs := []buffer.Reading{{Device: "hall", Metric: "mode", TS: now.Add(-3 * time.Hour).UnixNano(), Text: "eco"}}
+	for i, s := range []string{"heat", "off", hostile[0], "heat", hostile[3], "cool"} {
+		rs = append(rs, buffer.Reading{Device: "hall", Metric: "mode", TS: at(5 + 9*i), Text: s})
+	}
+	for i, s := range []string{"single", "double", "single", "hold", hostile[1], "single"} {
+		rs = append(rs, buffer.Reading{Device: "hall", Metric: "action", TS: at(7 + 8*i), Text: s})
+	}
+	seedStore(t, dir, rs)
+
+	c := startCairn(t, bin, writeConfig(t, dir, dashboardConfig()))
+	pub := mustConnect(t, c.mqtt, "timeline")
+	for i := range 5 {
+		waitToken(t, pub.Publish("sensors/hall/telemetry", 1, false, fmt.Sprintf(`{"ts":%d,"temperature":%d}`, at(10*i+5)/1e6, 20+i)))
+	}
+	b := startBrowser(t)
+	b.do(t, "open the charts of hall", chromedp.Navigate("http://"+c.http+"/?device=hall&range=1h"))
+	waitJS(t, b, startTimeout, "two timelines and a chart of numbers",
+		`document.querySelectorAll("svg.timeline").length === 2 && document.querySelectorAll("svg.chart:not(.timeline) .mean, svg.chart:not(.timeline) .mean1").length > 0`,
+		`[...document.querySelectorAll("svg title")].map(t => t.textContent).join(", ")`)
+	// eco, from before the hour, until the first reading: nothing unknown.
+	checkTimeline(t, b, "hall: mode", []string{"eco", "heat", "off", hostile[0], "heat", hostile[3], "cool"},
+		[]string{"heat", "cool", hostile[0], "off", hostile[3], "eco"})
+	checkTicks(t, b, "hall: action", map[string]int{"single": 3, "double": 1, "hold": 1, hostile[1]: 1})
+	if got := eval[string](t, b, `String(window.pwned) + " " + document.querySelectorAll("script, img").length`); got != "undefined 1" {
+		t.Errorf("a text ran as markup: window.pwned, scripts and images are %s; want undefined and the page's one script", got)
+	}
+	b.checkProblems(t, "the timelines of cairn run")
 	if path := os.Getenv("CAIRN_SCREENSHOT_TIMELINE"); path != "" {
 		eval[bool](t, b, `document.querySelectorAll("body > :not(main), main > :not(#charts)").forEach(e => e.remove()), true`)
 		screenshot(t, b, path)
+	}
+	checkPhone(t, b, "http://"+c.http+"/?device=hall&range=1h")
+	b.checkProblems(t, "the timelines on a phone")
+}
+
+// seedStore writes rs into a store in dir through its Writer, as ingest
+// does, and closes it.
+func seedStore(t *testing.T, dir string, rs []buffer.Reading) {
+	t.Helper()
+	s, err := buffer.Open(buffer.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := buffer.NewWriter(s, buffer.WriterOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	stored := make(chan buffer.Result, 1)
+	if err := w.Submit(ctx, rs, func(r buffer.Result) { stored <- r }); err != nil {
+		t.Fatal(err)
+	}
+	res := <-stored
+	cancel()
+	if err := errors.Join(<-done, s.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if res.Err != nil || res.Stored != len(rs) {
+		t.Fatalf("seed the store: %+v, want %d stored", res, len(rs))
 	}
 }
 
