@@ -408,9 +408,9 @@ func (b *svgBuf) bands(c *Chart, segs []segment, keys []key) {
 }
 
 // ticks writes, for each key, a path of ticks across the lane at the
-// times of its events, in the key's colour: a tick less than a unit
-// right of the key's last one is left out, so each path has at most
-// one tick per unit of the plot's width.
+// times of its events, in the key's colour: a tick less than a column
+// (two units) right of the key's last one is left out, so each path
+// has at most one tick per column of the plot.
 func (b *svgBuf) ticks(c *Chart, ts []Text, keys []key) {
 	index := make(map[string]int, len(keys))
 	for i, k := range keys {
@@ -442,7 +442,7 @@ func (b *svgBuf) ticks(c *Chart, ts []Text, keys []key) {
 				continue
 			}
 			x := c.xOf(t.Time)
-			if last >= 0 && x-last < 1 {
+			if last >= 0 && x-last < (plotR-plotL)/MaxColumns {
 				continue
 			}
 			last = x

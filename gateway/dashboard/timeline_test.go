@@ -323,7 +323,7 @@ func TestWriteChart_TimelineEscapes(t *testing.T) {
 
 // However many readings and states, the bands are at most MaxColumns,
 // the legend at most a palette's colours and two keys, the ticks at most
-// one per unit of the plot for each key: the SVG is bounded.
+// one per column for each key: the SVG is bounded.
 func TestWriteChart_TimelineBounds(t *testing.T) {
 	from, to := Range24h.Window(end)
 	step := to.Sub(from) / MaxTexts
@@ -345,8 +345,8 @@ func TestWriteChart_TimelineBounds(t *testing.T) {
 			t.Errorf("events %v: the states beyond the palette are not grouped as 29 others", events)
 		}
 		for _, p := range elements(t, doc, "tick") {
-			if n := strings.Count(p.attrs["d"], "M"); n > plotR-plotL+1 {
-				t.Errorf("ticks of %q: %d, want at most one a unit", p.attrs["data-text"], n)
+			if n := strings.Count(p.attrs["d"], "M"); n > MaxColumns+1 {
+				t.Errorf("ticks of %q: %d, want at most one a column", p.attrs["data-text"], n)
 			}
 		}
 		if len(doc) > 64<<10 {
