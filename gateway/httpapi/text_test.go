@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway/dashboard"
 )
 
 // storeTexts stores, 10, 25, 40 and 50 minutes into the hour before now,
@@ -187,5 +188,30 @@ func TestReadingJSON_Text(t *testing.T) {
 		if err != nil || string(got) != tc.want {
 			t.Errorf("%+v: %s %v, want %s", tc.r, got, err, tc.want)
 		}
+	}
+}
+
+// A text series with more readings in the range than a chart is drawn
+// from is drawn from the newest dashboard.MaxTexts: the time before them
+// unknown, the <desc> saying so, the bands no more than the columns.
+func TestPage_TextChartTruncated(t *testing.T) {
+	a := newTestAPI(t)
+	now := time.Now()
+	n := dashboard.MaxTexts * 11 / 10 // the oldest tenth left out: 5 minutes unknown
+	step := time.Hour / time.Duration(n+1)
+	rs := []buffer.Reading{{Device: "mill", Metric: "status", TS: now.Add(-2 * time.Hour).UnixNano(), Text: "idle"}}
+	for i := range n {
+		rs = append(rs, buffer.Reading{Device: "mill", Metric: "status", TS: now.Add(-time.Hour + time.Duration(i+1)*step).UnixNano(), Text: []string{"run", "run", "stop"}[i%3]})
+	}
+	a.store(t, rs...)
+	body := a.request("/?part=charts&device=mill&range=1h").Body.String()
+	if !strings.Contains(body, "left out, too many to draw.</desc>") {
+		t.Errorf("no word of the readings left out:\n%.2000s", body)
+	}
+	if !strings.Contains(body, `class="state unknown"`) || strings.Contains(body, `data-text="idle"`) {
+		t.Errorf("want the time before the newest readings unknown, not idle:\n%.2000s", body)
+	}
+	if got := strings.Count(body, `<rect class="state`); got < 2 || got > dashboard.MaxColumns {
+		t.Errorf("%d bands, want 2 to %d", got, dashboard.MaxColumns)
 	}
 }
