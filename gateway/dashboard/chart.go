@@ -112,8 +112,10 @@ const MaxColumns = (plotR - plotL) / 2
 // its namespace): the min–max band and the mean line of every column,
 // gaps where a column has no record, the raw points, a value axis with
 // 1-2-5 ticks and the unit, and a time axis whose labels name their time
-// in data-t. It is an error if From is not before To or Level is not a
-// Level.
+// in data-t. A chart with Texts (or Before) is a timeline instead: the
+// bands of its states or the ticks of its events, and their legend (see
+// Chart.Texts). It is an error if From is not before To or Level is not
+// a Level.
 func WriteChart(w io.Writer, c Chart) error {
 	var b svgBuf
 	if err := b.chart(c, true); err != nil {
