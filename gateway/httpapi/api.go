@@ -28,6 +28,7 @@ type Store interface {
 	HasDevice(device string) bool
 	Devices(after string, limit int) ([]buffer.Device, bool)
 	Readings(q buffer.Query) ([]buffer.Reading, error)
+	Scan(q buffer.Query, fn func(buffer.Reading) bool) error
 	StatsCover(device, metric string, from, to int64) (aggregate.Stats, buffer.Reads, error)
 	StatsByLevel(device, metric string, level aggregate.Level, from, to int64) ([]buffer.StatsAt, buffer.Reads, error)
 	Unit(device, metric string) string

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway/dashboard"
@@ -19,17 +20,20 @@ func (a *API) textChart(c *dashboard.Chart, device, metric string) (bool, error)
 		return false, nil
 	}
 	from, to := c.From.UnixNano(), c.To.UnixNano()
-	rs, err := a.opts.Store.Readings(buffer.Query{Device: device, Metric: metric, From: from, To: to + 1, Desc: true, Limit: dashboard.MaxTexts + 1})
+	// Newest first, straight into Texts: a Reading is four times the size.
+	var ts []dashboard.Text
+	err := a.opts.Store.Scan(buffer.Query{Device: device, Metric: metric, From: from, To: to + 1, Desc: true, Limit: dashboard.MaxTexts + 1}, func(r buffer.Reading) bool {
+		ts = append(ts, dashboard.Text{Time: r.Time(), Text: r.Text})
+		return true
+	})
 	if err != nil {
 		return false, fmt.Errorf("readings of %s %s: %w", device, metric, err)
 	}
-	if len(rs) > dashboard.MaxTexts {
-		rs, c.Truncated = rs[:dashboard.MaxTexts], true
+	if len(ts) > dashboard.MaxTexts {
+		ts, c.Truncated = ts[:dashboard.MaxTexts], true
 	}
-	c.Texts = make([]dashboard.Text, len(rs))
-	for i, r := range rs { // newest first
-		c.Texts[len(rs)-1-i] = dashboard.Text{Time: r.Time(), Text: r.Text}
-	}
+	slices.Reverse(ts)
+	c.Texts = ts
 	c.Events = dashboard.IsEvent(metric)
 	if c.Events || c.Truncated {
 		return true, nil
