@@ -421,3 +421,21 @@ func TestIsEvent(t *testing.T) {
 		}
 	}
 }
+
+// The device list shows a text series' latest text in place of a value,
+// escaped.
+func TestWritePart_DeviceText(t *testing.T) {
+	p := Page{Now: end, Devices: []Device{{ID: "hall", LastSeen: end, Metrics: []Metric{
+		{Name: "mode", Text: `<script>"x"</script>`, Time: end},
+		{Name: "temp", Value: 0, Unit: "°C", Time: end},
+	}}}}
+	var buf bytes.Buffer
+	if err := WritePart(&buf, PartDevices, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<li>mode <b>&lt;script&gt;&#34;x&#34;&lt;/script&gt;</b></li>`, `<li>temp <b>0</b> °C</li>`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("no %q in\n%s", want, buf.String())
+		}
+	}
+}

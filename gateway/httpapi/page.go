@@ -272,7 +272,7 @@ func (a *API) pageDevices() ([]dashboard.Device, error) {
 			if !ok {
 				continue
 			}
-			ms[j].Value, ms[j].Time = r.Value, r.Time()
+			ms[j].Value, ms[j].Text, ms[j].Time = r.Value, r.Text, r.Time()
 			if r.Unit != "" {
 				ms[j].Unit = r.Unit
 			}

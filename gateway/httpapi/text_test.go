@@ -77,6 +77,14 @@ func TestPage_TextCharts(t *testing.T) {
 	if strings.Contains(body, "<script>") {
 		t.Errorf("a text written as markup:\n%s", body)
 	}
+
+	// The device list shows the latest text of each text series.
+	body = a.request("/?part=devices").Body.String()
+	for _, want := range []string{"<li>mode <b>heat</b></li>", "<li>action <b>hold</b></li>", "<li>temp <b>23</b> °C</li>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("devices: no %q in\n%s", want, body)
+		}
+	}
 }
 
 // /readings answers "text" for a text reading, /latest and /v1/devices
