@@ -2,8 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +13,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/cairn-gateway/cairn/aggregate"
-	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/gateway/dashboard"
 )
 
@@ -77,12 +75,14 @@ func TestDashboard_TimelineBrowser(t *testing.T) {
 }
 
 // TestDashboard_TimelineRun opens the charts of a `cairn run` process in
-// headless chromium: a store holding a device's states and events (as
-// the store's Writer keeps them), and a number a paho client publishes
-// to its broker. The states are bands from the state before the hour
-// on, the events ticks, the number a chart of numbers, every text in
-// the legend; the page's policy allows it all and no text runs; on a
-// phone the timelines fit the screen and their text is legible.
+// headless chromium, after a paho client published to its broker a
+// device's states (JSON string fields of mode), its events (action) and
+// a number (temperature), hostile texts among them. The states are
+// bands from the state before the hour on, the events ticks, the number
+// a chart of numbers, every text in the legend; the page's policy
+// allows it all and no text runs; on a phone the timelines fit the
+// screen and their text is legible. /latest and /metrics give the texts
+// back.
 //
 // With CAIRN_SCREENSHOT_TIMELINE set to a file name (relative to the
 // repository's root), it writes a screenshot of the charts there:
@@ -90,22 +90,54 @@ func TestDashboard_TimelineBrowser(t *testing.T) {
 //	CAIRN_SCREENSHOT_TIMELINE=docs/img/timeline.png go test ./cmd/cairn -run TestDashboard_TimelineRun
 func TestDashboard_TimelineRun(t *testing.T) {
 	bin := cairnBinary.get(t)
-	dir := t.TempDir()
+	c := startCairn(t, bin, writeConfig(t, t.TempDir(), telemetryConfig(`{temperature: "°C"}`, "  metrics_readings: true\n")))
+	pub := mustConnect(t, c.mqtt, "timeline")
 	now := time.Now()
-	at := func(m int) int64 { return now.Add(time.Duration(m-60) * time.Minute).UnixNano() }
-	rs := []buffer.Reading{{Device: "hall", Metric: "mode", TS: now.Add(-3 * time.Hour).UnixNano(), Text: "eco"}}
-	for i, s := range []string{"heat", "off", hostile[0], "heat", hostile[3], "cool"} {
-		rs = append(rs, buffer.Reading{Device: "hall", Metric: "mode", TS: at(5 + 9*i), Text: s})
+	at := func(m int) time.Time { return now.Add(time.Duration(m-60) * time.Minute) }
+	publish := func(ts time.Time, field string, v any) {
+		t.Helper()
+		doc, err := json.Marshal(map[string]any{"ts": ts.UnixMilli(), field: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitToken(t, pub.Publish("sensors/hall/telemetry", 1, false, doc))
+	}
+	// Not "off": ON/OFF, true/false and open/closed are read as numbers,
+	// which a text series refuses (wrong_kind).
+	publish(now.Add(-3*time.Hour), "mode", "eco")
+	for i, s := range []string{"heat", "idle", hostile[0], "heat", hostile[3], "cool"} {
+		publish(at(5+9*i), "mode", s)
 	}
 	for i, s := range []string{"single", "double", "single", "hold", hostile[1], "single"} {
-		rs = append(rs, buffer.Reading{Device: "hall", Metric: "action", TS: at(7 + 8*i), Text: s})
+		publish(at(7+8*i), "action", s)
 	}
-	seedStore(t, dir, rs)
-
-	c := startCairn(t, bin, writeConfig(t, dir, dashboardConfig()))
-	pub := mustConnect(t, c.mqtt, "timeline")
 	for i := range 5 {
-		waitToken(t, pub.Publish("sensors/hall/telemetry", 1, false, fmt.Sprintf(`{"ts":%d,"temperature":%d}`, at(10*i+5)/1e6, 20+i)))
+		publish(at(10*i+5), "temperature", 20+i)
+	}
+
+	// The API gives the texts back: the latest, and on /metrics as state
+	// sets, label values escaped.
+	api := newAPIClient(c.http)
+	var latest struct {
+		Latest map[string]map[string]any `json:"latest"`
+	}
+	if code := api.get(t, "/v1/devices/hall/latest", &latest); code != http.StatusOK || latest.Latest["mode"]["text"] != "cool" ||
+		latest.Latest["action"]["text"] != "single" || latest.Latest["temperature"]["value"] != 24.0 {
+		t.Errorf("latest: %d %v, want mode cool, action single, temperature 24", code, latest.Latest)
+	}
+	_, metrics, err := api.fetch("/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`cairn_state{device="hall",metric="mode",state="cool"} 1`,
+		`cairn_state{device="hall",metric="mode",state="eco"} 0`,
+		`cairn_state{device="hall",metric="action",state="<img src=x onerror=\"window.pwned=2\">"} 0`,
+		`cairn_reading{device="hall",metric="temperature",unit="°C"} 24`,
+	} {
+		if !bytes.Contains(metrics, []byte("\n"+want+"\n")) {
+			t.Errorf("/metrics has no %s", want)
+		}
 	}
 	b := startBrowser(t)
 	b.do(t, "open the charts of hall", chromedp.Navigate("http://"+c.http+"/?device=hall&range=1h"))
@@ -113,8 +145,8 @@ func TestDashboard_TimelineRun(t *testing.T) {
 		`document.querySelectorAll("svg.timeline").length === 2 && document.querySelectorAll("svg.chart:not(.timeline) .mean, svg.chart:not(.timeline) .mean1").length > 0`,
 		`[...document.querySelectorAll("svg title")].map(t => t.textContent).join(", ")`)
 	// eco, from before the hour, until the first reading: nothing unknown.
-	checkTimeline(t, b, "hall: mode", []string{"eco", "heat", "off", hostile[0], "heat", hostile[3], "cool"},
-		[]string{"heat", "cool", hostile[0], "off", hostile[3], "eco"})
+	checkTimeline(t, b, "hall: mode", []string{"eco", "heat", "idle", hostile[0], "heat", hostile[3], "cool"},
+		[]string{"heat", "cool", hostile[0], "idle", hostile[3], "eco"})
 	checkTicks(t, b, "hall: action", map[string]int{"single": 3, "double": 1, "hold": 1, hostile[1]: 1})
 	if got := eval[string](t, b, `String(window.pwned) + " " + document.querySelectorAll("script, img").length`); got != "undefined 1" {
 		t.Errorf("a text ran as markup: window.pwned, scripts and images are %s; want undefined and the page's one script", got)
@@ -126,32 +158,6 @@ func TestDashboard_TimelineRun(t *testing.T) {
 	}
 	checkPhone(t, b, "http://"+c.http+"/?device=hall&range=1h")
 	b.checkProblems(t, "the timelines on a phone")
-}
-
-// seedStore writes rs into a store in dir through its Writer, as ingest
-// does, and closes it.
-func seedStore(t *testing.T, dir string, rs []buffer.Reading) {
-	t.Helper()
-	s, err := buffer.Open(buffer.Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := buffer.NewWriter(s, buffer.WriterOptions{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	stored := make(chan buffer.Result, 1)
-	if err := w.Submit(ctx, rs, func(r buffer.Result) { stored <- r }); err != nil {
-		t.Fatal(err)
-	}
-	res := <-stored
-	cancel()
-	if err := errors.Join(<-done, s.Close()); err != nil {
-		t.Fatal(err)
-	}
-	if res.Err != nil || res.Stored != len(rs) {
-		t.Fatalf("seed the store: %+v, want %d stored", res, len(rs))
-	}
 }
 
 // figure is the JavaScript expression of the <svg> of the chart titled
