@@ -9,6 +9,12 @@
 // whole minutes, hours and days (Level) plus the raw readings at its ends.
 // Cover plans which records those are.
 //
+// A States is the aggregate of the readings of a text series (states such
+// as "heat", events such as "single") in one record: per state, its count
+// of readings and the time the series spent in it. The States of
+// consecutive records merge, in time order, into the States of their
+// union, exactly; TimeIn answers the time in each state over a range.
+//
 // Times are int64 nanoseconds since the Unix epoch, as in package time's
 // UnixNano. Unix time has no leap seconds, so every UTC day is exactly 24
 // hours long and the grid of records is plain integer arithmetic.

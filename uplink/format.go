@@ -17,9 +17,11 @@ type Format int
 const (
 	// Influx is InfluxDB line protocol: one line per device, unit and
 	// timestamp, the device, the gateway and the unit (when the series
-	// has one) as tags, metrics as float fields, nanosecond timestamps.
+	// has one) as tags, metrics as float fields (a text reading as a
+	// string field, appendStringField), nanosecond timestamps.
 	// InfluxDB 1.x/2.x/3.x, VictoriaMetrics, QuestDB and Telegraf take
-	// it; a batch sent twice changes nothing.
+	// it; a batch sent twice changes nothing. VictoriaMetrics keeps a
+	// string field as a number: 0, or the number its text spells.
 	Influx Format = iota
 	// JSON is cairn's JSON batch for webhooks:
 	//
@@ -28,14 +30,17 @@ const (
 	//
 	// where a reading's id is stable across retries and sorts by time,
 	// then device, then the reading's sequence number, and "unit" is
-	// left out when the series has none.
+	// left out when the series has none. A text reading has "text":"heat"
+	// in place of "value".
 	JSON
 	// Prometheus is Prometheus remote write 1.0: a protobuf WriteRequest,
 	// snappy-compressed, as VictoriaMetrics (/api/v1/write), Prometheus
 	// with its remote-write receiver, Mimir and Thanos receive take it.
 	// One series per measurement and metric, device, gateway and unit;
 	// names made valid for Prometheus (appendPromName); samples in
-	// milliseconds. A batch sent twice changes nothing.
+	// milliseconds. A text series goes as a state set, one series per
+	// state with a label state (promStates). A batch sent twice changes
+	// nothing.
 	Prometheus
 )
 
@@ -127,6 +132,14 @@ func (e *encoder) encode(batch string, rs []buffer.OutboxReading) (body []byte, 
 	return e.influx(rs)
 }
 
+// sent tells the encoder that the upstream took the last batch it
+// encoded (the Prometheus state set remembers its last states).
+func (e *encoder) sent() {
+	if e.format == Prometheus {
+		e.prom.states.sent()
+	}
+}
+
 // influx writes rs as line protocol. Consecutive readings of one device,
 // unit and timestamp (the fields of one message, unless their series
 // have different units) share a line, unless a metric repeats. Tags are
@@ -139,7 +152,7 @@ func (e *encoder) influx(rs []buffer.OutboxReading) ([]byte, int) {
 	lineUnit := ""  // the unit of the line's tags
 	for i := range rs {
 		r := &rs[i]
-		if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) || !WritableName(r.Device) || !WritableName(r.Metric) {
+		if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) || !WritableName(r.Device) || !WritableName(r.Metric) || !WritableText(r.Text) {
 			skipped++
 			continue
 		}
@@ -177,7 +190,11 @@ func (e *encoder) influx(rs []buffer.OutboxReading) ([]byte, int) {
 		}
 		b = appendEscaped(b, r.Metric, keySpecial)
 		b = append(b, '=')
-		b = strconv.AppendFloat(b, r.Value, 'g', -1, 64)
+		if r.IsText() {
+			b = appendStringField(b, r.Text)
+		} else {
+			b = strconv.AppendFloat(b, r.Value, 'g', -1, 64)
+		}
 	}
 	if lineStart >= 0 {
 		b = append(b, ' ')
@@ -218,8 +235,13 @@ func (e *encoder) json(batch string, rs []buffer.OutboxReading) ([]byte, int) {
 		}
 		b = append(b, `,"ts":"`...)
 		b = time.Unix(0, r.TS).UTC().AppendFormat(b, time.RFC3339Nano)
-		b = append(b, `","value":`...)
-		b = strconv.AppendFloat(b, r.Value, 'g', -1, 64)
+		if r.IsText() {
+			b = append(b, `","text":`...)
+			b = appendJSONString(b, r.Text)
+		} else {
+			b = append(b, `","value":`...)
+			b = strconv.AppendFloat(b, r.Value, 'g', -1, 64)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, "]}\n"...)
@@ -298,6 +320,30 @@ func WritableName(s string) bool {
 		}
 	}
 	return true
+}
+
+// WritableText reports whether line protocol carries the text s as a
+// string field so that every upstream reads it back: it holds no line
+// break. InfluxDB 1.x reads a line break inside a quoted string, but
+// VictoriaMetrics ends the line there and drops both halves, with the
+// other fields of the line.
+func WritableText(s string) bool {
+	return !strings.ContainsAny(s, "\n\r")
+}
+
+// appendStringField appends s as a line protocol string field value:
+// quoted, with a backslash before each double quote and backslash, as
+// the line protocol reference has it (InfluxDB 1.x, 2.x and 3.x read it
+// back so). s must be WritableText.
+func appendStringField(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and

@@ -587,7 +587,8 @@ func (u *Uplink) encodedMessages(rs []buffer.OutboxReading, topics []string, byT
 //	 {"id":"pi-kitchen-1200","metric":"temperature","unit":"°C","time":"RFC 3339","value":21.5},…]}
 //
 // where a reading's id is the gateway and the reading's sequence number
-// in the log: the same whenever the reading is sent again.
+// in the log: the same whenever the reading is sent again. A text
+// reading has "text":"heat" in place of "value".
 func mqttHead(gateway, device, id string) []byte {
 	b := append([]byte(nil), `{"gateway":`...)
 	b = appendJSONString(b, gateway)
@@ -614,8 +615,13 @@ func appendMQTTReading(b []byte, gateway string, r *buffer.OutboxReading) ([]byt
 	}
 	b = append(b, `,"time":"`...)
 	b = time.Unix(0, r.TS).UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","value":`...)
-	b = strconv.AppendFloat(b, r.Value, 'g', -1, 64)
+	if r.IsText() {
+		b = append(b, `","text":`...)
+		b = appendJSONString(b, r.Text)
+	} else {
+		b = append(b, `","value":`...)
+		b = strconv.AppendFloat(b, r.Value, 'g', -1, 64)
+	}
 	return append(b, '}'), true
 }
 

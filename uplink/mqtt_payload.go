@@ -16,8 +16,9 @@ const (
 	// holds the base name "urn:dev:cairn:{gateway}:{device}:" and the
 	// base time bt, the first reading's time in whole seconds; each
 	// record holds the metric as n, the time relative to bt as t (in
-	// seconds, with the nanoseconds as decimals, so exact), the value v,
-	// the unit u when the series has one, and cairn_id, the reading's
+	// seconds, with the nanoseconds as decimals, so exact), the value v
+	// (a text reading's text as the string value vs), the unit u when
+	// the series has one, and cairn_id, the reading's
 	// idempotency id (the id of cairn's JSON, see appendReadingID). A
 	// record of another device than the one before it repeats bn.
 	// cairn_id is an extension field that need not be understood (its
@@ -28,7 +29,8 @@ const (
 	// skipped.
 	MessageSenML MessageFormat = iota + 1
 	// MessageInflux is InfluxDB line protocol, one line per reading,
-	// written as the HTTP upstreams write it (Influx).
+	// written as the HTTP upstreams write it (Influx), a text reading as
+	// a string field; one whose text holds a line break is skipped.
 	MessageInflux
 )
 
@@ -181,7 +183,7 @@ func (e *MessageEncoder) fits(r *buffer.OutboxReading) bool {
 	if e.format == MessageSenML {
 		return r.TS >= senmlBaseRelative*1e9 && SenMLName(e.gateway) && SenMLName(r.Device) && SenMLName(r.Metric)
 	}
-	return WritableName(r.Device) && WritableName(r.Metric)
+	return WritableName(r.Device) && WritableName(r.Metric) && WritableText(r.Text)
 }
 
 // record returns the SenML record or the line of one's one reading, in
@@ -213,8 +215,13 @@ func (e *MessageEncoder) record(one []buffer.OutboxReading, first bool, bt int64
 	b = append(b, r.Metric...)
 	b = append(b, `","t":`...)
 	b = appendSeconds(b, r.TS-bt*1e9)
-	b = append(b, `,"v":`...)
-	b = strconv.AppendFloat(b, r.Value, 'g', -1, 64)
+	if r.IsText() {
+		b = append(b, `,"vs":`...)
+		b = appendJSONString(b, r.Text)
+	} else {
+		b = append(b, `,"v":`...)
+		b = strconv.AppendFloat(b, r.Value, 'g', -1, 64)
+	}
 	if r.Unit != "" {
 		b = append(b, `,"u":`...)
 		b = appendJSONString(b, r.Unit)

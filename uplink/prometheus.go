@@ -38,6 +38,7 @@ type promEncoder struct {
 	series []promSeries
 	names  []byte
 	pb     []byte
+	states promStates
 }
 
 // prometheus writes rs as a snappy-compressed remote write 1.0
@@ -47,8 +48,11 @@ type promEncoder struct {
 // not empty) in that order, which is the order of their names, and its
 // samples in time order, in milliseconds, one per millisecond (the
 // latest, of equal timestamps the last stored). Values that are not finite are skipped.
+// A text series goes as a state set (promStates): one series per state,
+// with the label state between gateway and unit, and samples 1 and 0.
 func (e *encoder) prometheus(rs []buffer.OutboxReading) ([]byte, int) {
 	p := &e.prom
+	rs = p.states.expand(rs)
 	p.order = p.order[:0]
 	skipped := 0
 	for i := range rs {
@@ -61,7 +65,7 @@ func (e *encoder) prometheus(rs []buffer.OutboxReading) ([]byte, int) {
 	slices.SortStableFunc(p.order, func(a, b int) int {
 		ra, rb := &rs[a], &rs[b]
 		return cmp.Or(cmp.Compare(ra.Metric, rb.Metric), cmp.Compare(ra.Device, rb.Device),
-			cmp.Compare(ra.Unit, rb.Unit), cmp.Compare(ra.TS, rb.TS))
+			cmp.Compare(ra.Unit, rb.Unit), cmp.Compare(ra.Text, rb.Text), cmp.Compare(ra.TS, rb.TS))
 	})
 	// Group the sorted readings into series, and keep of the readings of
 	// a series in one millisecond the latest (of equal timestamps the last
@@ -76,7 +80,7 @@ func (e *encoder) prometheus(rs []buffer.OutboxReading) ([]byte, int) {
 		j := i
 		for ; j < len(p.order); j++ {
 			r := &rs[p.order[j]]
-			if r.Metric != first.Metric || r.Device != first.Device || r.Unit != first.Unit {
+			if r.Metric != first.Metric || r.Device != first.Device || r.Unit != first.Unit || r.Text != first.Text {
 				break
 			}
 			if kept > from && promMS(&rs[p.order[kept-1]]) == promMS(r) {
@@ -97,6 +101,9 @@ func (e *encoder) prometheus(rs []buffer.OutboxReading) ([]byte, int) {
 		if e.gateway != "" {
 			size += promLabelSize("gateway", e.gateway)
 		}
+		if r.Text != "" {
+			size += promLabelSize("state", r.Text)
+		}
 		if r.Unit != "" {
 			size += promLabelSize("unit", r.Unit)
 		}
@@ -109,6 +116,9 @@ func (e *encoder) prometheus(rs []buffer.OutboxReading) ([]byte, int) {
 		b = appendPromLabel(b, "device", r.Device)
 		if e.gateway != "" {
 			b = appendPromLabel(b, "gateway", e.gateway)
+		}
+		if r.Text != "" {
+			b = appendPromLabel(b, "state", r.Text)
 		}
 		if r.Unit != "" {
 			b = appendPromLabel(b, "unit", r.Unit)

@@ -33,6 +33,9 @@ const (
 	// ahead of the gateway's clock (a device's clock that runs ahead)
 	// holds back nothing: its record goes at once, and again with each
 	// batch that holds a reading of its period.
+	//
+	// Text readings have no such record: they are skipped, counted in
+	// Status.Skipped.
 	Stats
 )
 
@@ -211,6 +214,7 @@ func (u *Uplink) scanStats(from, end uint64, open bool) (uint64, error) {
 		u.periods = make(map[period]string)
 	}
 	clear(u.periods)
+	u.statsTexts = 0
 	now := u.opts.Now().UnixNano()
 	seq := from
 	for seq < end {
@@ -229,6 +233,11 @@ func (u *Uplink) scanStats(from, end uint64, open bool) (uint64, error) {
 			r := &rs[i]
 			if r.Seq >= end {
 				return end, nil
+			}
+			if r.IsText() { // no count, sum, min, max or mean of a state
+				u.statsTexts++
+				seq = r.Seq + 1
+				continue
 			}
 			start := u.opts.Group.Truncate(r.TS)
 			if open {
@@ -263,7 +272,9 @@ func (u *Uplink) sendStats(ctx context.Context, end uint64) error {
 		return fmt.Errorf("uplink: read outbox: %w", err)
 	}
 	end = min(end, scanned)
+	texts := u.statsTexts
 	if len(u.periods) == 0 {
+		u.countSkipped(texts)
 		return u.out.AdvanceOutbox(end)
 	}
 	cutoff := o.BatchNote
@@ -284,9 +295,13 @@ func (u *Uplink) sendStats(ctx context.Context, end uint64) error {
 	if u.opts.Gateway != "" {
 		id = u.opts.Gateway + "-" + id
 	}
-	readings := int(end - start)
+	readings := int(end-start) - texts // texts are counted as skipped
 	if IsMQTTURL(u.opts.URL) {
-		return u.publishStats(ctx, id, recs, readings, end)
+		err := u.publishStats(ctx, id, recs, readings, end)
+		if err == nil {
+			u.countSkipped(texts)
+		}
+		return err
 	}
 	for part := 0; len(recs) > 0; part++ {
 		partID := id
@@ -321,7 +336,17 @@ func (u *Uplink) sendStats(ctx context.Context, end uint64) error {
 			return err
 		}
 	}
+	u.countSkipped(texts)
 	return u.out.AdvanceOutbox(end)
+}
+
+// countSkipped counts n readings in Status.Skipped.
+func (u *Uplink) countSkipped(n int) {
+	if n > 0 {
+		u.mu.Lock()
+		u.st.Skipped += uint64(n)
+		u.mu.Unlock()
+	}
 }
 
 // readRecords reads the records of u.periods from the store, in order of

@@ -176,3 +176,43 @@ func TestStats_BatchBytes(t *testing.T) {
 		t.Errorf("%d requests, %d readings sent; want %d and 10", st.SentBatches, st.SentReadings, len(keys))
 	}
 }
+
+// TestStats_SkipsTextReadings runs a data: stats uplink on a real store
+// that holds text readings beside numbers: only the numbers' records go,
+// the texts are counted as skipped, and a batch of texts alone sends
+// nothing and still moves the cursor past them.
+func TestStats_SkipsTextReadings(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	up := newUpstream(t)
+	minute := int64(time.Minute)
+	m0 := testEpoch - testEpoch%minute
+	now := m0 + 5*minute
+	u, err := New(s, Options{URL: up.srv.URL, Gateway: "gw", Interval: 10 * time.Millisecond,
+		Data: Stats, Group: aggregate.Minute, Stats: s.Store, Now: func() time.Time { return time.Unix(0, now) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.put(t,
+		buffer.Reading{Device: "a", Metric: "t", TS: m0 + 1e9, Value: 20},
+		buffer.Reading{Device: "a", Metric: "mode", TS: m0 + 1e9, Text: "heat"},
+		buffer.Reading{Device: "a", Metric: "mode", TS: m0 + 2e9, Text: "cool"},
+		buffer.Reading{Device: "a", Metric: "t", TS: m0 + 3e9, Value: 22})
+	runUplink(t, u)
+	waitFor(t, "the batch", func() bool { return u.Status().PendingReadings == 0 })
+	_, lines := up.received()
+	if want := []string{statsLine(t, s, "a", "t", m0)}; !slices.Equal(lines, want) {
+		t.Errorf("got\n%q\nwant\n%q", lines, want)
+	}
+	if st := u.Status(); st.Skipped != 2 || st.SentReadings != 2 {
+		t.Errorf("status: %d skipped, %d sent; want 2 and 2", st.Skipped, st.SentReadings)
+	}
+
+	s.put(t, buffer.Reading{Device: "b", Metric: "action", TS: m0 + minute, Text: "single"})
+	waitFor(t, "the texts alone", func() bool { return u.Status().PendingReadings == 0 })
+	if _, lines := up.received(); len(lines) != 1 {
+		t.Errorf("a batch of texts sent %q", lines[1:])
+	}
+	if st := u.Status(); st.Skipped != 3 || st.SentReadings != 2 {
+		t.Errorf("status: %d skipped, %d sent; want 3 and 2", st.Skipped, st.SentReadings)
+	}
+}

@@ -145,7 +145,7 @@ type Status struct {
 	Retries         uint64     `json:"retries"`
 	ParkedBatches   uint64     `json:"parked_batches"` // on disk in ParkDir, this run's and earlier ones
 	ParkedReadings  uint64     `json:"parked_readings"`
-	Skipped         uint64     `json:"skipped_readings"` // older than max_age, or not finite
+	Skipped         uint64     `json:"skipped_readings"` // older than max_age, not finite, or a text with data: stats
 	// DroppedUnsent counts the readings dropped before they were sent,
 	// by the disk cap or MaxBacklog, for the life of the data directory.
 	DroppedUnsent uint64     `json:"dropped_unsent"`
@@ -201,6 +201,7 @@ type Uplink struct {
 	// periods and periodList are the periods of a stats batch (stats.go).
 	periods    map[period]string
 	periodList []period
+	statsTexts int // text readings the last scanStats passed over
 	// failingSince is when the upstream first failed to take a batch
 	// since it last took one, failedAttempts how often it failed since:
 	// the log says so once it takes one again.
@@ -618,6 +619,7 @@ func (u *Uplink) send(ctx context.Context, b batch) error {
 			if err := u.post(ctx, id, body, len(fresh)-bad); err != nil {
 				return err
 			}
+			u.enc.sent()
 		}
 	}
 	if skipped > 0 {
@@ -652,7 +654,7 @@ func (u *Uplink) cut(rs []buffer.OutboxReading, end uint64) uint64 {
 		// A reading costs about its names and unit, a timestamp and a
 		// value, plus the tags (line protocol) or its id and the keys
 		// (JSON).
-		size += len(rs[i].Device) + len(rs[i].Metric) + len(rs[i].Unit) + len(u.opts.Gateway) + len(u.opts.Measurement) + 64
+		size += len(rs[i].Device) + len(rs[i].Metric) + len(rs[i].Unit) + len(rs[i].Text) + len(u.opts.Gateway) + len(u.opts.Measurement) + 64
 		if u.opts.Format == JSON {
 			size += len(rs[i].Device) + 100
 		}
