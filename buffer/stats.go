@@ -80,7 +80,9 @@ func (w *Writer) reserveStats(b *txnBudget, st *seriesState, ts int64, text bool
 	return true
 }
 
-// addStats adds a stored reading to the aggregates of the commit part.
+// addStats adds a stored number reading to the aggregates of the commit
+// part. A text reading adds nothing here (hold, text.go): a sum of its
+// ids would mean nothing.
 func (w *Writer) addStats(st *seriesState, ts int64, v float64) {
 	for _, l := range statsLevels(st, ts) {
 		k := statKey{l, st, l.Truncate(ts)}

@@ -251,3 +251,29 @@ func cutLevel(s string) (level, rest string, more bool) {
 
 // topicLevels returns the number of levels of a topic or filter.
 func topicLevels(s string) int { return strings.Count(s, "/") + 1 }
+
+// AccountChars is the set of bytes allowed in an account name: an MQTT
+// user name or certificate name, which the ACL maps to the one device it
+// may publish as ([A-Za-z0-9_.:-]).
+const AccountChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-"
+
+// ValidAccount reports whether s is a valid account name: 1 to
+// encoding.MaxDeviceLen bytes from AccountChars, and not "." or "..". Accounts are
+// stricter than device ids because the password and ACL files separate
+// their fields with spaces and colons.
+func ValidAccount(s string) bool {
+	if s == "" || len(s) > encoding.MaxDeviceLen || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isAccountChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isAccountChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '_' || c == '.' || c == ':' || c == '-'
+}

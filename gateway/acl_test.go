@@ -198,3 +198,33 @@ func TestDefaultRules_Presets(t *testing.T) {
 func defaultRules(routes []Route) []ACLRule {
 	return newPolicy(routes, nil).defaults
 }
+
+// TestDefaultRules_PayloadDevices opens to no user a topic whose payload
+// may name another device.
+func TestDefaultRules_PayloadDevices(t *testing.T) {
+	for _, name := range []string{"openmqttgateway", "telegraf"} {
+		rs, err := PresetRoutes(name, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rule := range defaultRules(rs) {
+			if strings.Contains(rule.Filter, "BTtoMQTT") || strings.HasPrefix(rule.Filter, "telegraf/") {
+				t.Errorf("%s: default rule %s opens a topic whose payload names the device", name, rule.Filter)
+			}
+		}
+	}
+}
+
+func TestValidAccount(t *testing.T) {
+	for _, tc := range []struct {
+		s  string
+		ok bool
+	}{
+		{"plug-1", true}, {"aa:bb", true}, {"a b", false}, {"a/b", false}, {"é", false}, {"", false}, {"..", false},
+		{strings.Repeat("a", 64), true}, {strings.Repeat("a", 65), false},
+	} {
+		if ValidAccount(tc.s) != tc.ok {
+			t.Errorf("ValidAccount(%q) = %v, want %v", tc.s, !tc.ok, tc.ok)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 )
 
 // committer is the part of buffer.Writer the Ingester uses.
@@ -111,9 +112,6 @@ type IngesterOptions struct {
 	Logger *slog.Logger
 }
 
-// Readings from before minReadingTime (2000-01-01) are rejected as absurd.
-const minReadingTime = 946684800 * int64(time.Second)
-
 // saneClock (2026-01-01) is a time the clock of a running gateway is past;
 // before it, the clock is taken to be unset.
 const saneClock = 1767225600 * int64(time.Second)
@@ -134,7 +132,7 @@ func NewIngester(w committer, opts IngesterOptions) *Ingester {
 		in.log = slog.New(slog.DiscardHandler)
 	}
 	in.unmatched.log = in.log
-	in.decoders.New = func() any { return &Decoder{MaxPayload: opts.MaxPayload, units: &in.units} }
+	in.decoders.New = func() any { return &payload.Decoder{MaxPayload: opts.MaxPayload, Units: &in.units} }
 	in.SetRoutes(opts.Routes)
 	return in
 }
@@ -171,7 +169,7 @@ func (in *Ingester) Ingest(ctx context.Context, topic string, payload []byte, re
 // acknowledgements (buffer.WriterOptions.Wait). Ingest, for the messages
 // of an external broker, whose publishers cairn does not see, gives no
 // client: each device counts as a publisher of its own.
-func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic string, payload []byte, recv time.Time, done func(error)) bool {
+func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic string, body []byte, recv time.Time, done func(error)) bool {
 	i, device, metric := matchRoute(routes, topic)
 	if i < 0 {
 		in.unmatched.add(topic, recv)
@@ -179,9 +177,10 @@ func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic stri
 	}
 	route := &routes[i]
 	in.messages.Add(1)
-	dec := in.decoders.Get().(*Decoder)
-	readings, ignored, err := dec.DecodeRoute(nil, route, payload, device, metric, recv)
+	dec := in.decoders.Get().(*payload.Decoder)
+	readings, ignored, err := dec.DecodeRoute(nil, &route.Route, body, device, metric, recv)
 	restamped := dec.Restamped()
+	dropped := slices.Clone(dec.Dropped()) // nil unless a field was left out
 	rel := relTimes{}
 	rel.lo, rel.hi, rel.ok = dec.Relative()
 	in.decoders.Put(dec)
@@ -194,13 +193,15 @@ func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic stri
 	if err == nil && restamped > 0 {
 		in.restamped.Add(uint64(restamped))
 	}
-	if kind := SkipKind(err); kind != "" {
+	if kind := payload.SkipKind(err); kind != "" {
 		in.skip(kind)
 		readings, err = nil, nil
 	}
 	if err != nil {
-		in.reject(topic, payload, recv, err)
+		in.reject(topic, body, recv, err)
 		readings = nil // settle it in order with the sender's other messages
+	} else {
+		in.dropFields(topic, body, recv, dropped)
 	}
 	if err := in.noteTimes(readings, recv, rel); err != nil {
 		in.failed.Add(1)
@@ -220,10 +221,10 @@ func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic stri
 			// Settled like bad input: the readings refused will not be
 			// taken on a redelivery either.
 			in.refused.Add(uint64(res.Refused))
-			in.reject(topic, payload, recv, &RejectError{Reason: ReasonTooManySeries, Detail: refusedDetail(res)})
+			in.reject(topic, body, recv, &payload.RejectError{Reason: ReasonTooManySeries, Detail: refusedDetail(res)})
 		}
 		if res.WrongKind+res.TooManyStates > 0 {
-			in.refusedTexts(topic, payload, recv, res)
+			in.refusedTexts(topic, body, recv, res)
 		}
 		done(nil)
 	})
@@ -279,14 +280,14 @@ const ReasonTooManyStates = "too_many_states"
 // refusedTexts counts the readings res refused by kind and for too many
 // states, under their reasons, settled like bad input: the readings
 // refused will not be taken on a redelivery either.
-func (in *Ingester) refusedTexts(topic string, payload []byte, recv time.Time, res buffer.Result) {
+func (in *Ingester) refusedTexts(topic string, body []byte, recv time.Time, res buffer.Result) {
 	if res.WrongKind > 0 {
 		in.wrongKind.Add(uint64(res.WrongKind))
-		in.reject(topic, payload, recv, &RejectError{Reason: ReasonWrongKind, Detail: moreDetail(res.KindRefusal, res.WrongKind)})
+		in.reject(topic, body, recv, &payload.RejectError{Reason: ReasonWrongKind, Detail: moreDetail(res.KindRefusal, res.WrongKind)})
 	}
 	if res.TooManyStates > 0 {
 		in.tooManyStates.Add(uint64(res.TooManyStates))
-		in.reject(topic, payload, recv, &RejectError{Reason: ReasonTooManyStates, Detail: moreDetail(res.StatesRefusal, res.TooManyStates)})
+		in.reject(topic, body, recv, &payload.RejectError{Reason: ReasonTooManyStates, Detail: moreDetail(res.StatesRefusal, res.TooManyStates)})
 	}
 }
 
@@ -318,10 +319,10 @@ func (in *Ingester) checkTimes(readings []buffer.Reading, recv time.Time) error 
 	}
 	for _, r := range readings {
 		switch {
-		case r.TS < minReadingTime:
-			return &RejectError{Reason: ReasonTimeRange, Detail: fmt.Sprintf("%s %s is before 2000", r.Metric, r.Time().Format(time.RFC3339Nano))}
+		case r.TS < payload.MinReadingTime:
+			return &payload.RejectError{Reason: ReasonTimeRange, Detail: fmt.Sprintf("%s %s is before 2000", r.Metric, r.Time().Format(time.RFC3339Nano))}
 		case r.TS > limit:
-			return &RejectError{Reason: ReasonTimeRange, Detail: fmt.Sprintf("%s %s is more than %s ahead of the gateway's clock", r.Metric, r.Time().Format(time.RFC3339Nano), in.skew)}
+			return &payload.RejectError{Reason: ReasonTimeRange, Detail: fmt.Sprintf("%s %s is more than %s ahead of the gateway's clock", r.Metric, r.Time().Format(time.RFC3339Nano), in.skew)}
 		}
 	}
 	return nil
@@ -369,9 +370,9 @@ func (in *Ingester) noteTimes(readings []buffer.Reading, recv time.Time, rel rel
 }
 
 // reject counts a rejected message and keeps it as an example.
-func (in *Ingester) reject(topic string, payload []byte, now time.Time, err error) {
-	reason := RejectReason(err)
-	ex := Rejection{Time: now.UTC(), Topic: topic, Reason: reason, Detail: err.Error(), Payload: excerpt(payload, 64)}
+func (in *Ingester) reject(topic string, body []byte, now time.Time, err error) {
+	reason := payload.RejectReason(err)
+	ex := Rejection{Time: now.UTC(), Topic: topic, Reason: reason, Detail: err.Error(), Payload: excerpt(body, 64)}
 	in.mu.Lock()
 	in.rejected[reason]++
 	if len(in.examples) == maxExamples {
@@ -381,6 +382,21 @@ func (in *Ingester) reject(topic string, payload []byte, now time.Time, err erro
 	in.examples = append(in.examples, ex)
 	in.mu.Unlock()
 	in.log.Debug("message rejected", "topic", topic, "reason", reason, "err", err)
+}
+
+// dropFields counts each field the decoder left out of a message whose
+// other readings are stored (payload.Decoder.Dropped) under its reason,
+// and keeps the first of each reason as an example.
+func (in *Ingester) dropFields(topic string, body []byte, recv time.Time, dropped []payload.RejectError) {
+	for i := range dropped {
+		if slices.ContainsFunc(dropped[:i], func(e payload.RejectError) bool { return e.Reason == dropped[i].Reason }) {
+			in.mu.Lock()
+			in.rejected[dropped[i].Reason]++
+			in.mu.Unlock()
+			continue
+		}
+		in.reject(topic, body, recv, &dropped[i])
+	}
 }
 
 // excerpt returns at most n bytes of b as valid UTF-8 text.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
@@ -40,12 +41,12 @@ func (c *clockLog) Stamped(recv time.Time) error {
 // observed: it would make any clock agree with itself.
 func TestIngest_TellsTheClockWhichTimesAreItsOwn(t *testing.T) {
 	_, w := testkit.StartWriter(t, buffer.Options{}, buffer.WriterOptions{})
-	route := func(pattern string, f Format) Route {
+	route := func(pattern string, f payload.Format) Route {
 		p, err := ParsePattern(pattern)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return Route{Pattern: p, Format: f}
+		return Route{Pattern: p, Route: payload.Route{Format: f}}
 	}
 	recv := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
@@ -62,7 +63,7 @@ func TestIngest_TellsTheClockWhichTimesAreItsOwn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &clockLog{now: recv}
 			in := NewIngester(w, IngesterOptions{Clock: clk, Routes: []Route{
-				route("json/{device}", FormatJSON), route("senml/{device}", FormatSenML)}})
+				route("json/{device}", payload.FormatJSON), route("senml/{device}", payload.FormatSenML)}})
 			errc := make(chan error, 1)
 			if !in.Ingest(context.Background(), tc.topic, []byte(tc.payload), in.Now(), func(err error) { errc <- err }) {
 				t.Fatal("no route")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 )
 
 // realWriter runs a Writer of a store in a temporary directory until the
@@ -52,7 +53,7 @@ func TestIngester_WrongKindAndTooManyStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := NewIngester(w, IngesterOptions{Routes: []Route{{Pattern: p, Format: FormatJSON}}, Logger: slog.New(slog.DiscardHandler)})
+	in := NewIngester(w, IngesterOptions{Routes: []Route{{Pattern: p, Route: payload.Route{Format: payload.FormatJSON}}}, Logger: slog.New(slog.DiscardHandler)})
 	settled := make(chan error, 1)
 	in.Ingest(context.Background(), "sensors/d1/telemetry", []byte(`{"a":1,"b":2}`), now, func(err error) { settled <- err })
 	if err := <-settled; err != nil {

@@ -61,7 +61,7 @@ func matchRoute(routes []Route, topic string) (i int, device, metric string) {
 // The devices a user's own route stores are the user's name and, for a
 // Tasmota sensor with an Id, names under it (NAME/ID).
 func ownFilter(r *Route) string {
-	if !r.Pattern.HasDevice() || r.payloadDevice {
+	if !r.Pattern.HasDevice() || r.PayloadDevice {
 		return ""
 	}
 	levels := strings.Split(r.Pattern.String(), "/")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/buffer/encoding"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
@@ -27,7 +28,7 @@ type routeMix struct {
 // mapping with a device field, and wildcards.
 func userShapes(t testing.TB) []routeMix {
 	t.Helper()
-	shape := func(pattern string, f Format, m *Mapping) routeMix {
+	shape := func(pattern string, f payload.Format, m *payload.Mapping) routeMix {
 		p, err := ParsePattern(pattern)
 		if err != nil {
 			t.Fatal(err)
@@ -36,23 +37,23 @@ func userShapes(t testing.TB) []routeMix {
 		if m != nil {
 			name = pattern + " (device_field " + m.DeviceField + ")"
 		}
-		return routeMix{name: name, routes: []Route{{Pattern: p, Format: f, Mapping: m}}}
+		return routeMix{name: name, routes: []Route{{Pattern: p, Route: payload.Route{Format: f, Mapping: m}}}}
 	}
 	return []routeMix{
-		shape("sensors/{device}/{metric}", FormatAuto, nil),
-		shape("sensors/{device}/telemetry", FormatJSON, nil),
-		shape("sensors/{device}/{metric+}", FormatAuto, nil),
-		shape("{device}/{metric}", FormatValue, nil),
-		shape("{device}/#", FormatAuto, nil),
-		shape("sensors/{device+}", FormatJSON, nil),
-		shape("sensors/{device}/{device}/state", FormatValue, nil),
-		shape("sensors/+/bulk", FormatJSON, nil),
-		shape("sensors/+/senml", FormatSenML, nil),
-		shape("sensors/+/influx", FormatInflux, nil),
-		shape("sensors/#", FormatAuto, nil),
-		shape("+/{device}/auto", FormatAuto, nil),
-		shape("sensors/+/mapped", FormatJSON, &Mapping{DeviceField: "meta.id"}),
-		shape("mapped/{device}", FormatJSON, &Mapping{DeviceField: "meta.id"}),
+		shape("sensors/{device}/{metric}", payload.FormatAuto, nil),
+		shape("sensors/{device}/telemetry", payload.FormatJSON, nil),
+		shape("sensors/{device}/{metric+}", payload.FormatAuto, nil),
+		shape("{device}/{metric}", payload.FormatValue, nil),
+		shape("{device}/#", payload.FormatAuto, nil),
+		shape("sensors/{device+}", payload.FormatJSON, nil),
+		shape("sensors/{device}/{device}/state", payload.FormatValue, nil),
+		shape("sensors/+/bulk", payload.FormatJSON, nil),
+		shape("sensors/+/senml", payload.FormatSenML, nil),
+		shape("sensors/+/influx", payload.FormatInflux, nil),
+		shape("sensors/#", payload.FormatAuto, nil),
+		shape("+/{device}/auto", payload.FormatAuto, nil),
+		shape("sensors/+/mapped", payload.FormatJSON, &payload.Mapping{DeviceField: "meta.id"}),
+		shape("mapped/{device}", payload.FormatJSON, &payload.Mapping{DeviceField: "meta.id"}),
 	}
 }
 
@@ -62,7 +63,7 @@ func userShapes(t testing.TB) []routeMix {
 func routeMixes(t testing.TB) []routeMix {
 	t.Helper()
 	var presets []routeMix
-	for _, name := range PresetNames() {
+	for _, name := range payload.PresetNames() {
 		rs, err := PresetRoutes(name, "", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -201,8 +202,8 @@ func TestPolicy_SensorWritesOnlyAsItself(t *testing.T) {
 		book := &unitBook{}
 		for _, set := range []string{"", r.Preset} {
 			for _, pl := range payloads[set] {
-				d := Decoder{units: book}
-				out, _, err := d.DecodeRoute(nil, r, pl, device, metric, testRecv)
+				d := payload.Decoder{Units: book}
+				out, _, err := d.DecodeRoute(nil, &r.Route, pl, device, metric, testRecv)
 				if err == nil {
 					for _, rd := range out {
 						devs[rd.Device] = true
@@ -278,7 +279,7 @@ func TestPolicy_FirstRouteDecides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes := []Route{{Pattern: bulk, Format: FormatJSON}, {Pattern: own}}
+	routes := []Route{{Pattern: bulk, Route: payload.Route{Format: payload.FormatJSON}}, {Pattern: own}}
 	acl, err := ParseACL([]byte("user kitchen\nwrite sensors/kitchen/bulk\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -331,8 +332,8 @@ func TestPayloadDevices_SameRulesAsTopics(t *testing.T) {
 	influxTag := strings.NewReplacer(",", `\,`, "=", `\=`, " ", `\ `).Replace
 	for _, name := range names {
 		wantOK := encoding.CheckDevice(name) == ""
-		d := Decoder{units: &unitBook{}}
-		_, _, err := d.Decode(nil, FormatValue, []byte("1"), name, "t", testRecv)
+		d := payload.Decoder{Units: &unitBook{}}
+		_, _, err := d.Decode(nil, payload.FormatValue, []byte("1"), name, "t", testRecv)
 		if (err == nil) != wantOK {
 			t.Fatalf("%q from a topic: %v, want accepted %v", name, err, wantOK)
 		}
@@ -342,10 +343,10 @@ func TestPayloadDevices_SameRulesAsTopics(t *testing.T) {
 			topic   string
 			payload string
 		}{
-			{"a json device field", Route{Pattern: bulk, Format: FormatJSON}, "sensors/x/bulk", `{"device":` + jsonString(name) + `,"t":1}`},
-			{"a senml base name", Route{Pattern: bulk, Format: FormatSenML}, "sensors/x/bulk", `[{"bn":` + jsonString(name) + `,"n":"t","v":1}]`},
-			{"a line protocol device tag", Route{Pattern: bulk, Format: FormatInflux}, "sensors/x/bulk", "m,device=" + influxTag(name) + " t=1"},
-			{"a mapped device_field", Route{Pattern: bulk, Format: FormatJSON, Mapping: &Mapping{DeviceField: "meta.id"}}, "sensors/x/bulk", `{"meta":{"id":` + jsonString(name) + `},"t":1}`},
+			{"a json device field", Route{Pattern: bulk, Route: payload.Route{Format: payload.FormatJSON}}, "sensors/x/bulk", `{"device":` + jsonString(name) + `,"t":1}`},
+			{"a senml base name", Route{Pattern: bulk, Route: payload.Route{Format: payload.FormatSenML}}, "sensors/x/bulk", `[{"bn":` + jsonString(name) + `,"n":"t","v":1}]`},
+			{"a line protocol device tag", Route{Pattern: bulk, Route: payload.Route{Format: payload.FormatInflux}}, "sensors/x/bulk", "m,device=" + influxTag(name) + " t=1"},
+			{"a mapped device_field", Route{Pattern: bulk, Route: payload.Route{Format: payload.FormatJSON, Mapping: &payload.Mapping{DeviceField: "meta.id"}}}, "sensors/x/bulk", `{"meta":{"id":` + jsonString(name) + `},"t":1}`},
 			{"a BLE id", ble[bleRoute], "home/gw/BTtoMQTT/AABB", `{"id":` + jsonString(name) + `,"tempc":1}`},
 		} {
 			if c.what == "a line protocol device tag" && strings.ContainsAny(name, "\x00\t\n\\") {
@@ -358,8 +359,8 @@ func TestPayloadDevices_SameRulesAsTopics(t *testing.T) {
 			if i < 0 {
 				t.Fatalf("%s: no match", c.topic)
 			}
-			d := Decoder{units: &unitBook{}}
-			out, _, err := d.DecodeRoute(nil, &c.route, []byte(c.payload), device, metric, testRecv)
+			d := payload.Decoder{Units: &unitBook{}}
+			out, _, err := d.DecodeRoute(nil, &c.route.Route, []byte(c.payload), device, metric, testRecv)
 			switch {
 			case wantOK && (err != nil || len(out) != 1 || out[0].Device != name):
 				t.Errorf("%q in %s: %v %+v, want one reading of it", name, c.what, err, out)
@@ -376,8 +377,8 @@ func TestPayloadDevices_SameRulesAsTopics(t *testing.T) {
 // cannot let a message through for one route and decode it by another.
 func TestBroker_DecodesByTheRoutesItJudgedBy(t *testing.T) {
 	store, w := testkit.StartWriter(t, buffer.Options{}, buffer.WriterOptions{})
-	own := []Route{{Pattern: mustPattern("sensors/{device}/{metric}")}}               // the device is the topic's
-	bulk := []Route{{Pattern: mustPattern("sensors/+/{metric}"), Format: FormatJSON}} // the payload's
+	own := []Route{{Pattern: mustPattern("sensors/{device}/{metric}")}}                                             // the device is the topic's
+	bulk := []Route{{Pattern: mustPattern("sensors/+/{metric}"), Route: payload.Route{Format: payload.FormatJSON}}} // the payload's
 	in := NewIngester(w, IngesterOptions{Routes: own})
 	log := slog.New(slog.DiscardHandler)
 	b, err := NewBroker(BrokerOptions{Ingester: in, Logger: log, Security: BrokerSecurity{Passwords: kitchenPasswords(t), Routes: own}})

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/buffer/encoding"
-	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 	"github.com/cairn-gateway/cairn/uplink"
 )
 
@@ -64,8 +64,8 @@ func FuzzMessageEncoder_Split(f *testing.F) {
 			if !json.Valid(m.Body) {
 				t.Fatalf("message %d is not JSON: %s", i, m.Body)
 			}
-			var d gateway.Decoder
-			out, _, err := d.Decode(nil, gateway.FormatSenML, m.Body, "", "", time.Now())
+			var d payload.Decoder
+			out, _, err := d.Decode(nil, payload.FormatSenML, m.Body, "", "", time.Now())
 			if err != nil {
 				// cairn's decoder takes only names it would store.
 				if encoding.CheckMetric(metric) == "" && len("urn:dev:cairn:gw-1:"+device) <= encoding.MaxDeviceLen {

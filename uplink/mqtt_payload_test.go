@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
-	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 	"github.com/cairn-gateway/cairn/uplink"
 )
 
@@ -38,8 +38,8 @@ func payloadReadings() []buffer.OutboxReading {
 // subscriber of the upstream's broker would read it.
 func decodeSenML(t *testing.T, body []byte) []buffer.Reading {
 	t.Helper()
-	var d gateway.Decoder
-	out, ignored, err := d.Decode(nil, gateway.FormatSenML, body, "", "", time.Now())
+	var d payload.Decoder
+	out, ignored, err := d.Decode(nil, payload.FormatSenML, body, "", "", time.Now())
 	if err != nil || ignored != 0 {
 		t.Fatalf("decode %s: ignored %d, %v", body, ignored, err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/cairn-gateway/cairn/buffer"
 	"github.com/cairn-gateway/cairn/buffer/encoding"
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 	"github.com/cairn-gateway/cairn/uplink"
 )
 
@@ -102,7 +103,7 @@ type TopicConfig struct {
 	TimeZone string `yaml:"time_zone"`
 
 	// A mapping, for JSON documents that carry their own ids
-	// (gateway.Mapping).
+	// (payload.Mapping).
 	DeviceField string        `yaml:"device_field"`
 	TimeField   string        `yaml:"time_field"`
 	TimeFormat  string        `yaml:"time_format"`
@@ -1027,7 +1028,7 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 		}
 		zone = z
 	}
-	checks := &gateway.Checks{Range: map[string]gateway.Range{}}
+	checks := &payload.Checks{Range: map[string]payload.Range{}}
 	for _, metric := range slices.Sorted(maps.Keys(t.Validate)) {
 		v := t.Validate[metric]
 		if encoding.CheckMetric(metric) != "" {
@@ -1037,7 +1038,7 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 			bad(key+".validate."+metric, "min %g is above max %g", *v.Min, *v.Max)
 		}
 		if v.Min != nil || v.Max != nil {
-			checks.Range[metric] = gateway.Range{Min: v.Min, Max: v.Max}
+			checks.Range[metric] = payload.Range{Min: v.Min, Max: v.Max}
 		}
 		if v.Required {
 			checks.Required = append(checks.Required, metric)
@@ -1100,21 +1101,21 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 	if format == "" {
 		format = "auto"
 	}
-	f, err := gateway.ParseFormat(format)
+	f, err := payload.ParseFormat(format)
 	if err != nil {
 		bad(key+".format", "%v", err)
 		return nil
 	}
-	r := gateway.Route{Pattern: p, Format: f}
+	r := gateway.Route{Pattern: p, Route: payload.Route{Format: f}}
 	if t.hasMapping() {
-		if f != gateway.FormatAuto && f != gateway.FormatJSON {
+		if f != payload.FormatAuto && f != payload.FormatJSON {
 			bad(key+".format", "mapping options read JSON documents: want json or auto (got %s)", t.Format)
 		}
-		tf, err := gateway.ParseTimeFormat(t.TimeFormat)
+		tf, err := payload.ParseTimeFormat(t.TimeFormat)
 		if err != nil {
 			bad(key+".time_format", "%v", err)
 		}
-		r.Mapping = &gateway.Mapping{
+		r.Mapping = &payload.Mapping{
 			DeviceField: t.DeviceField, TimeField: t.TimeField, TimeFormat: tf,
 			ValueField: t.ValueField, MetricField: t.MetricField, UnitField: t.UnitField,
 			StripPrefix: t.StripPrefix,

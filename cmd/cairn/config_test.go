@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 	"github.com/cairn-gateway/cairn/uplink"
 )
 
@@ -315,7 +315,7 @@ func TestLoadConfig_Presets(t *testing.T) {
 		if r.Preset == "tasmota" && (r.Metrics == nil || r.Metrics.Include != nil || len(r.Metrics.Exclude) != 0) {
 			t.Errorf("tasmota route %s: metrics %+v, want none excluded", r.Pattern, r.Metrics)
 		}
-		if r.Preset == "zigbee2mqtt" && (r.Metrics == nil || !slices.Equal(r.Metrics.Exclude, gateway.PresetExclude("zigbee2mqtt"))) {
+		if r.Preset == "zigbee2mqtt" && (r.Metrics == nil || !slices.Equal(r.Metrics.Exclude, payload.PresetExclude("zigbee2mqtt"))) {
 			t.Errorf("zigbee2mqtt route %s: metrics %+v, want the default excludes", r.Pattern, r.Metrics)
 		}
 		if r.Preset == "telegraf" && r.DeviceTag != "source" {

@@ -123,7 +123,7 @@ func TestRun_EmbeddedEndToEnd(t *testing.T) {
 		},
 		{
 			topic:   "sensors/greenhouse-1/telemetry",
-			payload: `{"ts":1700000001000,"temperature":21.75,"soil":{"moisture":0.31,"probe":{"depth_cm":15}},"note":"ok","tags":[1,2]}`,
+			payload: `{"ts":1700000001000,"temperature":21.75,"soil":{"moisture":0.31,"probe":{"depth_cm":15}},"notes":["ok"],"tags":[1,2]}`,
 			want: []buffer.Reading{
 				wantReading("greenhouse-1", "temperature", t0+1000, 21.75),
 				wantReading("greenhouse-1", "soil.moisture", t0+1000, 0.31),
@@ -163,7 +163,7 @@ func TestRun_EmbeddedEndToEnd(t *testing.T) {
 		},
 		{
 			topic:   "sensors/greenhouse-2/telemetry",
-			payload: `{"note":"no numbers here"}`,
+			payload: `{"notes":["no numbers here"]}`,
 			reason:  "no_readings",
 		},
 		{
@@ -177,8 +177,8 @@ func TestRun_EmbeddedEndToEnd(t *testing.T) {
 		},
 		{
 			topic:   "sensors/weather/pressure",
-			payload: `high`,
-			reason:  "invalid_value",
+			payload: `a text longer than a reading's text may be, which is sixty-four bytes`,
+			reason:  "text_too_long",
 		},
 		{
 			topic:   "sensors/weather/pressure",
@@ -815,7 +815,7 @@ func TestRun_StatusCommand(t *testing.T) {
 	if m := regexp.MustCompile(`now (\d+) messages/s, (\d+) readings/s stored`).FindStringSubmatch(out.String()); m == nil || m[1] == "0" || m[2] == "0" {
 		t.Errorf("status output has no ingest rate above 0:\n%s", out.String())
 	}
-	for _, want := range []string{"mqtt:   embedded broker", "23 messages, 22 readings stored", "1 rejected (invalid_value 1)", "last rejected:", "store:  22 readings in 2 series", "uplink: off"} {
+	for _, want := range []string{"mqtt:   embedded broker", "23 messages, 22 readings stored", "1 rejected (no_metric 1)", "last rejected:", "store:  22 readings in 2 series", "uplink: off"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status output lacks %q:\n%s", want, out.String())
 		}

@@ -52,7 +52,7 @@ type seenDoc struct {
 func TestRun_LastSeenIsWhenHeard(t *testing.T) {
 	bin := cairnBinary.get(t)
 	var ttn testkit.Fixture
-	for _, fx := range testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "testdata", "presets")) {
+	for _, fx := range testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "payload", "testdata", "presets")) {
 		if fx.Name == "ttn-uplink-decoded.txt" {
 			ttn = fx
 		}

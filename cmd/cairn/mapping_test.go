@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 )
 
 // mappingConfig has two devices that send local time without an offset,
@@ -70,7 +71,7 @@ func TestRun_TimeZonesMappingsChecks(t *testing.T) {
 		t.Fatalf("GET /v1/status: %d", code)
 	}
 	in := st.Ingest
-	if in.ByReason[gateway.ReasonOutOfRange] != 1 || in.ByReason[gateway.ReasonMissingMetric] != 1 || len(in.Examples) != 2 ||
+	if in.ByReason[payload.ReasonOutOfRange] != 1 || in.ByReason[payload.ReasonMissingMetric] != 1 || len(in.Examples) != 2 ||
 		!strings.Contains(in.Examples[1].Detail, `metric "power" = -5, want 0 to 10000`) {
 		t.Errorf("rejections: %v %+v", in.ByReason, in.Examples)
 	}

@@ -18,7 +18,7 @@ import (
 // ignored, and the Modbus line is stored under its source.
 func TestRun_PresetMetrics(t *testing.T) {
 	var state testkit.Fixture
-	for _, fx := range testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "testdata", "presets")) {
+	for _, fx := range testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "payload", "testdata", "presets")) {
 		if fx.Name == "tasmota-state-epoch.txt" {
 			state = fx
 		}

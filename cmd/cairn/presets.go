@@ -4,17 +4,18 @@ import (
 	"strings"
 
 	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 )
 
 // metricsFilter returns the metrics filter of topic entry t, or nil when
 // it sets neither list; on a preset's entry it replaces the preset's
 // default excludes (an empty exclude keeps every field). It reports a bad
 // pattern to bad under key.
-func (t *TopicConfig) metricsFilter(key string, bad func(key, format string, a ...any)) *gateway.Metrics {
+func (t *TopicConfig) metricsFilter(key string, bad func(key, format string, a ...any)) *payload.Metrics {
 	if t.Metrics.Include == nil && t.Metrics.Exclude == nil {
 		return nil
 	}
-	m := &gateway.Metrics{Include: t.Metrics.Include, Exclude: t.Metrics.Exclude}
+	m := &payload.Metrics{Include: t.Metrics.Include, Exclude: t.Metrics.Exclude}
 	if err := m.Check(); err != nil {
 		bad(key+".metrics", "%v", err)
 	}

@@ -39,12 +39,12 @@ retention:
 `
 
 // TestRun_Presets publishes each preset's messages, copied from each
-// family's own documentation (gateway/testdata/presets), through the
+// family's own documentation (gateway/payload/testdata/presets), through the
 // embedded broker to a daemon that names only the preset, and checks over
 // HTTP the exact readings with their units, and what the status counts
 // as skipped and ignored.
 func TestRun_Presets(t *testing.T) {
-	fixtures := testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "testdata", "presets"))
+	fixtures := testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "payload", "testdata", "presets"))
 	type group struct{ preset, zone string }
 	groups := map[group][]testkit.Fixture{}
 	for _, fx := range fixtures {
@@ -173,7 +173,7 @@ func checkUnits(t *testing.T, api *apiClient, units map[[2]string]string) {
 // unit_of_measurement attribute — is the unit of the readings after it.
 func TestRun_LearnedUnits(t *testing.T) {
 	byName := map[string]testkit.Fixture{}
-	for _, fx := range testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "testdata", "presets")) {
+	for _, fx := range testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "payload", "testdata", "presets")) {
 		byName[strings.TrimSuffix(fx.Name, ".txt")] = fx
 	}
 	for _, tc := range []struct {

@@ -12,7 +12,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
@@ -58,14 +58,14 @@ func (s *readingSink) subscribe(t *testing.T, addr, user, password string) {
 }
 
 // add records the readings of one message.
-func (s *readingSink) add(topic string, payload []byte) {
+func (s *readingSink) add(topic string, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prefix, _, _ := strings.Cut(topic, "/")
-	fail := func(err error) { s.bad = append(s.bad, fmt.Sprintf("%s: %v: %.200s", topic, err, payload)) }
-	if len(payload) > 0 && payload[0] == '[' {
-		var d gateway.Decoder
-		rs, ignored, err := d.Decode(nil, gateway.FormatSenML, payload, "", "", time.Now())
+	fail := func(err error) { s.bad = append(s.bad, fmt.Sprintf("%s: %v: %.200s", topic, err, body)) }
+	if len(body) > 0 && body[0] == '[' {
+		var d payload.Decoder
+		rs, ignored, err := d.Decode(nil, payload.FormatSenML, body, "", "", time.Now())
 		if err != nil || ignored > 0 {
 			fail(fmt.Errorf("%d ignored: %v", ignored, err))
 			return
@@ -84,7 +84,7 @@ func (s *readingSink) add(topic string, payload []byte) {
 		Gateway, Device string
 		Readings        []mqttReading
 	}
-	if err := json.Unmarshal(payload, &m); err != nil {
+	if err := json.Unmarshal(body, &m); err != nil {
 		fail(err)
 		return
 	}

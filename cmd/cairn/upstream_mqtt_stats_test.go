@@ -11,7 +11,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
@@ -134,16 +134,16 @@ func (s *mqttStats) addJSON(device string, payload []byte) error {
 
 // addSenML reads a pack with the gateway's own SenML decoder: a reading
 // per SenML record, named <metric>_<stat>, at the period's start.
-func (s *mqttStats) addSenML(device string, payload []byte) error {
-	var d gateway.Decoder
-	rs, ignored, err := d.Decode(nil, gateway.FormatSenML, payload, "", "", time.Now())
+func (s *mqttStats) addSenML(device string, body []byte) error {
+	var d payload.Decoder
+	rs, ignored, err := d.Decode(nil, payload.FormatSenML, body, "", "", time.Now())
 	if err != nil || ignored > 0 {
 		return fmt.Errorf("%d ignored: %v", ignored, err)
 	}
 	var ids []struct {
 		ID string `json:"cairn_id"`
 	}
-	if err := json.Unmarshal(payload, &ids); err != nil || len(ids) != len(rs) || len(rs)%5 != 0 {
+	if err := json.Unmarshal(body, &ids); err != nil || len(ids) != len(rs) || len(rs)%5 != 0 {
 		return fmt.Errorf("%d readings of %d records: %v", len(rs), len(ids), err)
 	}
 	for i, r := range rs {

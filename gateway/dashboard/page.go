@@ -213,6 +213,9 @@ type Device struct {
 type Metric struct {
 	Name, Unit string
 	Value      float64
+	// Text is the text of the latest reading of a text series, shown
+	// in place of Value; "" for a number.
+	Text string
 	// Time is when Value was read; zero when no reading is known.
 	Time time.Time
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairn-gateway/cairn/gateway"
+	"github.com/cairn-gateway/cairn/gateway/payload"
 )
 
 // The times a query can name: those of an int64 of nanoseconds since the
@@ -28,7 +28,7 @@ const timeForms = "want RFC 3339 (2026-11-22T10:00:00Z), Unix seconds or millise
 // parseTime reads a time parameter, in nanoseconds since the epoch: RFC
 // 3339; a non-negative integer of Unix seconds, milliseconds,
 // microseconds or nanoseconds told apart by its magnitude as payload
-// timestamps are (gateway.EpochMillisFrom); or a time from now, in
+// timestamps are (payload.EpochMillisFrom); or a time from now, in
 // nanoseconds since the epoch: "now", "now-DURATION", "now+DURATION" or
 // "-DURATION" (before now), a DURATION being one or more whole numbers
 // each with a unit (ms, s, m, h, d for 24 hours, w for 7 days): "90m",
@@ -48,11 +48,11 @@ func parseTime(s string, upper bool, now int64) (int64, error) {
 		}
 		unit := uint64(time.Second)
 		switch {
-		case v >= gateway.EpochNanosFrom:
+		case v >= payload.EpochNanosFrom:
 			unit = 1
-		case v >= gateway.EpochMicrosFrom:
+		case v >= payload.EpochMicrosFrom:
 			unit = uint64(time.Microsecond)
-		case v >= gateway.EpochMillisFrom:
+		case v >= payload.EpochMillisFrom:
 			unit = uint64(time.Millisecond)
 		}
 		if v > math.MaxInt64/unit {

@@ -19,11 +19,13 @@ import (
 // the time t0+k ms, unique per sensor.
 const t0 = 1_700_000_000_000
 
-// Metrics of every message: a message is two readings.
+// Metrics of every message: a message is three readings, two numbers and
+// a text (a state).
 const (
 	metricTemp  = "temperature"
 	metricHumid = "humidity"
-	perMessage  = 2
+	metricMode  = "mode"
+	perMessage  = 3
 )
 
 // temperature and humidity are the values message k carries; the checks
@@ -31,9 +33,13 @@ const (
 func temperature(k int) float64 { return float64(k%500)/10 - 10 }
 func humidity(k int) float64    { return float64((k*7)%1000) / 10 }
 
+// mode is the text message k carries: a state that changes every 50
+// messages (not "off": ON/OFF payloads are numbers).
+func mode(k int) string { return []string{"heat", "cool", "eco", "auto"}[(k/50)%4] }
+
 func payload(k int) string {
-	return fmt.Sprintf(`{"ts":%d,"temperature":%s,"humidity":%s}`, t0+int64(k),
-		strconv.FormatFloat(temperature(k), 'f', -1, 64), strconv.FormatFloat(humidity(k), 'f', -1, 64))
+	return fmt.Sprintf(`{"ts":%d,"temperature":%s,"humidity":%s,"mode":%q}`, t0+int64(k),
+		strconv.FormatFloat(temperature(k), 'f', -1, 64), strconv.FormatFloat(humidity(k), 'f', -1, 64), mode(k))
 }
 
 // notAcked marks a message sent (perhaps) but not acknowledged.
@@ -49,7 +55,7 @@ type sensor struct {
 	// ackedIn holds, per message, the cycle whose load got its PUBACK, or
 	// notAcked.
 	ackedIn []int
-	// present records, per message, whether a check found both readings.
+	// present records, per message, whether a check found all its readings.
 	present []bool
 }
 
@@ -232,7 +238,7 @@ type storeCheck struct {
 	counted  uint64        // readings the store's counter holds
 	missing  []lostReading // acknowledged readings not found, oldest acknowledgement first
 	doubled  []string      // readings listed more than once
-	torn     []string      // acknowledged messages with one of their two readings stored
+	torn     []string      // acknowledged messages with some but not all of their readings stored
 	unknown  []string      // readings listed that were never sent, or with another value
 	openWarn []string      // warnings the store logged while this check opened it
 	// cursors is where each upstream's cursor stands in the log.
@@ -324,19 +330,19 @@ func (s *sensor) compare(rs []buffer.Reading, ch *storeCheck) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(s.ackedIn)
-	counts := map[string][]int{metricTemp: make([]int, n), metricHumid: make([]int, n)}
+	counts := map[string][]int{metricTemp: make([]int, n), metricHumid: make([]int, n), metricMode: make([]int, n)}
 	for _, r := range rs {
 		k := int(r.TS/1e6 - t0)
 		c := counts[r.Metric]
-		if r.TS%1e6 != 0 || k < 0 || k >= n || c == nil || r.Value != valueOf(r.Metric, k) {
-			ch.unknown = append(ch.unknown, fmt.Sprintf("%s %s ts=%d value=%v", r.Device, r.Metric, r.TS, r.Value))
+		if r.TS%1e6 != 0 || k < 0 || k >= n || c == nil || !sameAs(r, k) {
+			ch.unknown = append(ch.unknown, fmt.Sprintf("%s %s ts=%d value=%v text=%q", r.Device, r.Metric, r.TS, r.Value, r.Text))
 			continue
 		}
 		c[k]++
 	}
 	for k := range n {
 		found := 0
-		for _, metric := range []string{metricTemp, metricHumid} {
+		for _, metric := range []string{metricTemp, metricHumid, metricMode} {
 			switch c := counts[metric][k]; {
 			case c > 1:
 				ch.doubled = append(ch.doubled, fmt.Sprintf("%s %s ts=%d (message %d) stored %d times", s.name, metric, t0+int64(k), k, c))
@@ -349,11 +355,20 @@ func (s *sensor) compare(rs []buffer.Reading, ch *storeCheck) {
 		}
 		// A commit split into parts may store part of a message it did
 		// not acknowledge; the sender sends it again.
-		if found == 1 && s.ackedIn[k] != notAcked {
+		if found > 0 && found < perMessage && s.ackedIn[k] != notAcked {
 			ch.torn = append(ch.torn, fmt.Sprintf("%s ts=%d (message %d)", s.name, t0+int64(k), k))
 		}
 		s.present[k] = found == perMessage
 	}
+}
+
+// sameAs reports whether r is the reading of its metric in message k:
+// its text for the mode, its value for the others.
+func sameAs(r buffer.Reading, k int) bool {
+	if r.Metric == metricMode {
+		return r.Text == mode(k) && r.Value == 0
+	}
+	return r.Text == "" && r.Value == valueOf(r.Metric, k)
 }
 
 // valueOf is the value of metric in message k.

@@ -247,7 +247,7 @@ func (ch storeCheck) problems(strict bool) string {
 			missing[i] = r.String()
 		}
 		list("acknowledged readings missing", missing)
-		list("acknowledged messages with only one of their two readings stored", ch.torn)
+		list("acknowledged messages with only some of their readings stored", ch.torn)
 		if ch.counted != uint64(ch.stored) {
 			fmt.Fprintf(&b, "the store counts %d readings but lists %d\n", ch.counted, ch.stored)
 		}

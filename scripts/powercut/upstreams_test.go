@@ -19,10 +19,10 @@ type lineUpstream struct {
 	*httptest.Server
 	down atomic.Bool
 
-	mu    sync.Mutex // guards the fields below
-	taken map[takenReading]float64
-	n     int      // batches taken
-	bad   []string // what could not be read, and why
+	mu    sync.Mutex              // guards the fields below
+	taken map[takenReading]string // the field's value as the line has it
+	n     int                     // batches taken
+	bad   []string                // what could not be read, and why
 }
 
 // takenReading names a reading an upstream took.
@@ -32,7 +32,7 @@ type takenReading struct {
 }
 
 func newLineUpstream() *lineUpstream {
-	u := &lineUpstream{taken: make(map[takenReading]float64)}
+	u := &lineUpstream{taken: make(map[takenReading]string)}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
 	return u
 }
@@ -95,11 +95,12 @@ func (u *lineUpstream) takeLine(l string) error {
 		if !ok {
 			return fmt.Errorf("field %q", f)
 		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return err
+		if !strings.HasPrefix(value, `"`) { // a string field is a text
+			if _, err := strconv.ParseFloat(value, 64); err != nil {
+				return err
+			}
 		}
-		u.taken[takenReading{device, metric, ts}] = v
+		u.taken[takenReading{device, metric, ts}] = value
 	}
 	return nil
 }
@@ -130,14 +131,24 @@ func (u *lineUpstream) check(sensors []*sensor) upstreamCheck {
 	for r, v := range u.taken {
 		s := byName[r.device]
 		k := int(r.ts/1e6 - t0)
-		if s == nil || r.ts%1e6 != 0 || v != valueOf(r.metric, k) || !s.stored(k) {
-			c.notStored = append(c.notStored, fmt.Sprintf("%s %s ts=%d value=%v", r.device, r.metric, r.ts, v))
+		if s == nil || r.ts%1e6 != 0 || !takenAs(r.metric, v, k) || !s.stored(k) {
+			c.notStored = append(c.notStored, fmt.Sprintf("%s %s ts=%d value=%s", r.device, r.metric, r.ts, v))
 		}
 	}
 	return c
 }
 
-// stored reports whether the last check of the store found both readings
+// takenAs reports whether value, a field of a line, is that of metric in
+// message k: the mode's text as a string field, a number for the others.
+func takenAs(metric, value string, k int) bool {
+	if metric == metricMode {
+		return value == strconv.Quote(mode(k))
+	}
+	v, err := strconv.ParseFloat(value, 64)
+	return err == nil && v == valueOf(metric, k)
+}
+
+// stored reports whether the last check of the store found every reading
 // of message k.
 func (s *sensor) stored(k int) bool {
 	s.mu.Lock()

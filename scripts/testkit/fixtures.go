@@ -25,6 +25,8 @@ import (
 //	time_zone: Europe/Berlin       the topic's time_zone, if any
 //	reading: DEVICE METRIC TIME V [UNIT]
 //	                               TIME is RFC 3339, or recv, or recv±duration
+//	text: DEVICE METRIC TIME TEXT  a text reading (a state, an event)
+//	dropped: text_too_long         a field left out for this reason
 //	ignored: 2                     ignored count (default 0)
 //	restamped: 1                   readings restamped (default 0)
 //	reject: no_readings            the reason, if the message is rejected
@@ -40,6 +42,7 @@ type Fixture struct {
 	TimeZone               string
 	Skip                   string
 	Readings               []FixtureReading
+	Dropped                []string // reasons of the fields left out
 	Ignored, Restamped     int
 	Payload                []byte
 }
@@ -51,6 +54,7 @@ type FixtureReading struct {
 	At             time.Time
 	Offset         time.Duration
 	Value          float64
+	Text           string // of a text reading, else ""
 	Unit           string
 }
 
@@ -110,6 +114,12 @@ func LoadFixtures(t testing.TB, dir string) []Fixture {
 				var r FixtureReading
 				r, err = parseFixtureReading(val)
 				fx.Readings = append(fx.Readings, r)
+			case "text":
+				var r FixtureReading
+				r, err = parseFixtureText(val)
+				fx.Readings = append(fx.Readings, r)
+			case "dropped":
+				fx.Dropped = append(fx.Dropped, val)
 			default:
 				err = fmt.Errorf("unknown key %q", key)
 			}
@@ -145,6 +155,20 @@ func parseFixtureReading(s string) (FixtureReading, error) {
 		return r, err
 	}
 	r.Value, err = strconv.ParseFloat(f[3], 64)
+	return r, err
+}
+
+// parseFixtureText parses DEVICE METRIC TIME TEXT.
+func parseFixtureText(s string) (FixtureReading, error) {
+	f, err := fixtureFields(s)
+	if err != nil {
+		return FixtureReading{}, err
+	}
+	if len(f) != 4 || f[3] == "" {
+		return FixtureReading{}, errors.New("want DEVICE METRIC TIME TEXT")
+	}
+	r, err := parseFixtureReading(strings.Join([]string{strconv.Quote(f[0]), strconv.Quote(f[1]), f[2], "0"}, " "))
+	r.Text = f[3]
 	return r, err
 }
 
