@@ -343,9 +343,38 @@ func (s *Store) statesQuery(device, metric string, level aggregate.Level, whole 
 				}
 			}
 		}
+		// Whole groups up to where the level has records are read in one
+		// pass, but those the journal has readings in.
+		var recs map[int64]aggregate.States
+		dirty := map[int64]bool{}
+		wholeFrom, cut := int64(0), int64(0)
+		if !whole {
+			dur := int64(level.Duration())
+			for _, smp := range journal {
+				dirty[level.Truncate(smp.TS)] = true
+			}
+			wholeFrom = level.Truncate(from)
+			if wholeFrom < from && wholeFrom <= math.MaxInt64-dur {
+				wholeFrom += dur
+			}
+			wholeTo := level.Truncate(to)
+			cut = min(max(j.rolled[metric].cut(level), wholeFrom), wholeTo)
+			if wholeFrom < cut {
+				recs = map[int64]aggregate.States{}
+				err := statesRecords(txn, level, device, metric, wholeFrom, cut, &reads, func(start int64, rec aggregate.States) error {
+					recs[start] = rec
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+		}
 		for _, g := range groups {
-			rec, err := s.statesIn(txn, j, device, metric, g[0], g[1], &reads)
-			if err != nil {
+			var rec aggregate.States
+			if recs != nil && g[0] >= wholeFrom && g[1] <= cut && !dirty[g[0]] {
+				rec = recs[g[0]]
+			} else if rec, err = s.statesIn(txn, j, device, metric, g[0], g[1], &reads); err != nil {
 				return err
 			}
 			ti, err := rec.TimeIn(aggregate.StateQuery{From: g[0], To: g[1], Now: now, Before: in,
