@@ -305,3 +305,67 @@ func TestStates_RecordsOfTextSeriesAreStates(t *testing.T) {
 		t.Errorf("StatesCover: %+v, want %+v", got, want)
 	}
 }
+
+// A commit too large for one transaction is written in parts, each
+// checkpointed when the next would not fit: the records of text series
+// come out as those of their readings, late readings in a second large
+// commit included.
+func TestStates_CommitInParts(t *testing.T) {
+	s, w := testStoreOpts(t, Options{MemTableSize: 1 << 20}, WriterOptions{})
+	base := time.Date(2026, 3, 1, 22, 0, 0, 0, time.UTC).UnixNano()
+	modes := []string{"heat", "cool", "off"}
+	rng := rand.New(rand.NewPCG(9, 9))
+	var first, second []Reading
+	for d := range 20 {
+		for i := range 540 {
+			r := textOf(fmt.Sprintf("th-%d", d), "mode", base+int64(i)*20e9, modes[rng.IntN(len(modes))])
+			if i%7 == 3 {
+				r.TS += 7e9 // a late one, inside a minute already written
+				second = append(second, r)
+				continue
+			}
+			first = append(first, r)
+		}
+	}
+	before := w.Stats().Checkpoints
+	if res := write(t, w, first...); res.Stored != len(first) {
+		t.Fatalf("first commit: %+v, want %d stored", res, len(first))
+	}
+	n := w.Stats().Checkpoints - before
+	t.Logf("the first commit took %d checkpoints", n)
+	if n < 3 {
+		t.Fatalf("the commit took %d checkpoints: not written in parts", n)
+	}
+	if err := w.RollUp(context.Background(), time.Unix(0, base+int64(2*time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if res := write(t, w, second...); res.Stored != len(second) {
+		t.Fatalf("second commit: %+v, want %d stored", res, len(second))
+	}
+	checkpoint(t, w)
+	for d := range 20 {
+		checkStatesRecords(t, "in parts", s, fmt.Sprintf("th-%d", d), "mode")
+	}
+	texts := s.Texts("th-0", "mode")
+	ids := map[string]uint32{}
+	for i, x := range texts {
+		ids[x] = uint32(i)
+	}
+	var raw []aggregate.Sample
+	for _, r := range append(first, second...) {
+		if r.Device == "th-0" {
+			raw = append(raw, aggregate.Sample{TS: r.TS, ID: ids[r.Text]})
+		}
+	}
+	slices.SortFunc(raw, func(a, b aggregate.Sample) int { return a.Compare(b) })
+	from, to, now := base-int64(time.Hour), base+int64(4*time.Hour), base+int64(5*time.Hour)
+	for _, l := range []aggregate.Level{aggregate.Minute, aggregate.Hour, aggregate.Day} {
+		got, _, err := s.StatesByLevel("th-0", "mode", l, from, to, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := bruteStates(raw, texts, l, false, from, to, now); !reflect.DeepEqual(got, want) {
+			t.Errorf("by %v: got %+v\nwant %+v", l, got, want)
+		}
+	}
+}
