@@ -331,6 +331,8 @@ func (s *Store) statesQuery(device, metric string, level aggregate.Level, whole 
 		var in aggregate.Prior
 		if len(prior) > 0 {
 			in = aggregate.Prior{ID: prior[0].ID, Known: true}
+		} else if in, err = priorFromRecords(txn, device, metric, from); err != nil {
+			return err
 		}
 		groups := [][2]int64{{from, to}}
 		if !whole {
@@ -404,6 +406,40 @@ func (s *Store) statesQuery(device, metric string, level aggregate.Level, whole 
 		return nil, reads, fmt.Errorf("states %s/%s: %w", device, metric, err)
 	}
 	return out, reads, nil
+}
+
+// priorFromRecords returns the state of a series' newest reading before
+// from as its records hold it, for when no raw reading before from is
+// left (retention removes the oldest first): the Last of the newest
+// record, of any level, that ends by from. No state if there is none.
+func priorFromRecords(txn *badger.Txn, device, metric string, from int64) (aggregate.Prior, error) {
+	var best aggregate.Sample
+	found := false
+	for _, l := range allLevels {
+		dur := int64(l.Duration())
+		if from < math.MinInt64+dur {
+			continue
+		}
+		prefix := encoding.AppendStatsPrefix(nil, l, device, metric)
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+		it.Seek(encoding.AppendTS(prefix[:len(prefix):len(prefix)], from-dur))
+		var rec aggregate.States
+		var err error
+		if it.Valid() {
+			err = it.Item().Value(func(v []byte) (err error) {
+				rec, err = aggregate.DecodeStates(v)
+				return err
+			})
+		}
+		it.Close()
+		if err != nil {
+			return aggregate.Prior{}, fmt.Errorf("states before %d: %w", from, err)
+		}
+		if rec.Count > 0 && (!found || best.Compare(rec.Last) < 0) {
+			best, found = rec.Last, true
+		}
+	}
+	return aggregate.Prior{ID: best.ID, Known: found}, nil
 }
 
 // statesPiece is a part of a range that statesIn reads: the records of a

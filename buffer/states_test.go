@@ -369,3 +369,39 @@ func TestStates_CommitInParts(t *testing.T) {
 		}
 	}
 }
+
+// Once retention has removed the raw readings before a range, the state
+// the series was in when the range began comes from the records.
+func TestStates_StateBeforeFromRecordsAfterRetention(t *testing.T) {
+	s, w := testStoreWith(t, "", WriterOptions{SealCheck: time.Hour, Retention: RetentionPolicy{RawMaxAge: 24 * time.Hour}})
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	states := []string{"open", "closed"}
+	for h := range 10 * 24 {
+		write(t, w, textOf("door", "contact", base+int64(h)*3600e9, states[h%2]))
+	}
+	checkpoint(t, w)
+	if err := w.RollUp(ctx, time.Unix(0, base+11*day)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SealDue(ctx, time.Unix(0, base+11*day)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Prune(ctx, time.Unix(0, base+10*day+day/2)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.ReadingCount(); n != 12 {
+		t.Fatalf("raw readings after pruning: %d, want 12", n)
+	}
+	// The last reading pruned, at hour 227, closed the door; the first
+	// left, at hour 228, opened it.
+	from := base + 227*3600e9 + 1800e9
+	got, _, err := s.StatesCover("door", "contact", from, from+3600e9, base+11*day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := StatesAt{Start: from, Count: 1, States: []StateTime{{"open", 1, 1800e9}, {"closed", 0, 1800e9}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
