@@ -137,3 +137,25 @@ func TestPresets_Texts(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkDecodeRoute_Zigbee2MQTTThermostat: a thermostat's state with
+// its modes and a plug-like boolean, through the preset's route: state
+// words become texts or keep their word.
+func BenchmarkDecodeRoute_Zigbee2MQTTThermostat(b *testing.B) {
+	routes, err := PresetRoutes("zigbee2mqtt", "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &routes[len(routes)-1].Route // zigbee2mqtt/{device+}
+	payload := []byte(`{"current_heating_setpoint":20,"local_temperature":21.5,"preset":"home","running_state":"idle","system_mode":"off","child_lock":"UNLOCK","window_detection":"OFF","linkquality":96}`)
+	d := Decoder{Units: testUnits{}}
+	dst := make([]buffer.Reading, 0, 16)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	for b.Loop() {
+		out, _, err := d.DecodeRoute(dst, r, payload, "floor_heating", "", testRecv)
+		if err != nil || len(out) != 8 || out[6].Word != "OFF" || out[4].Text != "off" {
+			b.Fatalf("%+v, %v", out, err)
+		}
+	}
+}
