@@ -205,6 +205,9 @@ func (w *Writer) write() error {
 				textID   uint32
 				textSize int64 // of a new text's entry
 			)
+			if r.Word != "" && r.Text == "" && w.isTextSeries(st) {
+				r.Text, r.Value = r.Word, 0 // a state word, in a text series, is a text
+			}
 			if r.Text != "" {
 				var what textKind
 				textID, what = w.textID(st, r.Text)

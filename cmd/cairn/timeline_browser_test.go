@@ -102,8 +102,8 @@ func TestDashboard_TimelineRun(t *testing.T) {
 		}
 		waitToken(t, pub.Publish("sensors/hall/telemetry", 1, false, doc))
 	}
-	// Not "off": ON/OFF, true/false and open/closed are read as numbers,
-	// which a text series refuses (wrong_kind).
+	// (An "off" would be a text here too: a state word in a text series
+	// is its text, TestRun_ModesWithOff.)
 	publish(now.Add(-3*time.Hour), "mode", "eco")
 	for i, s := range []string{"heat", "idle", hostile[0], "heat", hostile[3], "cool"} {
 		publish(at(5+9*i), "mode", s)
