@@ -314,10 +314,10 @@ func (s *Store) statesQuery(device, metric string, level aggregate.Level, whole 
 	if from >= to {
 		return nil, reads, nil
 	}
-	texts := s.Texts(device, metric)
 	var out []StatesAt
 	sp := span{device: device, metrics: []string{metric}, from: math.MinInt64, to: math.MaxInt64, records: true}
 	err := s.view(sp, func(txn *badger.Txn, j *unflushed) error {
+		texts := s.Texts(device, metric) // after the snapshot: it names every id the snapshot holds
 		journal := j.samplesOf(metric, math.MinInt64, math.MaxInt64)
 		prior, err := rawStates(txn, journal, device, metric, math.MinInt64, from, true, 1)
 		if err != nil {
