@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -133,4 +135,152 @@ func TestAPI_StatesStats(t *testing.T) {
 	if rec.Code != http.StatusOK || rec.Body.String() != want {
 		t.Errorf("CSV: %d\n%s\nwant\n%s", rec.Code, rec.Body, want)
 	}
+}
+
+// TestAPI_StatesStatsMatchBruteForce writes a scripted sequence of states
+// across minute, hour and day boundaries (late readings included, a
+// checkpoint and a roll-up between batches) and asks /stats over real
+// HTTP, for random whole-minute ranges and groups, for what a brute-force
+// computation over the readings gives.
+func TestAPI_StatesStatsMatchBruteForce(t *testing.T) {
+	a := newTestAPI(t)
+	srv := httptest.NewServer(a.api)
+	defer srv.Close()
+	rng := rand.New(rand.NewPCG(35, 1))
+	now := time.Now()
+	base := now.Truncate(time.Hour).Add(-30 * time.Hour)
+	modes := []string{"heat", "cool", "off"}
+	type reading struct {
+		ts   int64
+		mode string
+	}
+	var script []reading
+	for ts := base.UnixNano(); ts < now.Add(-time.Hour).UnixNano(); ts += rng.Int64N(int64(50 * time.Minute)) {
+		script = append(script, reading{ts, modes[rng.IntN(len(modes))]})
+	}
+	rng.Shuffle(len(script)/5, func(i, j int) { script[i], script[j] = script[j], script[i] }) // some late
+	for len(script) > 0 {
+		n := min(len(script), 1+rng.IntN(8))
+		var rs []buffer.Reading
+		for _, r := range script[:n] {
+			rs = append(rs, buffer.Reading{Device: "hvac", Metric: "mode", TS: r.ts, Text: r.mode})
+		}
+		a.store(t, rs...)
+		script = script[n:]
+		if err := a.w.Checkpoint(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.w.RollUp(t.Context(), time.Unix(0, rs[0].TS)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := a.api.opts.Store.Readings(buffer.Query{Device: "hvac", Metric: "mode", From: math.MinInt64, To: math.MaxInt64, Limit: buffer.MaxQueryLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// brute gives the time in each state within [from, to) at the time of
+	// the request (asked as to ≤ the newest reading, or of a range before
+	// the clock: now does not matter).
+	brute := func(from, to int64) (count uint64, nanos map[string]uint64, unknown uint64) {
+		nanos = map[string]uint64{}
+		for i, r := range all {
+			if r.TS >= from && r.TS < to {
+				count++
+			}
+			end := int64(math.MaxInt64)
+			if i+1 < len(all) {
+				end = all[i+1].TS
+			}
+			if lo, hi := max(r.TS, from), min(end, to); hi > lo {
+				nanos[r.Text] += uint64(hi - lo)
+			}
+		}
+		if first := all[0].TS; first > from {
+			unknown = uint64(min(first, to) - from)
+		}
+		return count, nanos, unknown
+	}
+	lo, hi := base.Add(-2*time.Hour).Truncate(time.Minute), time.Unix(0, all[len(all)-1].TS).Truncate(time.Minute)
+	for range 12 {
+		from := lo.Add(time.Duration(rng.Int64N(int64(hi.Sub(lo)/time.Minute))) * time.Minute)
+		to := from.Add(time.Duration(1+rng.Int64N(int64(hi.Sub(from)/time.Minute))) * time.Minute)
+		group := []string{"minute", "hour", "day", "all"}[rng.IntN(4)]
+		q := url.Values{"metric": {"mode"}, "group": {group}, "from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}}
+		resp, err := http.Get(srv.URL + "/v1/devices/hvac/stats?" + q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc statesDoc
+		err = json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %v", q.Encode(), resp.StatusCode, err)
+		}
+		// Each group against the brute force over its part of the range.
+		groups := 0
+		sumCount, sumNanos := uint64(0), map[string]uint64{}
+		for _, g := range doc.Stats {
+			sumCount += g.Count
+			for _, s := range g.States {
+				sumNanos[s.State] += s.Nanos
+			}
+			start, _ := time.Parse(time.RFC3339Nano, g.Start)
+			gFrom, gTo := from, to
+			if group != "all" {
+				d := map[string]time.Duration{"minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}[group]
+				gFrom, gTo = maxTime(start, from), minTime(start.Add(d), to)
+			}
+			count, nanos, unknown := brute(gFrom.UnixNano(), gTo.UnixNano())
+			got := map[string]uint64{}
+			for _, s := range g.States {
+				got[s.State] = s.Nanos
+			}
+			for k, v := range nanos {
+				if v == 0 {
+					delete(nanos, k)
+				}
+			}
+			for k, v := range got {
+				if v == 0 {
+					delete(got, k)
+				}
+			}
+			if g.Count != count || g.UnknownNanos != unknown || !reflect.DeepEqual(got, nanos) {
+				t.Errorf("%s: group %s: count %d, %v, unknown %d; want %d, %v, %d", q.Encode(), g.Start, g.Count, got, g.UnknownNanos, count, nanos, unknown)
+			}
+			groups++
+		}
+		if groups == 0 {
+			t.Errorf("%s: no group", q.Encode())
+		}
+		// No group left out: together they are the whole range's.
+		count, nanos, _ := brute(from.UnixNano(), to.UnixNano())
+		for k, v := range nanos {
+			if v == 0 {
+				delete(nanos, k)
+			}
+		}
+		for k, v := range sumNanos {
+			if v == 0 {
+				delete(sumNanos, k)
+			}
+		}
+		if sumCount != count || !reflect.DeepEqual(sumNanos, nanos) {
+			t.Errorf("%s: the groups add up to %d readings, %v; the range has %d, %v", q.Encode(), sumCount, sumNanos, count, nanos)
+		}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
