@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairn-gateway/cairn/aggregate"
@@ -17,21 +18,32 @@ type statesJSON struct {
 	Start          string      `json:"start"`
 	Count          uint64      `json:"count"`
 	States         []stateJSON `json:"states"`
-	UnknownSeconds float64     `json:"unknown_seconds"`
+	UnknownSeconds seconds     `json:"unknown_seconds"`
 	UnknownNanos   uint64      `json:"unknown_nanoseconds"`
 }
 
 type stateJSON struct {
 	State   string  `json:"state"`
 	Count   uint64  `json:"count"`
-	Seconds float64 `json:"seconds"`
+	Seconds seconds `json:"seconds"`
 	Nanos   uint64  `json:"nanoseconds"`
 }
 
-// seconds returns ns nanoseconds in seconds.
-func seconds(ns uint64) float64 {
-	return float64(ns/1e9) + float64(ns%1e9)/1e9
+// seconds is a time in nanoseconds, written as seconds in decimal,
+// exactly ("1.541334138", not the nearest float64's "1.5413341379999999").
+type seconds uint64
+
+func (s seconds) String() string {
+	whole := strconv.FormatUint(uint64(s)/1e9, 10)
+	frac := uint64(s) % 1e9
+	if frac == 0 {
+		return whole
+	}
+	digits := strconv.FormatUint(frac+1e9, 10)[1:] // nine digits, zero-padded
+	return whole + "." + strings.TrimRight(digits, "0")
 }
+
+func (s seconds) MarshalJSON() ([]byte, error) { return []byte(s.String()), nil }
 
 // states answers stats for a text series: per group (or the whole range
 // when group is "all") its readings and the time in each state at now.
@@ -85,8 +97,8 @@ func writeStatesCSV(w http.ResponseWriter, device, metric string, groups []buffe
 		cw.plain(strconv.FormatUint(g.Count, 10))
 		cw.text(state)
 		cw.plain(strconv.FormatUint(count, 10))
-		cw.plain(strconv.FormatFloat(seconds(dur), 'f', -1, 64))
-		cw.plain(strconv.FormatFloat(seconds(g.Unknown), 'f', -1, 64))
+		cw.plain(seconds(dur).String())
+		cw.plain(seconds(g.Unknown).String())
 		cw.endRow()
 	}
 	for _, g := range groups {

@@ -284,3 +284,22 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+func TestSeconds_Exact(t *testing.T) {
+	for ns, want := range map[uint64]string{
+		0:                    "0",
+		1:                    "0.000000001",
+		1541334138:           "1.541334138",
+		1986711345399:        "1986.711345399",
+		7200e9:               "7200",
+		12668016000000:       "12668.016",
+		18446744073709551615: "18446744073.709551615",
+	} {
+		if got := seconds(ns).String(); got != want {
+			t.Errorf("seconds(%d) = %s, want %s", ns, got, want)
+		}
+		if b, _ := seconds(ns).MarshalJSON(); string(b) != want {
+			t.Errorf("seconds(%d) as JSON = %s, want %s", ns, b, want)
+		}
+	}
+}
