@@ -2,8 +2,8 @@ package dashboard
 
 // The page's escaping. Each helper writes what html/template wrote for
 // a string in that place of the page (its htmlEscaper, attrEscaper,
-// urlEscaper and urlFilter plus urlNormalizer), so the page is the
-// same, byte for byte, as when it was a template (testdata/*.html).
+// urlEscaper and urlFilter plus urlNormalizer) when the page was a
+// template: the page is the same, byte for byte (testdata/page).
 
 // htmlEscapes are the replacements of html/template's htmlReplacementTable:
 // the bytes that are markup in text and in a quoted attribute value, and

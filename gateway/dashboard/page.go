@@ -1,11 +1,8 @@
 package dashboard
 
 import (
-	"bytes"
-	_ "embed"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"math"
 	"net/url"
@@ -235,51 +232,6 @@ var ErrUnknownPart = errors.New("dashboard: unknown part")
 // login with the API's bearer token (see LoginPage).
 const SessionCookie = "cairn_session"
 
-//go:embed page.html
-var pageHTML string
-
-// templates holds the page, its parts and the login page as they were
-// before the page was written by render.go; the comparison test checks
-// that both write the same bytes. It is parsed once and only executed
-// after that, which is safe from any goroutine.
-var templates = template.Must(template.New("page").Funcs(template.FuncMap{
-	"value":  FormatValue,
-	"count":  formatCount,
-	"num":    func(n int) string { return formatCount(uint64(max(n, 0))) },
-	"plural": pluralAny,
-	"bytes":  formatBytes,
-	"at":     func(now, t time.Time) template.HTML { return template.HTML(at(now, t)) },
-	"dated":  func(t time.Time) template.HTML { return template.HTML(dated(t)) },
-	"pct":    percent,
-	"rate":   func(v float64) string { return FormatValue(roundTenth(v)) },
-}).Parse(pageHTML))
-
-// executeTemplate renders the template name of p as the page was before
-// render.go.
-func executeTemplate(w io.Writer, name string, p Page) error {
-	v, err := newView(p, name)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	if err := templates.ExecuteTemplate(&buf, name, v); err != nil {
-		return fmt.Errorf("dashboard: %s: %w", name, err)
-	}
-	_, err = w.Write(buf.Bytes())
-	return err
-}
-
-// executeLoginTemplate renders the login template of p as it was before
-// render.go.
-func executeLoginTemplate(w io.Writer, p LoginPage) error {
-	var buf bytes.Buffer
-	if err := templates.ExecuteTemplate(&buf, "login", fillLogin(p)); err != nil {
-		return fmt.Errorf("dashboard: login: %w", err)
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
-}
-
 // percent says a of b in whole percent: "38 %".
 func percent(a, b int64) string {
 	return strconv.FormatFloat(float64(a)/float64(b)*100, 'f', 0, 64) + " %"
@@ -288,7 +240,7 @@ func percent(a, b int64) string {
 // roundTenth rounds v to a tenth: the ingest rate is shown so.
 func roundTenth(v float64) float64 { return math.Round(v*10) / 10 }
 
-// view is a Page with what its template derives from it.
+// view is a Page with what the page derives from it.
 type view struct {
 	Page
 	Quiet   map[string]bool // devices flagged quiet
@@ -306,7 +258,7 @@ type view struct {
 type renderedChart struct {
 	Title string
 	Unit  string
-	SVG   template.HTML
+	SVG   string
 }
 
 // WritePage writes p as one HTML page: inline CSS and script, no
@@ -351,7 +303,7 @@ func execute(w io.Writer, name string, p Page) error {
 	return err
 }
 
-// newView derives what the template name shows of p: it draws the
+// newView derives what the part name (or the page) shows of p: it draws the
 // charts only for the page and the charts part.
 func newView(p Page, name string) (*view, error) {
 	if p.Title == "" {
@@ -395,7 +347,7 @@ func newView(p Page, name string) (*view, error) {
 		if err := b.chart(c, false); err != nil {
 			return nil, err
 		}
-		v.Charts = append(v.Charts, renderedChart{Title: c.Title, Unit: c.Unit, SVG: template.HTML(b.b)})
+		v.Charts = append(v.Charts, renderedChart{Title: c.Title, Unit: c.Unit, SVG: string(b.b)})
 	}
 	return v, nil
 }
