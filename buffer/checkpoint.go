@@ -16,6 +16,7 @@ import (
 type checkpointState struct {
 	budget    txnBudget                   // what the next checkpoint may still take
 	deltas    map[statKey]aggregate.Stats // aggregates of the readings in the journal
+	states    map[statKey]struct{}        // text series' records the next checkpoint writes, reserved (states.go)
 	dirty     []*seriesState              // series with readings in the journal
 	due       *time.Timer                 // runs while the journal holds readings
 	armed     bool                        // due runs
@@ -40,6 +41,9 @@ func (w *Writer) checkpoint() error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	if err := w.writeStats(txn); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := w.writeStates(txn); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	for _, k := range w.journal.legacy {
@@ -95,6 +99,7 @@ const checkpointReserve = 1 + int64(len(encoding.MetaCheckpoint)) + 8 + 2
 func (w *Writer) checkpointed() {
 	w.statsCommitted()
 	clear(w.ckpt.deltas)
+	clear(w.ckpt.states)
 	for _, st := range w.ckpt.dirty {
 		forRuns(st.unflushed, w.runMax, func(day int32, run []Sample) error { // sorted by writeRuns
 			st.addRun(day, run)
@@ -137,11 +142,12 @@ func (w *Writer) Checkpoint(ctx context.Context) error {
 	return w.do(ctx, w.checkpointNow)
 }
 
-// reserveReading reports whether a reading at ts of st fits the checkpoint
-// budget b (its run and its records), and counts it if so.
-func (w *Writer) reserveReading(b *txnBudget, st *seriesState, ts int64) bool {
+// reserveReading reports whether a reading at ts of st, a text reading if
+// text, fits the checkpoint budget b (its run and its records), and counts
+// it if so.
+func (w *Writer) reserveReading(b *txnBudget, st *seriesState, ts int64, text bool) bool {
 	try, day, run := *b, st.pendDay, st.pendRun
-	if !w.reserveRun(&try, st, ts) || !w.reserveStats(&try, st, ts) {
+	if !w.reserveRun(&try, st, ts) || !w.reserveStats(&try, st, ts, text) {
 		st.pendDay, st.pendRun = day, run
 		return false
 	}

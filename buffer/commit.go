@@ -205,6 +205,9 @@ func (w *Writer) write() error {
 				textID   uint32
 				textSize int64 // of a new text's entry
 			)
+			if r.Word != "" && r.Text == "" && w.isTextSeries(st) {
+				r.Text, r.Value = r.Word, 0 // a state word, in a text series, is a text
+			}
 			if r.Text != "" {
 				var what textKind
 				textID, what = w.textID(st, r.Text)
@@ -303,7 +306,7 @@ func (w *Writer) reserve(part *txnBudget, st *seriesState, r *Reading, unitSize,
 	if textSize > 0 && !try.takeSize(textSize) {
 		return false
 	}
-	if !w.reserveJournal(&try, r) || !w.reserveReading(&w.ckpt.budget, st, r.TS) {
+	if !w.reserveJournal(&try, r) || !w.reserveReading(&w.ckpt.budget, st, r.TS, r.Text != "") {
 		return false
 	}
 	*part = try

@@ -239,7 +239,7 @@ func (s *Store) replayEntries(entries []logEntry, legacy bool) error {
 			if st.hasOpen(smp) {
 				continue
 			}
-			if !w.reserveReading(&w.ckpt.budget, st, r.TS) {
+			if !w.reserveReading(&w.ckpt.budget, st, r.TS, r.Text != "") {
 				part()
 				if err := w.checkpoint(); err != nil {
 					return fmt.Errorf("journal: %w", err)
@@ -247,7 +247,7 @@ func (s *Store) replayEntries(entries []logEntry, legacy bool) error {
 				if legacy {
 					w.ckpt.budget.takeSize(deleteSize)
 				}
-				w.reserveReading(&w.ckpt.budget, st, r.TS)
+				w.reserveReading(&w.ckpt.budget, st, r.TS, r.Text != "")
 			}
 			w.hold(st, smp, r.Text != "")
 			replayed++

@@ -20,6 +20,9 @@ func checkNames(rs []Reading) error {
 		if t := rs[i].Text; t != "" && !encoding.ValidText(t) {
 			return fmt.Errorf("reading %d: text %q: not 1 to %d bytes of UTF-8 without 0x00", i, t, encoding.MaxText)
 		}
+		if t := rs[i].Word; t != "" && !encoding.ValidText(t) {
+			return fmt.Errorf("reading %d: word %q: not 1 to %d bytes of UTF-8 without 0x00", i, t, encoding.MaxText)
+		}
 	}
 	return nil
 }

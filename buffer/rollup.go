@@ -86,6 +86,9 @@ func (w *Writer) rollUp(now time.Time, only []*seriesState) error {
 // rollUpRange appends to sets the records of level for the groups in
 // [from, to) of st, each the merge of its records of the level below.
 func (w *Writer) rollUpRange(snap *badger.Txn, sets []kv, st *seriesState, level, below aggregate.Level, from, to int64) ([]kv, error) {
+	if st.text {
+		return w.rollUpStatesRange(snap, sets, st, level, below, from, to)
+	}
 	var cur StatsAt
 	flush := func() {
 		if !cur.Stats.IsEmpty() {

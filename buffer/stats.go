@@ -57,9 +57,13 @@ const (
 	rolledDays  = 1
 )
 
-// reserveStats takes from b the records that a reading of st at ts would
-// add to the commit part, and reports whether they fit.
-func (w *Writer) reserveStats(b *txnBudget, st *seriesState, ts int64) bool {
+// reserveStats takes from b the records that a reading of st at ts, a
+// text reading if text, would add to the commit part, and reports whether
+// they fit.
+func (w *Writer) reserveStats(b *txnBudget, st *seriesState, ts int64, text bool) bool {
+	if text {
+		return w.reserveStates(b, st, ts)
+	}
 	keyLen := 1 + len(st.device) + 1 + len(st.metric) + 1 + 8
 	for _, l := range statsLevels(st, ts) {
 		k := statKey{l, st, l.Truncate(ts)}
@@ -76,7 +80,9 @@ func (w *Writer) reserveStats(b *txnBudget, st *seriesState, ts int64) bool {
 	return true
 }
 
-// addStats adds a stored reading to the aggregates of the commit part.
+// addStats adds a stored number reading to the aggregates of the commit
+// part. A text reading adds nothing here (hold, text.go): a sum of its
+// ids would mean nothing.
 func (w *Writer) addStats(st *seriesState, ts int64, v float64) {
 	for _, l := range statsLevels(st, ts) {
 		k := statKey{l, st, l.Truncate(ts)}

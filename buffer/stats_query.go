@@ -26,10 +26,11 @@ type Reads struct {
 // one per group of the level that holds readings, oldest first. A group
 // that the range covers only in part aggregates only the readings in the
 // range (by StatsCover); whole groups are read from their records.
+// A text series has none: its records are States (StatesByLevel).
 func (s *Store) StatsByLevel(device, metric string, level aggregate.Level, from, to int64) ([]StatsAt, Reads, error) {
 	var out []StatsAt
 	var reads Reads
-	if from >= to {
+	if from >= to || s.IsText(device, metric) { // a text series' records are States (states.go)
 		return nil, reads, nil
 	}
 	sp := span{device: device, metrics: []string{metric}, from: from, to: to, records: true}
@@ -102,11 +103,12 @@ func (s *Store) partial(txn *badger.Txn, j *unflushed, device, metric string, fr
 // StatsCover returns the aggregate of a series' readings in [from, to),
 // from the fewest records: whole days in the middle, whole hours and
 // minutes at the edges of those, and raw readings for the partial minutes
-// at the very ends, if raw readings are still stored.
+// at the very ends, if raw readings are still stored. A text series has
+// none (StatesCover).
 func (s *Store) StatsCover(device, metric string, from, to int64) (aggregate.Stats, Reads, error) {
 	var st aggregate.Stats
 	var reads Reads
-	if from >= to {
+	if from >= to || s.IsText(device, metric) { // a text series' records are States (states.go)
 		return st, reads, nil
 	}
 	sp := span{device: device, metrics: []string{metric}, from: from, to: to, records: true}

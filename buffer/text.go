@@ -28,7 +28,9 @@ import (
 // A series holds at most WriterOptions.MaxStates texts (MaxText bytes
 // each): a reading with a new text beyond that is refused
 // (Result.TooManyStates), as is a reading of the other kind than its
-// series (Result.WrongKind); the rest of the batch is stored.
+// series (Result.WrongKind); the rest of the batch is stored. A number
+// reading read from a state word (Reading.Word: "off", "ON") is of either
+// kind: in a text series it is stored as the text its word is.
 //
 // In memory the dictionaries are a map beside the index (Store.texts), so
 // that a number series costs no byte more; the Writer's own flag

@@ -57,6 +57,9 @@ func killBatch(r, b int) []Reading {
 // killDevices are the devices killBatch writes.
 var killDevices = []string{"btn", "plc", "th-0", "th-1"}
 
+// killTextSeries are the text series killBatch writes: device, metric.
+var killTextSeries = [][2]string{{"btn", "action"}, {"plc", "status"}, {"th-0", "mode"}, {"th-1", "mode"}}
+
 // TestText_SIGKILLedWriterLosesAndDoublesNothing kills, again and again,
 // a process that writes text and number readings through a Writer
 // (sealing small buckets, checkpointing often), at a random moment after
@@ -168,6 +171,10 @@ func TestText_SIGKILLedWriterLosesAndDoublesNothing(t *testing.T) {
 	t.Logf("%d batches acknowledged (%d text readings among them), all stored once; %d readings stored", len(acked), texts, len(stored))
 	if n := s.ReadingCount(); n != uint64(len(stored)) {
 		t.Errorf("reading count %d, want %d", n, len(stored))
+	}
+	// The aggregates of the text series are those of their readings.
+	for _, sr := range killTextSeries {
+		checkStatesRecords(t, "after the kills", s, sr[0], sr[1])
 	}
 	// The log holds every stored reading once, texts included.
 	inLog := make(map[string]int)
@@ -303,6 +310,9 @@ func TestText_CopiedMidWriteKeepsTexts(t *testing.T) {
 			}
 			if n := c.ReadingCount(); n != uint64(len(stored)) {
 				t.Errorf("copy %d: reading count %d, want %d", copies, n, len(stored))
+			}
+			for _, sr := range killTextSeries {
+				checkStatesRecords(t, fmt.Sprintf("copy %d", copies), c, sr[0], sr[1])
 			}
 			cw := NewWriter(c, WriterOptions{})
 			ctx, cancel := context.WithCancel(context.Background())

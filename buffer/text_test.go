@@ -373,3 +373,44 @@ func TestText_OpensAVersion5Store(t *testing.T) {
 
 // mustNot keeps math imported for helpers of other files' tests.
 var _ = math.MaxInt64
+
+// An upstream catching up reads texts from both ends of the log: its
+// live stream ahead of the backlog, and the backlog, across a reopen.
+func TestText_CatchUpReadsTexts(t *testing.T) {
+	dir := t.TempDir()
+	s, tw := openWriterOpts(t, dir, WriterOptions{})
+	upstream(t, s)
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	var want []Reading
+	for i := range 10 {
+		rs := []Reading{textOf("btn", "action", base+int64(i)*1e9, []string{"single", "double"}[i%2]),
+			{Device: "btn", Metric: "battery", TS: base + int64(i)*1e9, Value: float64(100 - i)}}
+		write(t, tw.Writer, rs...)
+		want = append(want, rs...)
+	}
+	tw.stop()
+	s = reopen(t, s)
+	defer s.Close()
+	c := upstream(t, s)
+	if err := c.AimLive(12); err != nil {
+		t.Fatal(err)
+	}
+	o := c.Outbox()
+	live, err := c.ReadOutbox(o.Live, 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backlog, err := c.ReadOutbox(o.Cursor, int(o.Mark-o.Cursor), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := append(backlog, live...)
+	if len(got) != len(want) {
+		t.Fatalf("read %d readings (%d backlog, %d live), want %d", len(got), len(backlog), len(live), len(want))
+	}
+	for i, r := range got {
+		if readingKey(r.Reading) != readingKey(want[i]) || r.Seq != uint64(i) {
+			t.Errorf("reading %d: %+v, want %+v", i, r, want[i])
+		}
+	}
+}

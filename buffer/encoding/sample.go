@@ -23,6 +23,13 @@ type Reading struct {
 	// Value is 0; one whose Text is "" is a number. A series holds one
 	// kind, the kind of its first reading.
 	Text string
+	// Word is the state word a number reading was read from, as the
+	// device wrote it ("off" for 0, "ON" for 1; see the decoders of
+	// gateway/payload), or "". It is not a part of the reading: the store
+	// keeps the number in a number series, and the word as the reading's
+	// Text in a text series, so that a mode whose texts include "off" is
+	// not refused as a number. A text reading's Word is "".
+	Word string
 	// Unit is the unit of the series, as the device or its preset names it
 	// ("°C", "kWh"), or "" if unknown. It is not a part of the reading: the
 	// store keeps one unit per series, the last one a reading brought.

@@ -112,6 +112,9 @@ type TopicConfig struct {
 	UnitField   string        `yaml:"unit_field"`
 	StripPrefix string        `yaml:"strip_prefix"`
 	Metrics     MetricsFilter `yaml:"metrics"`
+	// Texts are metric patterns whose values are texts: their state
+	// words ("off", "ON") are texts, not 0 and 1 (payload.Route.Texts).
+	Texts []string `yaml:"texts"`
 	// DeviceTag is the line protocol tag that names the device, for
 	// preset telegraf (default host).
 	DeviceTag string `yaml:"device_tag"`
@@ -1057,9 +1060,10 @@ func topicRoutes(t *TopicConfig, key string, bad func(key, format string, a ...a
 		}
 	}
 	metrics := t.metricsFilter(key, bad)
+	texts := t.textsOption(key, bad)
 	finish := func(routes []gateway.Route) []gateway.Route {
 		for i := range routes {
-			routes[i].Checks, routes[i].Units = checks, t.Units
+			routes[i].Checks, routes[i].Units, routes[i].Texts = checks, t.Units, texts
 			if metrics != nil {
 				routes[i].Metrics = metrics
 			}

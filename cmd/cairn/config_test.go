@@ -134,6 +134,7 @@ func TestLoadConfig_Bad(t *testing.T) {
 		"device_tag_pattern.bad.yaml":       "mqtt.topics[0].device_tag: names the device's tag of preset telegraf: set preset: telegraf too",
 		"device_tag_preset.bad.yaml":        "mqtt.topics[0].device_tag: only preset telegraf takes a device tag (got preset tasmota)",
 		"preset_metrics.bad.yaml":           `mqtt.topics[0].metrics: metric pattern "Wifi.[": syntax error in pattern`,
+		"texts_pattern.bad.yaml":            `mqtt.topics[0].texts: metric pattern "mode[": syntax error in pattern`,
 		"topics_empty.bad.yaml":             "mqtt.topics: is empty: list at least one pattern or preset, or leave the key out for the default (sensors/{device}/telemetry)",
 		"max_payload_word.bad.yaml":         `mqtt.max_payload: cannot use "big" as a size (want bytes, with or without a unit: 1073741824, 256KiB, 500MiB, 8GB) (line 2)`,
 		"max_payload_huge.bad.yaml":         "mqtt.max_payload: must be from 16 bytes to 16MiB (got 32MiB)",

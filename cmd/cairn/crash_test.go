@@ -82,13 +82,13 @@ func (f *sensorFleet) ackedReadings() int {
 	return n
 }
 
-// crashModes are the states of a thermostat's mode in the crash tests:
-// texts that JSON and line protocol escape among them. ("off" would be
-// the number 0, as ON/OFF are.)
-var crashModes = []string{"idle", "heat", "cool", "éco ✓", `say "hi", a=b \ c`}
+// killModes are the states of a thermostat's mode in TestCrash_SIGKILL:
+// texts that JSON and line protocol escape among them, and no state word
+// such as "off" (TestRun_ModesWithOff has those).
+var killModes = []string{"idle", "heat", "cool", "éco ✓", `say "hi", a=b \ c`}
 
-// crashEvents are the events of a button in the crash tests.
-var crashEvents = []string{"single", "double", "hold", "long press", "btn_down"}
+// killEvents are the events of a button in TestCrash_SIGKILL.
+var killEvents = []string{"single", "double", "hold", "long press", "btn_down"}
 
 // newCrashMessage is a message of a sensor that mixes texts with its
 // numbers: every fourth message of a device is a button's event alone,
@@ -100,12 +100,12 @@ func newCrashMessage(device string, ms int64, seq int) sensorMessage {
 	k := int(ms - t0) // the device's message number
 	at := ms * int64(time.Millisecond)
 	if k%4 == 3 {
-		event := crashEvents[(k/4)%len(crashEvents)]
+		event := killEvents[(k/4)%len(killEvents)]
 		return sensorMessage{device: device, ms: ms,
 			payload: fmt.Sprintf(`{"ts":%d,"action":%s}`, ms, jsonString(event)),
 			given:   []buffer.Reading{{Device: device, Metric: "action", TS: at, Text: event}}}
 	}
-	mode := crashModes[(k/3)%len(crashModes)]
+	mode := killModes[(k/3)%len(killModes)]
 	if k%3 == 0 {
 		mode = fmt.Sprintf("stage %d", (k/40)%50)
 	}

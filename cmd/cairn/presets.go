@@ -22,6 +22,16 @@ func (t *TopicConfig) metricsFilter(key string, bad func(key, format string, a .
 	return m
 }
 
+// textsOption returns the texts of topic entry t, the metric patterns
+// whose state words are texts; on a preset's entry they add to the modes
+// the preset knows. It reports a bad pattern to bad under key.
+func (t *TopicConfig) textsOption(key string, bad func(key, format string, a ...any)) []string {
+	if err := payload.CheckTexts(t.Texts); err != nil {
+		bad(key+".texts", "%v", err)
+	}
+	return t.Texts
+}
+
 // presetOptions applies the option only a preset's topic entry t takes,
 // device_tag, to its routes. It reports each problem to bad under key.
 func presetOptions(t *TopicConfig, key string, routes []gateway.Route, bad func(key, format string, a ...any)) {

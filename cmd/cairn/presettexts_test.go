@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -87,8 +88,8 @@ type wantText struct {
 // TestRun_PresetTexts publishes each preset's fixtures that hold texts
 // (states and events copied from the firmwares' documentation) through
 // the embedded broker to a cairn run that names only the preset, and reads
-// every text back exactly, with its time, from what cairn sends upstream
-// as JSON: the query API gives no texts yet.
+// every text back exactly, with its time, from the query API and from
+// what cairn sends upstream as JSON.
 func TestRun_PresetTexts(t *testing.T) {
 	byPreset := map[string][]testkit.Fixture{}
 	for _, fx := range testkit.LoadFixtures(t, filepath.Join("..", "..", "gateway", "payload", "testdata", "presets")) {
@@ -140,8 +141,58 @@ func TestRun_PresetTexts(t *testing.T) {
 			if extra := sink.count() - len(want); extra != 0 {
 				t.Errorf("upstream received %d texts, want %d: %+v", sink.count(), len(want), sink.snapshot())
 			}
+			api := newAPIClient(p.http)
+			stored := map[[2]string][]sentText{}
+			for _, w := range want {
+				k := [2]string{w.device, w.metric}
+				if _, ok := stored[k]; ok {
+					continue
+				}
+				stored[k] = apiTexts(t, api, w.device, w.metric)
+			}
+			if missing := matchTexts(stored, want); len(missing) != 0 {
+				t.Errorf("texts not given back by /v1/devices/{device}/readings: %+v\ngot %+v", missing, stored)
+			}
+			if n := countTexts(stored); n != len(want) {
+				t.Errorf("/v1/devices/{device}/readings gave %d texts, want %d: %+v", n, len(want), stored)
+			}
 		})
 	}
+}
+
+// apiTexts returns the text readings of a series, oldest first, as
+// /v1/devices/{device}/readings gives them.
+func apiTexts(t *testing.T, api *apiClient, device, metric string) []sentText {
+	t.Helper()
+	var doc struct {
+		Readings []struct {
+			Metric string   `json:"metric"`
+			TS     string   `json:"ts"`
+			Text   *string  `json:"text"`
+			Value  *float64 `json:"value"`
+		} `json:"readings"`
+	}
+	path := "/v1/devices/" + url.PathEscape(device) + "/readings?order=asc&limit=1000&metric=" + url.QueryEscape(metric)
+	if code := api.get(t, path, &doc); code != http.StatusOK {
+		t.Fatalf("GET %s: %d", path, code)
+	}
+	var out []sentText
+	for _, rd := range doc.Readings {
+		ts, err := time.Parse(time.RFC3339Nano, rd.TS)
+		if err != nil || rd.Text == nil || rd.Value != nil {
+			t.Fatalf("GET %s: reading %+v is not a text reading (ts: %v)", path, rd, err)
+		}
+		out = append(out, sentText{ts, *rd.Text})
+	}
+	return out
+}
+
+func countTexts(texts map[[2]string][]sentText) int {
+	n := 0
+	for _, ts := range texts {
+		n += len(ts)
+	}
+	return n
 }
 
 // missing returns the texts of want the sink has not received, each
@@ -149,15 +200,21 @@ func TestRun_PresetTexts(t *testing.T) {
 func (s *textSink) missing(want []wantText) []wantText {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return matchTexts(s.texts, want)
+}
+
+// matchTexts returns the texts of want that texts does not hold, each
+// text of texts answering one of them.
+func matchTexts(texts map[[2]string][]sentText, want []wantText) []wantText {
 	used := map[[2]string][]bool{}
 	var out []wantText
 	for _, w := range want {
 		k := [2]string{w.device, w.metric}
 		if used[k] == nil {
-			used[k] = make([]bool, len(s.texts[k]))
+			used[k] = make([]bool, len(texts[k]))
 		}
 		found := false
-		for i, got := range s.texts[k] {
+		for i, got := range texts[k] {
 			if !used[k][i] && got.text == w.text && !got.ts.Before(w.from) && !got.ts.After(w.to) {
 				used[k][i], found = true, true
 				break

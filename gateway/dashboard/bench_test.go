@@ -102,3 +102,36 @@ func TestPageWeight(t *testing.T) {
 		t.Logf("%v: %d bytes", r, buf.Len())
 	}
 }
+
+// textsOver returns n readings evenly over the 24 hours before end,
+// cycling through states texts.
+func textsOver(n, states int) []Text {
+	from, to := Range24h.Window(end)
+	step := to.Sub(from) / time.Duration(n)
+	ts := make([]Text, n)
+	for i := range ts {
+		ts[i] = Text{from.Add(time.Duration(i) * step), "state " + string(rune('a'+i*7%states))}
+	}
+	return ts
+}
+
+// BenchmarkTimeline24h draws a series of 5 states over 24 hours from
+// MaxTexts readings, the most the page reads: more stretches than
+// columns, merged into MaxColumns.
+func BenchmarkTimeline24h(b *testing.B) {
+	from, to := Range24h.Window(end)
+	benchChart(b, Chart{Title: "mill: status", From: from, To: to, Level: aggregate.Minute, Texts: textsOver(MaxTexts, 5)})
+}
+
+// BenchmarkTimeline24hFew draws a state that changes every 10 minutes
+// over 24 hours (144 readings, 3 states): a band per stretch.
+func BenchmarkTimeline24hFew(b *testing.B) {
+	from, to := Range24h.Window(end)
+	benchChart(b, Chart{Title: "hall: mode", From: from, To: to, Level: aggregate.Minute, Texts: textsOver(144, 3)})
+}
+
+// BenchmarkEvents24h draws MaxTexts events of 20 texts over 24 hours.
+func BenchmarkEvents24h(b *testing.B) {
+	from, to := Range24h.Window(end)
+	benchChart(b, Chart{Title: "desk: action", From: from, To: to, Level: aggregate.Minute, Texts: textsOver(MaxTexts, 20), Events: true})
+}

@@ -54,6 +54,35 @@ type Chart struct {
 	// labels also carry the time itself (data-t, Unix milliseconds), for
 	// the page's script to write in the browser's zone.
 	Location *time.Location
+
+	// Texts, when a chart has any (or has Before), make it the chart of
+	// a text series instead (WriteChart draws no value axis then, and
+	// ignores Buckets and Points): its readings in time order, those
+	// outside [From, To] left out. A series of states is drawn as a
+	// timeline of bands, one colour per state, each state lasting from
+	// its reading until the next (the last one until To); a series of
+	// events (Events) as a tick at each event. A legend names each state
+	// with its share of the chart's time, or each event with its count.
+	// The caller bounds them: the page reads at most MaxTexts.
+	Texts []Text
+	// Events says that Texts are events, drawn as ticks, rather than
+	// states (IsEvent of the metric).
+	Events bool
+	// Before is the state in force at From: the text of the series'
+	// last reading before From. "" is unknown: the time before the
+	// first of Texts is drawn as unknown.
+	Before string
+	// Truncated says that the series has older readings in [From, To]
+	// than the first of Texts, left out because there were too many:
+	// the chart says so in its <desc>, and the time before the first of
+	// Texts is unknown.
+	Truncated bool
+}
+
+// Text is one reading of a text series: a state or an event.
+type Text struct {
+	Time time.Time
+	Text string
 }
 
 // The chart's geometry, in the units of its viewBox (480 × 200): the
@@ -83,8 +112,10 @@ const MaxColumns = (plotR - plotL) / 2
 // its namespace): the min–max band and the mean line of every column,
 // gaps where a column has no record, the raw points, a value axis with
 // 1-2-5 ticks and the unit, and a time axis whose labels name their time
-// in data-t. It is an error if From is not before To or Level is not a
-// Level.
+// in data-t. A chart with Texts (or Before) is a timeline instead: the
+// bands of its states or the ticks of its events, and their legend (see
+// Chart.Texts). It is an error if From is not before To or Level is not
+// a Level.
 func WriteChart(w io.Writer, c Chart) error {
 	var b svgBuf
 	if err := b.chart(c, true); err != nil {
@@ -187,6 +218,10 @@ func (b *svgBuf) chart(c Chart, standalone bool) error {
 	}
 	if c.Location == nil {
 		c.Location = time.UTC
+	}
+	if c.isText() {
+		b.timeline(c, standalone)
+		return nil
 	}
 	cols, width := c.columns()
 	pts := c.points()
@@ -471,13 +506,19 @@ func (b *svgBuf) labels(ax valueAxis, have bool, yOf func(float64) float64, tick
 		b.text(c.Unit)
 		b.str(`</text>`)
 	}
+	b.timeLabels(ticks, step, c, timeLabelY)
+}
+
+// timeLabels writes the time ticks' labels at baseline y, with their
+// times in data-t.
+func (b *svgBuf) timeLabels(ticks []time.Time, step time.Duration, c *Chart, y float64) {
 	b.str(`<g class="xlab" text-anchor="middle">`)
 	for _, t := range ticks {
 		text, format := timeLabel(t, step, c.Location)
 		b.str(`<text x="`)
 		b.num(c.xOf(t))
 		b.str(`" y="`)
-		b.num(timeLabelY)
+		b.num(y)
 		b.str(`" data-t="`)
 		b.b = strconv.AppendInt(b.b, t.UnixMilli(), 10)
 		b.str(`" data-f="`)

@@ -43,6 +43,16 @@
 // gap that no line crosses. For 1h (Range.Raw) the caller also gives the
 // raw readings, drawn as a line and, when few, as dots.
 //
+// A Chart with Texts is the chart of a text series, drawn from its
+// readings (at most MaxTexts, the newest): a series of states as a
+// timeline of bands, each state from its reading until the next, in a
+// colour of its own, and a series of events (IsEvent) as a tick at each
+// event; a legend under it names each state with its share of the time,
+// or each event with its count. Texts come from devices and are escaped;
+// bands are merged into at most MaxColumns columns and the legend names
+// at most twelve texts, the rest as others, so that the SVG stays
+// bounded however many readings and states there are.
+//
 // # Time zones
 //
 // Every time label of a chart carries its time in Unix milliseconds

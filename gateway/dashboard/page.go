@@ -1,11 +1,8 @@
 package dashboard
 
 import (
-	"bytes"
-	_ "embed"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"math"
 	"net/url"
@@ -213,6 +210,9 @@ type Device struct {
 type Metric struct {
 	Name, Unit string
 	Value      float64
+	// Text is the text of the latest reading of a text series, shown
+	// in place of Value; "" for a number.
+	Text string
 	// Time is when Value was read; zero when no reading is known.
 	Time time.Time
 }
@@ -232,26 +232,15 @@ var ErrUnknownPart = errors.New("dashboard: unknown part")
 // login with the API's bearer token (see LoginPage).
 const SessionCookie = "cairn_session"
 
-//go:embed page.html
-var pageHTML string
+// percent says a of b in whole percent: "38 %".
+func percent(a, b int64) string {
+	return strconv.FormatFloat(float64(a)/float64(b)*100, 'f', 0, 64) + " %"
+}
 
-// templates holds the page, its parts and the login page. It is parsed
-// once and only executed after that, which is safe from any goroutine.
-var templates = template.Must(template.New("page").Funcs(template.FuncMap{
-	"value":  FormatValue,
-	"count":  formatCount,
-	"num":    func(n int) string { return formatCount(uint64(max(n, 0))) },
-	"plural": pluralAny,
-	"bytes":  formatBytes,
-	"at":     at,
-	"dated":  dated,
-	"pct": func(a, b int64) string {
-		return strconv.FormatFloat(float64(a)/float64(b)*100, 'f', 0, 64) + " %"
-	},
-	"rate": func(v float64) string { return FormatValue(math.Round(v*10) / 10) },
-}).Parse(pageHTML))
+// roundTenth rounds v to a tenth: the ingest rate is shown so.
+func roundTenth(v float64) float64 { return math.Round(v*10) / 10 }
 
-// view is a Page with what its template derives from it.
+// view is a Page with what the page derives from it.
 type view struct {
 	Page
 	Quiet   map[string]bool // devices flagged quiet
@@ -269,7 +258,7 @@ type view struct {
 type renderedChart struct {
 	Title string
 	Unit  string
-	SVG   template.HTML
+	SVG   string
 }
 
 // WritePage writes p as one HTML page: inline CSS and script, no
@@ -292,22 +281,29 @@ func WritePart(w io.Writer, name string, p Page) error {
 	return fmt.Errorf("%w %q", ErrUnknownPart, name)
 }
 
-// execute renders the template name of p into a buffer first, so that
-// a failure writes nothing.
+// execute writes the part name of p (or the page) into a buffer
+// first, so that a failure writes nothing.
 func execute(w io.Writer, name string, p Page) error {
 	v, err := newView(p, name)
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	if err := templates.ExecuteTemplate(&buf, name, v); err != nil {
-		return fmt.Errorf("dashboard: %s: %w", name, err)
+	var b pageBuf
+	switch name {
+	case "page":
+		b.page(v)
+	case PartHealth:
+		b.health(v)
+	case PartDevices:
+		b.devices(v)
+	case PartCharts:
+		b.charts(v)
 	}
-	_, err = w.Write(buf.Bytes())
+	_, err = w.Write(b.b)
 	return err
 }
 
-// newView derives what the template name shows of p: it draws the
+// newView derives what the part name (or the page) shows of p: it draws the
 // charts only for the page and the charts part.
 func newView(p Page, name string) (*view, error) {
 	if p.Title == "" {
@@ -351,7 +347,7 @@ func newView(p Page, name string) (*view, error) {
 		if err := b.chart(c, false); err != nil {
 			return nil, err
 		}
-		v.Charts = append(v.Charts, renderedChart{Title: c.Title, Unit: c.Unit, SVG: template.HTML(b.b)})
+		v.Charts = append(v.Charts, renderedChart{Title: c.Title, Unit: c.Unit, SVG: string(b.b)})
 	}
 	return v, nil
 }
@@ -419,6 +415,15 @@ type LoginPage struct {
 
 // WriteLogin writes the login page.
 func WriteLogin(w io.Writer, p LoginPage) error {
+	var b pageBuf
+	b.login(fillLogin(p))
+	_, err := w.Write(b.b)
+	return err
+}
+
+// fillLogin returns p with its empty fields filled in and Next made a
+// local path.
+func fillLogin(p LoginPage) LoginPage {
 	if p.Title == "" {
 		p.Title = "cairn"
 	}
@@ -426,12 +431,7 @@ func WriteLogin(w io.Writer, p LoginPage) error {
 		p.Action = "/login"
 	}
 	p.Next = LocalPath(p.Next)
-	var buf bytes.Buffer
-	if err := templates.ExecuteTemplate(&buf, "login", p); err != nil {
-		return fmt.Errorf("dashboard: login: %w", err)
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	return p
 }
 
 // LocalPath returns next if it is a path on this host ("/…", but not
@@ -484,19 +484,19 @@ func formatBytes(n int64) string {
 // at writes t as a <time> element that says how long before now it was,
 // with the UTC time in its title; the page's script writes the title in
 // the browser's zone. The zero time is "never".
-func at(now, t time.Time) template.HTML {
+func at(now, t time.Time) string {
 	if t.IsZero() {
 		return "never"
 	}
-	return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) +
+	return `<time datetime="` + t.UTC().Format(time.RFC3339) +
 		`" data-t="` + strconv.FormatInt(t.UnixMilli(), 10) + `" data-f="a" title="` +
-		t.UTC().Format("2006-01-02 15:04:05 UTC") + `">` + ago(now, t) + `</time>`)
+		t.UTC().Format("2006-01-02 15:04:05 UTC") + `">` + ago(now, t) + `</time>`
 }
 
 // dated writes t as a date and time in UTC, in a <time> element that
 // the page's script leaves as it is.
-func dated(t time.Time) template.HTML {
-	return template.HTML(`<time datetime="` + t.UTC().Format(time.RFC3339) + `">` + t.UTC().Format("2006-01-02 15:04 UTC") + `</time>`)
+func dated(t time.Time) string {
+	return `<time datetime="` + t.UTC().Format(time.RFC3339) + `">` + t.UTC().Format("2006-01-02 15:04 UTC") + `</time>`
 }
 
 // ago says how long before now t was: "12 s ago", "3 min ago", "5 h

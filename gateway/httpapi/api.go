@@ -21,18 +21,24 @@ import (
 )
 
 // Store is what the API asks of the store (a *buffer.Store): its size and
-// series, and its queries, the newest reading of each series among them.
+// series, and its queries, the newest reading of each series among them,
+// and which series hold texts, with the texts they have held.
 type Store interface {
 	Stats() (buffer.Stats, error)
 	HasDevice(device string) bool
 	Devices(after string, limit int) ([]buffer.Device, bool)
 	Readings(q buffer.Query) ([]buffer.Reading, error)
+	Scan(q buffer.Query, fn func(buffer.Reading) bool) error
 	StatsCover(device, metric string, from, to int64) (aggregate.Stats, buffer.Reads, error)
 	StatsByLevel(device, metric string, level aggregate.Level, from, to int64) ([]buffer.StatsAt, buffer.Reads, error)
+	StatesCover(device, metric string, from, to, now int64) (buffer.StatesAt, buffer.Reads, error)
+	StatesByLevel(device, metric string, level aggregate.Level, from, to, now int64) ([]buffer.StatesAt, buffer.Reads, error)
 	Unit(device, metric string) string
 	Latest(devices ...string) ([]buffer.Reading, error)
 	LatestAll() ([]buffer.Reading, error)
 	LatestFunc(keep func(device, metric string) bool) ([]buffer.Reading, error)
+	IsText(device, metric string) bool
+	Texts(device, metric string) []string
 }
 
 // Writer is what the API reads of the group commit (a *buffer.Writer):

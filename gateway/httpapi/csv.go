@@ -59,17 +59,31 @@ func wantCSV(r *http.Request) (bool, error) {
 
 // writeReadingsCSV answers readings of device (of metric, or of every
 // metric when "") as CSV: a row a reading, with the unit of its metric.
+// When rs hold a reading of a text series, a last column, text, holds
+// its text, and its value is empty (textColumn).
 func writeReadingsCSV(w http.ResponseWriter, device, metric string, rs []buffer.Reading, units map[string]string) {
 	name := []string{device}
 	if metric != "" {
 		name = append(name, metric)
 	}
-	cw := startCSV(w, name, "time", "metric", "value", "unit")
+	header := []string{"time", "metric", "value", "unit"}
+	texts := textColumn(rs)
+	if texts {
+		header = append(header, "text")
+	}
+	cw := startCSV(w, name, header...)
 	for _, r := range rs {
 		cw.plain(r.Time().Format(time.RFC3339Nano))
 		cw.text(r.Metric)
-		cw.plain(formatValue(r.Value))
+		if r.Text == "" {
+			cw.plain(formatValue(r.Value))
+		} else {
+			cw.plain("")
+		}
 		cw.text(units[r.Metric])
+		if texts {
+			cw.text(r.Text)
+		}
 		cw.endRow()
 	}
 	cw.flush()

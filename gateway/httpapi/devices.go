@@ -34,7 +34,10 @@ type deviceJSON struct {
 type latestJSON struct {
 	TS    string  `json:"ts"`
 	Value float64 `json:"value"`
-	Unit  string  `json:"unit,omitempty"`
+	// Text is the text of a reading of a text series, written instead
+	// of Value (MarshalJSON).
+	Text string `json:"text,omitempty"`
+	Unit string `json:"unit,omitempty"`
 }
 
 // latestByMetric maps the metric of each of rs, readings of one device, to
@@ -42,7 +45,7 @@ type latestJSON struct {
 func latestByMetric(rs []buffer.Reading) map[string]latestJSON {
 	out := make(map[string]latestJSON, len(rs))
 	for _, r := range rs {
-		out[r.Metric] = latestJSON{TS: r.Time().Format(time.RFC3339Nano), Value: r.Value, Unit: r.Unit}
+		out[r.Metric] = latestJSON{TS: r.Time().Format(time.RFC3339Nano), Value: r.Value, Text: r.Text, Unit: r.Unit}
 	}
 	return out
 }

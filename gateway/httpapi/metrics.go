@@ -22,7 +22,7 @@ type collector struct {
 	clockSynced, clockTrusted                                         *Desc
 	restamped, unmatched, skipped                                     *Desc
 	refused, maxSeries, maxPerDevice                                  *Desc
-	reading                                                           *Desc
+	reading, state                                                    *Desc
 }
 
 func newCollector(opts Options) *collector {
@@ -78,6 +78,7 @@ func newCollector(opts Options) *collector {
 		retNewest:     d("retention_newest_reading_timestamp_seconds", "Timestamp of the newest reading stored (0: none)."),
 		retMaxDisk:    d("retention_max_disk_bytes", "The data directory's cap (0: none)."),
 		reading:       d("reading", "The newest reading of a series (http.metrics_readings), by device, metric and unit.", "device", "metric", "unit"),
+		state:         d("state", "1 for the newest text of a text series, 0 for the other texts it has held (http.metrics_readings), by device, metric and state.", "device", "metric", "state"),
 	}
 }
 
@@ -188,7 +189,8 @@ func (c *collector) Collect(s *Sink) {
 }
 
 // collectReadings sends the newest reading of each series, at most max of
-// them (0: no limit), sorted by device and metric. Were the store to
+// them (0: no limit), sorted by device and metric: cairn_reading for a
+// number, and for a text series cairn_state (collectStates). Were the store to
 // hold more series than the limit (one lowered since they were stored),
 // the first max are sent. A store that cannot be read is logged, and the
 // gateway's own metrics are sent without the readings.
@@ -202,6 +204,10 @@ func (c *collector) collectReadings(s *Sink, max int) {
 		rs = rs[:max]
 	}
 	for _, r := range rs {
+		if r.Text != "" {
+			c.collectStates(s, r)
+			continue
+		}
 		s.Gauge(c.reading, r.Value, r.Device, r.Metric, r.Unit)
 	}
 }

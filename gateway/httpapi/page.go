@@ -272,7 +272,7 @@ func (a *API) pageDevices() ([]dashboard.Device, error) {
 			if !ok {
 				continue
 			}
-			ms[j].Value, ms[j].Time = r.Value, r.Time()
+			ms[j].Value, ms[j].Text, ms[j].Time = r.Value, r.Text, r.Time()
 			if r.Unit != "" {
 				ms[j].Unit = r.Unit
 			}
@@ -286,7 +286,8 @@ func (a *API) pageDevices() ([]dashboard.Device, error) {
 // and Matching it sets, and whose Page it brings back to the last page
 // there is): the Stats records of the range's level, and for a short
 // range the raw readings too (one more than a chart draws, so that it
-// knows when there are too many). It reads only the page's metrics.
+// knows when there are too many); a text series is charted from its
+// readings instead (textChart). It reads only the page's metrics.
 func (a *API) charts(p *dashboard.Page, now time.Time) error {
 	device, rng, cp := p.Device, p.Range, &p.ChartPages
 	devs, _ := a.opts.Store.Devices(prevName(device), 1)
@@ -312,6 +313,14 @@ func (a *API) charts(p *dashboard.Page, now time.Time) error {
 	from, to := rng.Window(now)
 	for i, metric := range metrics[first:last] {
 		c := dashboard.Chart{Title: device + ": " + metric, Unit: units[first+i], From: from, To: to, Level: rng.Level()}
+		text, err := a.textChart(&c, device, metric)
+		if err != nil {
+			return err
+		}
+		if text {
+			p.Charts = append(p.Charts, c)
+			continue
+		}
 		recs, _, err := a.opts.Store.StatsByLevel(device, metric, rng.Level(), from.UnixNano(), to.UnixNano())
 		if err != nil {
 			return fmt.Errorf("stats of %s %s: %w", device, metric, err)

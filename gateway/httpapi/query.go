@@ -19,6 +19,9 @@ type readingJSON struct {
 	Metric string  `json:"metric"`
 	TS     string  `json:"ts"`
 	Value  float64 `json:"value"`
+	// Text is the text of a reading of a text series, written instead
+	// of Value (MarshalJSON).
+	Text string `json:"text,omitempty"`
 }
 
 // Query limits of the readings endpoint.
@@ -64,7 +67,7 @@ func (a *API) readings(w http.ResponseWriter, r *http.Request) {
 		Readings []readingJSON     `json:"readings"`
 	}{Device: device, Readings: make([]readingJSON, len(rs))}
 	for i, rd := range rs {
-		out.Readings[i] = readingJSON{Metric: rd.Metric, TS: rd.Time().Format(time.RFC3339Nano), Value: rd.Value}
+		out.Readings[i] = readingJSON{Metric: rd.Metric, TS: rd.Time().Format(time.RFC3339Nano), Value: rd.Value, Text: rd.Text}
 	}
 	if q.Metric != "" {
 		out.Unit = a.opts.Store.Unit(device, q.Metric)
@@ -169,6 +172,10 @@ func (a *API) stats(w http.ResponseWriter, r *http.Request) {
 	}
 	if !a.knownDevice(device) {
 		a.fail(w, http.StatusNotFound, fmt.Errorf("device %q has no readings", device))
+		return
+	}
+	if a.opts.Store.IsText(device, metric) {
+		a.states(w, device, metric, group, level, from, to, now, asCSV)
 		return
 	}
 	var groups []buffer.StatsAt

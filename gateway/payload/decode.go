@@ -227,7 +227,11 @@ func (d *Decoder) Restamped() int { return d.restamped }
 // Values are read the same way in every format. Numbers and booleans are
 // values; so is text (a JSON or SenML string, a line protocol string field,
 // a plain payload) that is a decimal number ("23.5"), or a state word: true,
-// on and open are 1, false, off and closed are 0, in any case. Text that
+// on and open are 1, false, off and closed are 0, in any case. A number
+// read from a state word or a boolean keeps its word (buffer.Reading.Word,
+// as the device wrote it, see parseText): the store keeps the word as a
+// text in a text series, and DecodeRoute makes it a text on a route whose
+// Texts name its metric. Text that
 // says there is no value now — empty, nan, none, null, unavailable,
 // unknown, in any case — and JSON null are missing values: they give no
 // reading and are counted in ignored. Any other text is a text reading
@@ -363,7 +367,7 @@ func looksLikeSenML(payload []byte, start int) bool {
 // reason, text_too_long or invalid_text.
 func (d *Decoder) decodeValue(dst []buffer.Reading, payload []byte, start int, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
 	b := payload[start:]
-	v, kind := parseText(b)
+	v, kind, word := parseText(b)
 	if kind == textNonFinite {
 		return dst, 0, rejectf(ReasonNonFinite, "value %s", quote(b))
 	}
@@ -387,7 +391,7 @@ func (d *Decoder) decodeValue(dst []buffer.Reading, payload []byte, start int, d
 		r, _ := d.textReading(device, metric, recv.UnixNano(), t)
 		return append(dst, r), 0, nil
 	}
-	return append(dst, buffer.Reading{Device: device, Metric: metric, TS: recv.UnixNano(), Value: v}), 0, nil
+	return append(dst, buffer.Reading{Device: device, Metric: metric, TS: recv.UnixNano(), Value: v, Word: word}), 0, nil
 }
 
 // decodeJSON decodes a payload that must be strict JSON (RFC 8259): one

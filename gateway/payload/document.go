@@ -230,20 +230,24 @@ func (d *Decoder) docText(b []byte, esc bool) span {
 }
 
 // value reads leaf l as a value the way every format does (see Decode):
-// a number, a boolean, or text holding a number or a state.
-func (doc *document) value(l *leaf) (float64, textKind) {
+// a number, a boolean, or text holding a number or a state word; word is
+// the word of a boolean or a state word (see parseText).
+func (doc *document) value(l *leaf) (v float64, kind textKind, word string) {
 	switch l.kind {
 	case leafNumber:
 		if math.IsInf(l.num, 0) || math.IsNaN(l.num) {
-			return 0, textNonFinite
+			return 0, textNonFinite, ""
 		}
-		return l.num, textNumber
+		return l.num, textNumber, ""
 	case leafBool:
-		return l.num, textNumber
+		if l.num == 1 {
+			return 1, textNumber, "true"
+		}
+		return 0, textNumber, "false"
 	case leafString:
 		return parseText(doc.str(l))
 	case leafNull:
-		return 0, textMissing
+		return 0, textMissing, ""
 	}
-	return 0, textOther
+	return 0, textOther, ""
 }

@@ -263,6 +263,7 @@ func (p *lineParser) field(device string) *RejectError {
 		v    float64
 		kind = textNumber
 		raw  []byte
+		word string // of a state word or a boolean (see parseText)
 	)
 	if p.peek() == '"' {
 		p.i++
@@ -272,7 +273,7 @@ func (p *lineParser) field(device string) *RejectError {
 		}
 		p.i++
 		p.d.str = unescapeLine(p.d.str[:0], raw, escString)
-		v, kind = parseText(p.d.str)
+		v, kind, word = parseText(p.d.str)
 	} else {
 		raw = p.scan(", ", "")
 		var prob string
@@ -282,6 +283,7 @@ func (p *lineParser) field(device string) *RejectError {
 		if math.IsInf(v, 0) {
 			kind = textNonFinite
 		}
+		word = lineBool(raw)
 	}
 	if c := p.peek(); c != ',' && c != ' ' && c != 0 {
 		return p.syntax("field %s: unexpected %s after the value", quote(key), quoteByte(c))
@@ -314,8 +316,20 @@ func (p *lineParser) field(device string) *RejectError {
 		}
 		return nil
 	}
-	p.out = append(p.out, buffer.Reading{Device: device, Metric: p.d.intern(p.d.name), Value: v})
+	p.out = append(p.out, buffer.Reading{Device: device, Metric: p.d.intern(p.d.name), Value: v, Word: word})
 	return nil
+}
+
+// lineBool returns the word of an unquoted field value that is a boolean,
+// "true" or "false", or "" for a number.
+func lineBool(b []byte) string {
+	switch {
+	case len(b) > 0 && (b[0] == 't' || b[0] == 'T'):
+		return "true"
+	case len(b) > 0 && (b[0] == 'f' || b[0] == 'F'):
+		return "false"
+	}
+	return ""
 }
 
 // lineValue parses an unquoted field value: a boolean, an integer with

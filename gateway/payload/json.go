@@ -303,15 +303,15 @@ func (p *jsonParser) member(depth int, emit bool) *RejectError {
 		err = p.value(depth)
 	case c == 't' || c == 'f':
 		if err = p.value(depth); err == nil && c == 't' {
-			p.emit(depth, key, 1, nil)
+			p.emit(depth, key, 1, nil, "true")
 		} else if err == nil {
-			p.emit(depth, key, 0, nil)
+			p.emit(depth, key, 0, nil, "false")
 		}
 	case c == '-' || isDigit(c):
 		var n numScan
 		var start int
 		if n, start, err = p.number(); err == nil {
-			p.emit(depth, key, n.float(p.s, start), p.s[start:n.end])
+			p.emit(depth, key, n.float(p.s, start), p.s[start:n.end], "")
 		}
 	default:
 		err = p.unexpected("looking for beginning of value")
@@ -319,8 +319,9 @@ func (p *jsonParser) member(depth int, emit bool) *RejectError {
 	return err
 }
 
-// emit appends the reading key = v (raw is v's text, for messages).
-func (p *jsonParser) emit(depth int, key []byte, v float64, raw []byte) {
+// emit appends the reading key = v (raw is v's text, for messages), read
+// from the state word word if it is not "" (see parseText).
+func (p *jsonParser) emit(depth int, key []byte, v float64, raw []byte, word string) {
 	metric, ok := p.metric(depth, key)
 	if !ok {
 		return
@@ -329,7 +330,7 @@ func (p *jsonParser) emit(depth int, key []byte, v float64, raw []byte) {
 		p.err = rejectf(ReasonNonFinite, "metric %s: %s is not a finite float64", quote(metric), quote(raw))
 		return
 	}
-	p.out = append(p.out, buffer.Reading{Metric: metric, Value: v})
+	p.out = append(p.out, buffer.Reading{Metric: metric, Value: v, Word: word})
 }
 
 // emitText appends the text reading key = text, or drops the field if
@@ -383,11 +384,11 @@ func (p *jsonParser) stringValue(depth int, key []byte) *RejectError {
 		p.d.str = unescape(p.d.str[:0], raw)
 		raw = p.d.str
 	}
-	switch v, kind := parseText(raw); kind {
+	switch v, kind, word := parseText(raw); kind {
 	case textNumber:
-		p.emit(depth, key, v, raw)
+		p.emit(depth, key, v, raw, word)
 	case textNonFinite:
-		p.emit(depth, key, math.Inf(1), raw)
+		p.emit(depth, key, math.Inf(1), raw, "")
 	case textMissing:
 		p.missing++
 		p.ignored++

@@ -202,7 +202,7 @@ func (r *docReader) emit(l *leaf, device string, name []byte, ts int64, unit str
 		return
 	}
 	l.used = true
-	v, kind := r.d.doc.value(l)
+	v, kind, word := r.d.doc.value(l)
 	switch kind {
 	case textMissing:
 		r.ignored++
@@ -231,7 +231,7 @@ func (r *docReader) emit(l *leaf, device string, name []byte, ts int64, unit str
 		}
 		return
 	}
-	r.out = append(r.out, buffer.Reading{Device: device, Metric: metric, TS: ts, Value: v, Unit: unit})
+	r.out = append(r.out, buffer.Reading{Device: device, Metric: metric, TS: ts, Value: v, Word: word, Unit: unit})
 }
 
 // device returns the device id held by leaf l, marking it used.
@@ -389,7 +389,7 @@ func (r *docReader) onlyValue(l *leaf) bool {
 		if c.used || c.kind == leafArray || c.kind == leafNull {
 			continue
 		}
-		_, kind := doc.value(c)
+		_, kind, _ := doc.value(c)
 		_, key := splitLast(doc.name(c))
 		switch {
 		case kind == textNumber:
@@ -398,7 +398,7 @@ func (r *docReader) onlyValue(l *leaf) bool {
 			texts++
 		}
 	}
-	if _, kind := doc.value(l); kind == textNumber {
+	if _, kind, _ := doc.value(l); kind == textNumber {
 		return numbers == 1
 	}
 	return numbers == 0 && texts == 1

@@ -45,6 +45,8 @@ type presetRoute struct {
 	// payloadDevice: the payload may name another device than the topic
 	// (see Route.payloadDevice).
 	payloadDevice bool
+	// texts reports the series whose values are texts (Route.texts).
+	texts func(device, metric string) bool
 }
 
 // presets are the presets by name.
@@ -109,7 +111,7 @@ func PresetRoutes(name, base string, zone *time.Location) ([]PresetRoute, error)
 	}
 	routes := make([]PresetRoute, 0, len(p.routes))
 	for _, pr := range p.routes {
-		r := Route{Format: pr.format, Skip: pr.skip, Preset: name, Zone: zone, read: pr.read, lineTags: pr.lineTags, PayloadDevice: pr.payloadDevice}
+		r := Route{Format: pr.format, Skip: pr.skip, Preset: name, Zone: zone, read: pr.read, lineTags: pr.lineTags, PayloadDevice: pr.payloadDevice, texts: pr.texts}
 		if len(p.exclude) > 0 {
 			r.Metrics = &Metrics{Exclude: p.exclude}
 		}
@@ -151,7 +153,7 @@ func readJSON(fn func(r *docReader, device, metric string, recv time.Time)) read
 // readText reads a plain value as a device that sends states as words
 // does: text that is not a value is ignored and counted, not rejected.
 func readText(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
-	if _, kind := parseText(payload); kind == textOther {
+	if _, kind, _ := parseText(payload); kind == textOther {
 		return dst, 1, nil
 	}
 	return d.decodeValue(dst, payload, skipSpace(payload, 0), device, metric, recv)
@@ -161,7 +163,7 @@ func readText(d *Decoder, dst []buffer.Reading, payload []byte, device, metric s
 // except a text that is a date and time (isTime), which is no state:
 // ignored and counted.
 func readState(d *Decoder, dst []buffer.Reading, payload []byte, device, metric string, recv time.Time) ([]buffer.Reading, int, error) {
-	if _, kind := parseText(payload); kind == textOther && isTime(trimText(payload)) {
+	if _, kind, _ := parseText(payload); kind == textOther && isTime(trimText(payload)) {
 		return dst, 1, nil
 	}
 	return d.decodeValue(dst, payload, skipSpace(payload, 0), device, metric, recv)
@@ -187,6 +189,27 @@ func notStates(patterns ...string) func(name []byte) bool {
 		return false
 	}
 }
+
+// textsOf returns a presetRoute.texts that names the metrics that match
+// one of patterns (as Metrics' patterns match), of any device: the fields
+// of a family whose values are modes or states, some of which are state
+// words (a thermostat's system_mode: off, heat, cool; a switch's Action:
+// ON, OFF, TOGGLE). A boolean field (a plug's state ON or OFF, a contact
+// true or false) is no such field: it stays a number.
+func textsOf(patterns ...string) func(device, metric string) bool {
+	return func(_, metric string) bool {
+		for _, p := range patterns {
+			if matchName(p, metric) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// allTexts is the presetRoute.texts of a route whose every value that is
+// not a number is a text (a select's option, a text sensor's text).
+func allTexts(_, _ string) bool { return true }
 
 // onlyTimes is the docReader.notState of a family whose every text is a
 // state, but for a date and time.

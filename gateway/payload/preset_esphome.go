@@ -21,10 +21,19 @@ var esphomePreset = preset{
 		{pattern: "{device}/debug", skip: SkipMeta},
 		{pattern: "{device}/+/+/command", skip: SkipCommand},
 		{pattern: "{device}/+/+/+/command", skip: SkipCommand},
+		{pattern: "{device}/select/{metric}/state", read: esphomeState, texts: allTexts},
+		{pattern: "{device}/text_sensor/{metric}/state", read: esphomeState, texts: allTexts},
+		{pattern: "{device}/climate/{metric}/{metric}/state", read: esphomeState, texts: esphomeClimateTexts},
 		{pattern: "{device}/+/{metric}/state", read: esphomeState},
 		{pattern: "{device}/+/{metric}/{metric}/state", read: esphomeState}, // climate/NAME/current_temperature
 	},
 }
+
+// esphomeClimateTexts are a climate's modes
+// (https://esphome.io/components/climate/index.html#climate-mqtt-options:
+// mode off, heat_cool, cool, heat…; action off, heating, idle…; fan_mode
+// on, off, auto…; swing_mode off, both…; preset).
+var esphomeClimateTexts = textsOf("*.mode", "*.action", "*.fan_mode", "*.swing_mode", "*.preset")
 
 // esphomeState reads a component's state: JSON (a light, a fan) as
 // NAME.field, anything else as a plain value; text that is not a value (a

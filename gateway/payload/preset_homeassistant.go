@@ -1,6 +1,8 @@
 package payload
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
@@ -15,7 +17,7 @@ import (
 var statestreamPreset = preset{
 	name: "homeassistant-statestream", base: "homeassistant",
 	routes: []presetRoute{
-		{pattern: "%base%/{device}/{device}/state", read: statestreamState},
+		{pattern: "%base%/{device}/{device}/state", read: statestreamState, texts: statestreamTexts},
 		{pattern: "%base%/{device}/{device}/unit_of_measurement", read: statestreamUnit},
 		{pattern: "%base%/{device}/{device}/friendly_name", skip: SkipMeta},
 		{pattern: "%base%/{device}/{device}/icon", skip: SkipMeta},
@@ -24,8 +26,36 @@ var statestreamPreset = preset{
 		{pattern: "%base%/{device}/{device}/last_changed", skip: SkipMeta},
 		{pattern: "%base%/{device}/{device}/last_updated", skip: SkipMeta},
 		{pattern: "%base%/{device}/{device}/last_reported", skip: SkipMeta},
-		{pattern: "%base%/{device}/{device}/{metric}", read: statestreamAttribute},
+		{pattern: "%base%/{device}/{device}/{metric}", read: statestreamAttribute, texts: statestreamTexts},
 	},
+}
+
+// statestreamTextDomains are the domains whose entities' states are texts,
+// some of which are state words
+// (https://developers.home-assistant.io/docs/core/entity/climate/ and the
+// other entity pages): a climate's or water heater's mode (off, heat,
+// cool, eco), a cover's or valve's (open, closed, opening), a lock's
+// (locked, unlocked, open), a media player's (off, on, playing), an
+// alarm's, a vacuum's or a lawn mower's, a person's or tracker's zone, a
+// select's option. A light's, switch's or binary sensor's on and off are
+// booleans: numbers.
+var statestreamTextDomains = []string{"alarm_control_panel", "climate", "cover", "device_tracker", "input_select",
+	"lawn_mower", "lock", "media_player", "person", "select", "vacuum", "valve", "water_heater"}
+
+// statestreamTextAttributes are the attributes whose values are modes:
+// a climate's hvac_action (off, heating), fan_mode (on, off, auto) and
+// the like.
+var statestreamTextAttributes = textsOf("hvac_action", "hvac_mode", "fan_mode", "preset_mode", "swing_mode", "swing_horizontal_mode")
+
+// statestreamTexts reports the series whose values are texts: the state
+// of an entity of statestreamTextDomains, and the attributes of
+// statestreamTextAttributes. The device is the entity id, DOMAIN.ENTITY.
+func statestreamTexts(device, metric string) bool {
+	if metric != "state" {
+		return statestreamTextAttributes(device, metric)
+	}
+	domain, _, _ := strings.Cut(device, ".")
+	return slices.Contains(statestreamTextDomains, domain)
 }
 
 // statestreamState reads an entity's state as metric "state": a number,

@@ -85,10 +85,15 @@ var shellyRPCPreset = preset{
 		{pattern: "{device}/command/#", skip: SkipCommand},
 		{pattern: "{device}/debug/#", skip: SkipMeta},
 		{pattern: "{device}/announce", skip: SkipMeta},
-		{pattern: "{device}/events/rpc", read: readJSON(shellyNotify)},
-		{pattern: "{device}/status/{metric}", read: readJSON(shellyStatus)},
+		{pattern: "{device}/events/rpc", read: readJSON(shellyNotify), texts: shellyRPCTexts},
+		{pattern: "{device}/status/{metric}", read: readJSON(shellyStatus), texts: shellyRPCTexts},
 	},
 }
+
+// shellyRPCTexts: a cover's state is a text, open, closed, opening,
+// closing, stopped or calibrating
+// (https://shelly-api-docs.shelly.cloud/gen2/ComponentsAndServices/Cover#status).
+var shellyRPCTexts = textsOf("cover:*.state")
 
 // shellyRPCUnits are the units of Shelly gen 2 status fields by key.
 var shellyRPCUnits = map[string]string{
@@ -230,7 +235,7 @@ func shellyEvent(r *docReader, p *jsonParser, device string, ts int64, recv time
 		return rejectf(ReasonBadMetric, "metric %s: %s", quote(d.name), prob)
 	}
 	metric := d.intern(d.name)
-	if _, kind := parseText(d.vtext); kind != textOther {
+	if _, kind, _ := parseText(d.vtext); kind != textOther {
 		r.ignored++
 		return nil
 	}

@@ -24,7 +24,7 @@ var tasmotaPreset = preset{
 		{pattern: "tele/{device}/STATE", read: readJSON(tasmotaJSON(""))},
 		{pattern: "stat/{device}/STATUS10", read: readJSON(tasmotaJSON("StatusSNS"))},
 		{pattern: "stat/{device}/STATUS8", read: readJSON(tasmotaJSON("StatusSNS"))},
-		{pattern: "stat/{device}/{metric}", read: tasmotaStat},
+		{pattern: "stat/{device}/{metric}", read: tasmotaStat, texts: tasmotaTexts},
 		{pattern: "tele/{device}/+", skip: SkipMeta},
 	},
 	// STATE's firmware counters and radio details; UptimeSec, Wifi.RSSI
@@ -196,3 +196,8 @@ func prefixOf(prefix string) string {
 	}
 	return prefix + "."
 }
+
+// tasmotaTexts: a button's or switch's Action on RESULT is a text, SINGLE,
+// DOUBLE, HOLD, or with SwitchMode ON, OFF, TOGGLE
+// (https://tasmota.github.io/docs/Buttons-and-Switches/).
+var tasmotaTexts = textsOf("*.Action")

@@ -18,9 +18,22 @@ var zigbee2mqttPreset = preset{
 		{pattern: "%base%/{device+}/set/+", skip: SkipCommand},
 		{pattern: "%base%/{device+}/get", skip: SkipCommand},
 		{pattern: "%base%/{device+}/get/+", skip: SkipCommand},
-		{pattern: "%base%/{device+}", read: readJSON(zigbee2mqttJSON)},
+		{pattern: "%base%/{device+}", read: readJSON(zigbee2mqttJSON), texts: zigbee2mqttTexts},
 	},
 }
+
+// zigbee2mqttTexts are the fields whose values are modes or events, some
+// of which are state words, as the device pages' exposes list them
+// (https://www.zigbee2mqtt.io/devices/SLR2.html: system_mode off, auto,
+// heat): a thermostat's system_mode, running_state, running_mode,
+// preset and fan_mode; a switch's power_on_behavior (off, on, toggle,
+// previous), power_outage_memory and indicator_mode; a backlight_mode;
+// a remote's action (on, off, brightness_move_up). Each with an
+// endpoint's suffix too (system_mode_heat, power_on_behavior_l1). A
+// plug's state (ON, OFF) and a sensor's contact or occupancy (true,
+// false) are booleans: numbers.
+var zigbee2mqttTexts = textsOf("system_mode*", "running_state*", "running_mode*", "preset*", "fan_mode*",
+	"power_on_behavior*", "power_outage_memory*", "indicator_mode*", "backlight_mode*", "action*")
 
 // zigbee2mqttUnits are the units of Zigbee2MQTT's exposes by property.
 var zigbee2mqttUnits = map[string]string{

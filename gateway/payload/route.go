@@ -3,6 +3,7 @@ package payload
 import (
 	"errors"
 	"fmt"
+	"path"
 	"time"
 
 	"github.com/cairn-gateway/cairn/buffer"
@@ -33,6 +34,13 @@ type Route struct {
 	// Metrics, if not nil, drops the readings it does not select (counted
 	// as ignored fields) before the checks.
 	Metrics *Metrics
+	// Texts are the metrics (path.Match patterns, as Metrics' are) whose
+	// values are texts: a state word of theirs is a text reading, the
+	// word as the device wrote it ("off", "ON"), not the number 0 or 1.
+	// A mode whose states include off or on (a thermostat's system_mode:
+	// off, heat, cool) is such a metric. A preset's routes know those of
+	// their family besides (see textsOf).
+	Texts []string
 	// DeviceTag is the line protocol tag that names the device on a route
 	// of the telegraf preset ("" for host).
 	DeviceTag string
@@ -45,6 +53,9 @@ type Route struct {
 	// read, if not nil, reads the messages instead of Format: a preset's
 	// reader.
 	read readFunc
+	// texts, if not nil, reports the series of a preset's family whose
+	// values are texts, as Texts does.
+	texts func(device, metric string) bool
 	// lineTags: line protocol's host tag is the device, and its other tags
 	// are a part of each metric's name (telegraf).
 	lineTags bool
@@ -112,6 +123,9 @@ func (d *Decoder) DecodeRoute(dst []buffer.Reading, r *Route, payload []byte, de
 	kept, dropped := r.Metrics.drop(out[len(dst):])
 	out, ignored = out[:len(dst)+len(kept)], ignored+dropped
 	for i := len(dst); i < len(out); i++ {
+		if out[i].Word != "" && r.isText(out[i].Device, out[i].Metric) {
+			out[i].Text, out[i].Value, out[i].Word = out[i].Word, 0, ""
+		}
 		if u, ok := r.Units[out[i].Metric]; ok {
 			out[i].Unit = u
 		} else if out[i].Unit == "" && d.Units != nil {
@@ -123,6 +137,31 @@ func (d *Decoder) DecodeRoute(dst []buffer.Reading, r *Route, payload []byte, de
 		return dst, 0, err
 	}
 	return out, ignored, nil
+}
+
+// isText reports whether the values of device's metric are texts on
+// route r (Texts, or its preset's own).
+func (r *Route) isText(device, metric string) bool {
+	for _, p := range r.Texts {
+		if matchName(p, metric) {
+			return true
+		}
+	}
+	return r.texts != nil && r.texts(device, metric)
+}
+
+// CheckTexts reports the first of patterns, the Texts of a route, that is
+// empty or not a path.Match pattern.
+func CheckTexts(patterns []string) error {
+	for _, p := range patterns {
+		if p == "" {
+			return errors.New("an empty metric pattern")
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("metric pattern %q: %v", p, err)
+		}
+	}
+	return nil
 }
 
 // Units holds units that messages give for other messages' readings:

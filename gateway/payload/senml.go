@@ -91,6 +91,7 @@ type senmlRecord struct {
 	values           int   // value fields: v, vb, vs, vd
 	v                float64
 	kind             textKind // of the value; textOther for vd and a text
+	word             string   // the value's state word or boolean (see parseText)
 	text             bool     // the value is vs's text, in the Decoder's vtext
 	fromV            bool     // the value is v, to which bv adds
 	sum              bool
@@ -173,15 +174,15 @@ func (p *senmlParser) field(key []byte, r *senmlRecord) *RejectError {
 			p.d.runit, r.hasU = append(p.d.runit[:0], s...), true
 		case "vs":
 			r.values++
-			r.v, r.kind, r.fromV, r.text = 0, textOther, false, true
-			if v, kind := parseText(s); kind != textOther {
-				r.v, r.kind, r.text = v, kind, false
+			r.v, r.kind, r.fromV, r.text, r.word = 0, textOther, false, true, ""
+			if v, kind, word := parseText(s); kind != textOther {
+				r.v, r.kind, r.text, r.word = v, kind, false, word
 			} else {
 				p.d.vtext = append(p.d.vtext[:0], s...)
 			}
 		case "vd":
 			r.values++
-			r.kind, r.fromV, r.text = textOther, false, false
+			r.kind, r.fromV, r.text, r.word = textOther, false, false, ""
 		}
 	case "bt", "t", "bv", "v", "s", "bs", "ut", "bver":
 		n, start, ok, err := p.num(k)
@@ -205,7 +206,7 @@ func (p *senmlParser) field(key []byte, r *senmlRecord) *RejectError {
 			p.bv = n.float(p.s, start)
 		case "v":
 			r.values++
-			r.v, r.kind, r.fromV = n.float(p.s, start), textNumber, true
+			r.v, r.kind, r.fromV, r.word = n.float(p.s, start), textNumber, true, ""
 		case "s":
 			r.sum = true
 		case "bver":
@@ -224,9 +225,9 @@ func (p *senmlParser) field(key []byte, r *senmlRecord) *RejectError {
 				return err
 			}
 			r.values++
-			r.kind, r.fromV, r.v = textNumber, false, 0
+			r.kind, r.fromV, r.v, r.word = textNumber, false, 0, "false"
 			if c == 't' {
-				r.v = 1
+				r.v, r.word = 1, "true"
 			}
 		default:
 			return p.wrongType(k, "a boolean")
@@ -340,7 +341,7 @@ func (p *senmlParser) resolve(r *senmlRecord) {
 	if len(unit) > 0 {
 		u = p.d.internUnit(unit)
 	}
-	p.out = append(p.out, buffer.Reading{Device: device, Metric: metric, TS: ts, Value: v, Unit: u})
+	p.out = append(p.out, buffer.Reading{Device: device, Metric: metric, TS: ts, Value: v, Word: r.word, Unit: u})
 }
 
 // resolveText turns the record r, whose value is a text, into a text

@@ -16,6 +16,11 @@ import (
 // field is left out under the reason ReasonTextTooLong or
 // ReasonInvalidText (Decoder.Dropped), and the message's other readings
 // are kept.
+//
+// A state word ("off", "ON") is the number 0 or 1 with its word beside it
+// (buffer.Reading.Word), and a text only where its metric is known to be
+// one: a route's Texts, a preset's modes (Route.texts), or a series the
+// store holds as texts.
 
 // checkText returns the reason the text b cannot be a reading's text, ""
 // if it can, and the detail of the problem.

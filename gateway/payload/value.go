@@ -26,13 +26,14 @@ const (
 // way devices write values, after trimming JSON whitespace:
 //
 //   - a decimal number: "23.5", "-3", "+1e3", ".5", "5.", "007";
-//   - true, on and open are 1; false, off and closed are 0;
+//   - true, on and open are 1; false, off and closed are 0: state words,
+//     whose word is returned too, as the device wrote it (see spelling);
 //   - "" and nan, none, null, unavailable and unknown are missing;
 //   - inf and infinity, either with a sign, are non-finite, and so is a
 //     number that overflows float64.
 //
 // Words match in any case (ASCII only). Any other text is other.
-func parseText(b []byte) (float64, textKind) {
+func parseText(b []byte) (v float64, kind textKind, word string) {
 	start, end := 0, len(b)
 	for start < end && isSpace(b[start]) {
 		start++
@@ -42,48 +43,76 @@ func parseText(b []byte) (float64, textKind) {
 	}
 	b = b[start:end]
 	if len(b) == 0 {
-		return 0, textMissing
+		return 0, textMissing, ""
 	}
 	if c := b[0]; c == '+' || c == '-' || c == '.' || isDigit(c) {
 		if n, ok := scanNumber(b, 0, false); ok && n.end == len(b) {
 			v := n.float(b, 0)
 			if math.IsInf(v, 0) {
-				return 0, textNonFinite
+				return 0, textNonFinite, ""
 			}
-			return v, textNumber
+			return v, textNumber, ""
 		}
 	}
 	if len(b) > 11 { // longer than the longest word
-		return 0, textOther
+		return 0, textOther, ""
 	}
-	for _, w := range textWords {
+	for i := range textWords {
+		w := &textWords[i]
 		if asciiEqualFold(b, w.word) {
-			return w.v, w.kind
+			if w.kind == textNumber {
+				return w.v, w.kind, spelling(b, w)
+			}
+			return w.v, w.kind, ""
 		}
 	}
 	if c := b[0]; (c == '+' || c == '-') && len(b) > 1 {
 		rest := b[1:]
 		switch {
 		case asciiEqualFold(rest, "nan"):
-			return 0, textMissing
+			return 0, textMissing, ""
 		case asciiEqualFold(rest, "inf") || asciiEqualFold(rest, "infinity"):
-			return 0, textNonFinite
+			return 0, textNonFinite, ""
 		}
 	}
-	return 0, textOther
+	return 0, textOther, ""
+}
+
+// spelling returns the state word b, which is w.word in some case, as a
+// constant, so that a word costs no allocation: the device's own spelling
+// when it is w's in lower case, capitalised or in upper case ("off",
+// "Off", "OFF"), as devices write them; any other mix of cases in lower
+// case.
+func spelling(b []byte, w *textWord) string {
+	if string(b) == w.word {
+		return w.word
+	}
+	for _, s := range w.spellings {
+		if string(b) == s {
+			return s
+		}
+	}
+	return w.word
+}
+
+// textWord is a word parseText knows: in lower case, what it stands for,
+// and for a state word its spellings capitalised and in upper case.
+type textWord struct {
+	word      string
+	v         float64
+	kind      textKind
+	spellings [2]string
 }
 
 // textWords are the words parseText knows.
-var textWords = [...]struct {
-	word string
-	v    float64
-	kind textKind
-}{
-	{"true", 1, textNumber}, {"on", 1, textNumber}, {"open", 1, textNumber},
-	{"false", 0, textNumber}, {"off", 0, textNumber}, {"closed", 0, textNumber},
-	{"nan", 0, textMissing}, {"none", 0, textMissing}, {"null", 0, textMissing},
-	{"unavailable", 0, textMissing}, {"unknown", 0, textMissing},
-	{"inf", 0, textNonFinite}, {"infinity", 0, textNonFinite},
+var textWords = [...]textWord{
+	{"true", 1, textNumber, [2]string{"True", "TRUE"}}, {"on", 1, textNumber, [2]string{"On", "ON"}},
+	{"open", 1, textNumber, [2]string{"Open", "OPEN"}},
+	{"false", 0, textNumber, [2]string{"False", "FALSE"}}, {"off", 0, textNumber, [2]string{"Off", "OFF"}},
+	{"closed", 0, textNumber, [2]string{"Closed", "CLOSED"}},
+	{"nan", 0, textMissing, [2]string{}}, {"none", 0, textMissing, [2]string{}}, {"null", 0, textMissing, [2]string{}},
+	{"unavailable", 0, textMissing, [2]string{}}, {"unknown", 0, textMissing, [2]string{}},
+	{"inf", 0, textNonFinite, [2]string{}}, {"infinity", 0, textNonFinite, [2]string{}},
 }
 
 // asciiEqualFold reports whether b equals s, ignoring the case of ASCII

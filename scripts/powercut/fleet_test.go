@@ -42,8 +42,8 @@ func metricsOf(k int) []string {
 func readingsIn(k int) int { return len(metricsOf(k)) }
 
 // modes and events are the texts of the mode and action series; none
-// needs an escape in line protocol or JSON, and none reads as a number
-// ("off" would be 0, as ON/OFF are).
+// needs an escape in line protocol or JSON, and none is a state word such
+// as "off", which begins a number series.
 var (
 	modes  = []string{"idle", "heat", "cool", "éco"}
 	events = []string{"single", "double", "hold", "long_push", "btn_down"}
