@@ -10,6 +10,7 @@
 #                                        window1 storage retention series
 #                                        dashboard mqtt_upstream
 #   scripts/bench.sh soak          alone, not among the default cases (an hour)
+#   scripts/bench.sh cgroup_drain  not among the default cases (minutes; root)
 #
 # Cases (each run on a fresh data dir, BENCH_RUNS times, default 3):
 #   embedded_max    embedded broker; `cairn sim -rate 0 -count 200000
@@ -50,6 +51,20 @@
 #                   upstream is down, then a local VictoriaMetrics (on core
 #                   0) comes up and cairn restarts: readings/s from cairn's
 #                   start until nothing is pending, and peak RSS meanwhile
+#   cgroup_drain    as uplink_drain, with the release build
+#                   (scripts/release-tags, as scripts/binsize.sh builds
+#                   it), and the drain run inside a memory cgroup limited
+#                   to CGROUP_DRAIN_MIB (64) MiB: cgroup v2 (memory.max)
+#                   where the memory controller is given to the script's
+#                   cgroup's children, else cgroup v1's memory controller
+#                   (memory.limit_in_bytes); fails when neither can be
+#                   made (not root, no memory controller). The cgroup's
+#                   peak (memory.peak, v1 memory.max_usage_in_bytes),
+#                   cairn's VmHWM, the cgroup's OOM kills (v2
+#                   memory.events, v1 memory.oom_control; must be 0) and
+#                   times it hit its limit, readings/s, and the readings
+#                   VictoriaMetrics holds afterwards against the backlog
+#                   (must be equal). Fails if cairn is killed.
 #   mqtt_upstream   as uplink_drain, to a local Mosquitto over TLS with a
 #                   client certificate (kind: mqtt, payload
 #                   BENCH_MQTT_PAYLOAD: json, senml or influx, default
@@ -214,6 +229,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
 unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
 
+EXTRA_CASES=(cgroup_drain) # run only when named
 ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog sdwear window1 storage retention series dashboard mqtt_upstream)
 RUNS=${BENCH_RUNS:-3}
 EXTRA=${BENCH_CONFIG_EXTRA:-}
@@ -232,6 +248,7 @@ CLIENT_ID=cairn-bench
 HELPER=scripts/bench/status.py
 UPLINK_DRAIN=${UPLINK_DRAIN:-1000000}
 UPLINK_BACKLOG=${UPLINK_BACKLOG:-10000000}
+CGROUP_DRAIN_MIB=${CGROUP_DRAIN_MIB:-64}
 PRUNING_SERIES=${PRUNING_SERIES:-200}
 PRUNING_DAYS=${PRUNING_DAYS:-30}
 PRUNING_WINDOW=8 # seconds each ingest rate of embedded_pruning is measured over
@@ -259,21 +276,22 @@ fi
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=("${ALL_CASES[@]}")
 for c in "${cases[@]}"; do
-	case " ${ALL_CASES[*]} " in
+	case " ${ALL_CASES[*]} ${EXTRA_CASES[*]} " in
 	*" $c "*) ;;
-	*) die "unknown case '$c' (cases: ${ALL_CASES[*]})" ;;
+	*) die "unknown case '$c' (cases: ${ALL_CASES[*]} ${EXTRA_CASES[*]})" ;;
 	esac
 done
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "BENCH_RUNS must be a positive integer (got '$RUNS')"
 [[ $TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer (got '$TIMEOUT')"
 [[ $MQTT_PAYLOAD =~ ^(json|senml|influx)$ ]] || die "BENCH_MQTT_PAYLOAD must be json, senml or influx (got '$MQTT_PAYLOAD')"
 [[ $MQTT_SCHEME =~ ^(mqtts|wss)$ ]] || die "BENCH_MQTT_SCHEME must be mqtts or wss (got '$MQTT_SCHEME')"
+[[ $CGROUP_DRAIN_MIB =~ ^[1-9][0-9]*$ ]] || die "CGROUP_DRAIN_MIB must be a positive integer (got '$CGROUP_DRAIN_MIB')"
 [[ -z $MEMORY_MAX_MIB || $MEMORY_MAX_MIB =~ ^[1-9][0-9]*$ ]] || die "BENCH_MEMORY_MAX_MIB must be a positive integer (got '$MEMORY_MAX_MIB')"
 [ "$(nproc --all)" -ge 2 ] || die "needs at least 2 cores (cairn on core 1, the publisher on core 0)"
 for tool in taskset python3 go getconf; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
-if [[ " ${cases[*]} " == *" uplink_drain "* ]] && ! command -v victoria-metrics >/dev/null; then
+if [[ " ${cases[*]} " == *" uplink_drain "* || " ${cases[*]} " == *" cgroup_drain "* ]] && ! command -v victoria-metrics >/dev/null; then
 	[ "$(id -u)" -eq 0 ] || die "victoria-metrics not found; install it: sudo apt-get install victoria-metrics"
 	log "installing victoria-metrics"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends victoria-metrics >/dev/null ||
@@ -397,6 +415,8 @@ cleanup() {
 		running "$p" && kill -KILL "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
 	done
+	[ -z "$FAILED" ] || [ -z "$CG" ] ||
+		log "cgroup v$CG_V $CG: $(cgroup_oom_kills) OOM kills, limit hit $(cgroup_limit_hits) times"
 	cgroup_remove
 	if [ -n "$FAILED" ]; then
 		log "kept $tmp (logs, configs, data) for inspection"
@@ -506,12 +526,13 @@ write_config() {
 }
 
 # start_cairn CONFIG LOG: sets CAIRN_PID (taskset execs cairn: same pid),
-# in the cgroup CG if one was made (cgroup_make).
+# in the cgroup CG if one was made (cgroup_make); the binary is CAIRN_BIN.
+CAIRN_BIN=$tmp/cairn
 start_cairn() {
 	if [ -n "$CG" ]; then
-		taskset -c 1 sh -c 'echo $$ >"$0" && exec "$@"' "$CG/cgroup.procs" "$tmp/cairn" run -config "$1" 2>"$2" &
+		taskset -c 1 sh -c 'echo $$ >"$0" && exec "$@"' "$CG/cgroup.procs" "$CAIRN_BIN" run -config "$1" 2>"$2" &
 	else
-		taskset -c 1 "$tmp/cairn" run -config "$1" 2>"$2" &
+		taskset -c 1 "$CAIRN_BIN" run -config "$1" 2>"$2" &
 	fi
 	CAIRN_PID=$!
 	pids+=("$CAIRN_PID")
@@ -1058,6 +1079,86 @@ case_uplink_drain() { # RUN-DIR
 	DETAIL="$SENT readings sent in $(fmt "$SECS")s (from cairn's start) in $BATCHES batches, $RETRIES retries, cairn cpu $(fmt "$CPU")s, victoria-metrics cpu $(fmt "$UP_PCT" 0)%"
 }
 
+# cgroup_oom_kills: the OOM kills in CG so far (v2 memory.events, v1
+# memory.oom_control, whose oom_kill line older kernels lack: then 0 and
+# the failcnt tells).
+cgroup_oom_kills() {
+	local f=memory.oom_control n
+	[ "$CG_V" = 1 ] || f=memory.events
+	n=$(awk '$1 == "oom_kill" { print $2 }' "$CG/$f")
+	echo "${n:-0}"
+}
+
+# cgroup_limit_hits: how often CG reached its limit (v2 memory.events max,
+# v1 memory.failcnt).
+cgroup_limit_hits() {
+	if [ "$CG_V" = 1 ]; then
+		cat "$CG/memory.failcnt"
+	else
+		awk '$1 == "max" { print $2 }' "$CG/memory.events"
+	fi
+}
+
+# vm_readings PORT: the samples VictoriaMetrics on PORT holds, all series.
+vm_readings() {
+	python3 -c 'import json, sys, urllib.parse, urllib.request
+q = urllib.parse.urlencode({"query": "sum(count_over_time({__name__=~\".+\"}[3650d]))"})
+r = json.load(urllib.request.urlopen("http://127.0.0.1:%s/api/v1/query?%s" % (sys.argv[1], q), timeout=120))
+res = r["data"]["result"]
+print(res[0]["value"][1] if res else 0)' "$1" || die "querying victoria-metrics on port $1 failed"
+}
+
+case_cgroup_drain() { # RUN-DIR
+	local dir=$1 mport hport vport vpid peak oom hits held stored MEMORY_MAX_MIB=$CGROUP_DRAIN_MIB
+	[ "$(id -u)" -eq 0 ] || die "cgroup_drain: making a memory cgroup needs root"
+	CAIRN_BIN=$tmp/cairn-release
+	read -r mport hport vport <<<"$(free_ports 3)"
+	uplink_config "$dir/cairn.yaml" "$mport" "$hport" "$dir/data" "$vport"
+	# The backlog: stored while nothing listens on the upstream's port, outside the cgroup.
+	start_cairn "$dir/cairn.yaml" "$dir/cairn-fill.log"
+	wait_started "$CAIRN_PID" "$dir/cairn-fill.log"
+	run_sim "$dir" "$mport" -rate 0 -count $((UPLINK_DRAIN / 2))
+	stored=$((2 * SIM_ACKED))
+	wait_readings "$hport" "$CAIRN_PID" "$stored" "$dir/cairn-fill.log"
+	stop "$CAIRN_PID" cairn
+
+	cgroup_make "cairn-bench.$$.$(basename "$dir")"
+	[ -n "$CG" ] || die "cgroup_drain: no memory cgroup could be made: neither cgroup v2 with the memory controller in $(awk -F: '$1 == "0" { print "/sys/fs/cgroup" $3 }' /proc/self/cgroup)/cgroup.subtree_control nor cgroup v1's memory controller"
+	log "cgroup_drain: cgroup v$CG_V, $CG, limit $CGROUP_DRAIN_MIB MiB"
+	taskset -c 0 victoria-metrics -storageDataPath="$dir/vm" -httpListenAddr="127.0.0.1:$vport" \
+		-retentionPeriod=100y -loggerLevel=ERROR 2>"$dir/vm.log" &
+	vpid=$!
+	pids+=("$vpid")
+	wait_port "$vport" "$vpid" victoria-metrics
+	drain_backlog cgroup_drain "$dir" "$hport" "$vpid" victoria-metrics "$stored"
+	CAIRN_BIN=$tmp/cairn
+	if [ "$CG_V" = 2 ] && [ ! -f "$CG/memory.peak" ]; then
+		peak=-1 # kernels before 5.19 have no memory.peak
+	else
+		peak=$(cgroup_bytes peak)
+	fi
+	oom=$(cgroup_oom_kills)
+	hits=$(cgroup_limit_hits)
+	cgroup_remove
+	# Stopped, VictoriaMetrics has written all it got; count it anew.
+	taskset -c 0 victoria-metrics -storageDataPath="$dir/vm" -httpListenAddr="127.0.0.1:$vport" \
+		-retentionPeriod=100y -loggerLevel=ERROR -search.latencyOffset=0s 2>>"$dir/vm.log" &
+	vpid=$!
+	pids+=("$vpid")
+	wait_port "$vport" "$vpid" victoria-metrics
+	held=$(vm_readings "$vport")
+	stop "$vpid" victoria-metrics
+	record cgroup_drain "cgroup_v${CG_V}_peak_mib" %.1f "$(calc "$peak / 1048576")"
+	record cgroup_drain cgroup_limit_mib %d "$CGROUP_DRAIN_MIB"
+	record cgroup_drain cgroup_limit_hits %d "$hits"
+	record cgroup_drain oom_kills %d "$oom"
+	record cgroup_drain upstream_readings %d "$held"
+	record cgroup_drain backlog_readings %d "$stored"
+	DETAIL="cgroup v$CG_V limit $CGROUP_DRAIN_MIB MiB: peak $((peak >> 20)) MiB, $oom OOM kills, limit hit $hits times; $SENT readings sent in $(fmt "$SECS")s, victoria-metrics holds $held of $stored"
+	[ "$oom" -eq 0 ] || die "cgroup_drain: $oom OOM kills in the cgroup"
+	[ "$held" -eq "$stored" ] || die "cgroup_drain: victoria-metrics holds $held readings, the backlog was $stored"
+}
+
 # mqtt_certs DIR: a CA, Mosquitto's certificate for 127.0.0.1 and cairn's
 # client certificate (CN bench), made with openssl, in DIR.
 mqtt_certs() {
@@ -1194,6 +1295,10 @@ if [[ -n ${BENCH_CAIRN:-} ]]; then
 	cp "$BENCH_CAIRN" "$tmp/cairn" || die "BENCH_CAIRN=$BENCH_CAIRN: cannot copy it"
 else
 	go build -o "$tmp/cairn" ./cmd/cairn || die "go build failed"
+fi
+if [[ " ${cases[*]} " == *" cgroup_drain "* ]]; then
+	CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags "$(tr -d ' \n' <scripts/release-tags)" -ldflags "-s -w" \
+		-o "$tmp/cairn-release" ./cmd/cairn || die "go build (release tags) failed"
 fi
 if [[ " ${cases[*]} " == *" window1 "* ]]; then
 	go build -o "$tmp/window1" ./scripts/bench/window1 || die "go build ./scripts/bench/window1 failed"
