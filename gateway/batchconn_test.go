@@ -3,10 +3,14 @@ package gateway
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
 // tcpPair returns both ends of a TCP connection on the loopback.
@@ -86,4 +90,47 @@ func TestBatchConn_AFailedSendFailsLaterWrites(t *testing.T) {
 		t.Errorf("read after a failed send: got %v, want the connection closed (net.ErrClosed)", rerr)
 	}
 	b.Close()
+}
+
+// TestBatchConn_Puback: PUBACKs queued among the client's own writes reach
+// the peer in order as the packets paho would have written, each one
+// whole, and one queued after the connection closed is dropped.
+func TestBatchConn_Puback(t *testing.T) {
+	c, peer := tcpPair(t)
+	b := newBatchConn(c)
+	ping := packets.NewControlPacket(packets.Pingreq)
+	ids := []uint16{1, 2, 255, 256, 0x1234, 65535}
+	for i, id := range ids {
+		b.puback(id)
+		if i == 2 {
+			if err := ping.Write(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b.puback(7) // after Close: dropped
+	peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got []string
+	for {
+		p, err := packets.ReadPacket(peer)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("after %v: %v", got, err)
+			}
+			break
+		}
+		switch p := p.(type) {
+		case *packets.PubackPacket:
+			got = append(got, fmt.Sprintf("puback %d", p.MessageID))
+		default:
+			got = append(got, p.String())
+		}
+	}
+	want := []string{"puback 1", "puback 2", "puback 255", ping.String(), "puback 256", "puback 4660", "puback 65535"}
+	if !slices.Equal(got, want) {
+		t.Errorf("peer read\n%q\nwant\n%q", got, want)
+	}
 }

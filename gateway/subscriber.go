@@ -42,8 +42,13 @@ type Subscriber struct {
 	opts      SubscriberOptions
 	client    paho.Client
 	connected atomic.Bool
-	acks      chan paho.Message
-	state     *connState
+	acks      chan paho.Message // QoS 2 messages stored, for paho to acknowledge
+	// conn is the connection to the broker, the last one dialled: paho
+	// dials the next only once every message of the one before was
+	// handled (its router is among the workers it waits for), so a
+	// message handled is one read from conn.
+	conn  atomic.Pointer[batchConn]
+	state *connState
 	// redial asks Run to drop the connection and dial again.
 	redial chan struct{}
 	log    *slog.Logger
@@ -53,13 +58,10 @@ type Subscriber struct {
 	dropped []string   // to unsubscribe from: the session may still hold them
 }
 
-// subscriberAcks is how many stored messages may wait for their PUBACK to be
-// handed to paho. The broker's in-flight window (Mosquitto's
-// max_inflight_messages, 1,000 in the README's example) bounds them;
-// beyond it the writer waits a moment. Its buffer is allocated whole
-// and, as a ring, all of it is touched: at 65,536 it was 1 MiB of the
-// live heap (docs/performance.md).
-const subscriberAcks = 4096
+// subscriberAcks is how many stored QoS 2 messages may wait for paho to
+// acknowledge them. The subscriber asks for QoS 1, so a broker sends none
+// (MQTT 3.1.1, 3.8.4); a QoS 1 message's PUBACK goes by batchConn.puback.
+const subscriberAcks = 64
 
 // NewSubscriber creates a Subscriber. Don't forget to Run it.
 func NewSubscriber(opts SubscriberOptions) *Subscriber {
@@ -85,7 +87,7 @@ func NewSubscriber(opts SubscriberOptions) *Subscriber {
 		SetConnectRetry(true).
 		SetConnectRetryInterval(2 * time.Second).
 		SetMaxReconnectInterval(10 * time.Second).
-		SetCustomOpenConnectionFn(openBatchConn(opts.ReadCoalesce)).
+		SetCustomOpenConnectionFn(openBatchConn(opts.ReadCoalesce, s.conn.Store)).
 		SetDefaultPublishHandler(s.handle).
 		SetOnConnectHandler(s.onConnect).
 		SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
@@ -221,13 +223,20 @@ func wait(tok paho.Token, what string) error {
 
 // handle runs on paho's single delivery goroutine, in arrival order. It
 // must not block for long: Ingest only decodes and queues for the commit.
+// A QoS 1 message, once settled, is acknowledged on the connection it came
+// by (batchConn.puback); a QoS 2 one by paho, which keeps the state of
+// its exchange; a QoS 0 one not at all.
 func (s *Subscriber) handle(_ paho.Client, m paho.Message) {
+	qos, conn, id := m.Qos(), s.conn.Load(), m.MessageID()
 	settled := func(err error) {
-		if err != nil {
+		switch {
+		case err != nil:
 			s.requestRedial()
-			return
+		case qos == 1 && conn != nil:
+			conn.puback(id)
+		case qos == 2:
+			s.acks <- m
 		}
-		s.acks <- m
 	}
 	if !s.opts.Ingester.Ingest(context.Background(), m.Topic(), m.Payload(), s.opts.Ingester.Now(), settled) {
 		// Not ours (overlapping subscriptions): ack it in its turn.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures cairn's ingest throughput, CPU and memory in the shape of a small
 # two-core board: the publisher (and Mosquitto) on core 0, `cairn run` alone
-# on core 1 (one core, as on a small board; cairn then runs two Ps). 100 simulated devices send JSON messages
+# on core 1 (one core, as on a small board; cairn then runs one P). 100 simulated devices send JSON messages
 # (millisecond ts + 2 numeric fields = 2 readings) at QoS 1.
 #
 #   scripts/bench.sh [CASE...]     CASE: embedded_max external_drain embedded_paced
@@ -227,7 +227,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/sbin:/sbin"
-unset GOMAXPROCS # cairn takes it from its CPU affinity (1), then raises it to 2
+unset GOMAXPROCS # cairn takes it from its CPU affinity: 1
 
 EXTRA_CASES=(cgroup_drain) # run only when named
 ALL_CASES=(embedded_max external_drain embedded_paced external_paced embedded_pruning sealing uplink_drain uplink_backlog sdwear window1 storage retention series dashboard mqtt_upstream)

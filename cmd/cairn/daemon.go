@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -68,14 +67,12 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMiB) << 20)
 		memoryLimit = cfg.MemoryLimitMiB.String()
 	}
-	// On a single core the runtime has one P, and a goroutine in fsync
-	// keeps it until the runtime notices (up to 10 ms when the process was
-	// idle): MQTT reads stall during every group commit, the next commit
-	// holds only what trickled in, and throughput collapses. A second P
-	// lets ingest run while the disk syncs; the kernel shares the core.
-	if runtime.GOMAXPROCS(0) < 2 {
-		runtime.GOMAXPROCS(2)
-	}
+	// GOMAXPROCS is the runtime's: the CPUs cairn may run on (its affinity,
+	// a cgroup's quota), or the GOMAXPROCS variable. cairn once ran two Ps
+	// on a single core so that MQTT reads went on while a commit synced;
+	// with reads gathered (mqtt.read_coalesce) and commits that wait in
+	// slices, one P drains a backlog faster and takes less CPU at a steady
+	// rate, with syncs of 40–50 ms too (docs/performance.md).
 	started := time.Now()
 
 	// How large the store may grow sets the size of its tables.
