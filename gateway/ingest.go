@@ -60,7 +60,7 @@ type Ingester struct {
 	log    *slog.Logger
 	skew   time.Duration
 	clock  Clock
-	// decoders holds *Decoder values; a Decoder is for one goroutine at a time.
+	// decoders holds *decodeState values, each for one goroutine at a time.
 	decoders sync.Pool
 
 	messages, readings, stored, duplicates, ignored, failed atomic.Uint64
@@ -132,7 +132,9 @@ func NewIngester(w committer, opts IngesterOptions) *Ingester {
 		in.log = slog.New(slog.DiscardHandler)
 	}
 	in.unmatched.log = in.log
-	in.decoders.New = func() any { return &payload.Decoder{MaxPayload: opts.MaxPayload, Units: &in.units} }
+	in.decoders.New = func() any {
+		return &decodeState{dec: payload.Decoder{MaxPayload: opts.MaxPayload, Units: &in.units}}
+	}
 	in.SetRoutes(opts.Routes)
 	return in
 }
@@ -177,13 +179,17 @@ func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic stri
 	}
 	route := &routes[i]
 	in.messages.Add(1)
-	dec := in.decoders.Get().(*payload.Decoder)
-	readings, ignored, err := dec.DecodeRoute(nil, &route.Route, body, device, metric, recv)
+	st := in.decoders.Get().(*decodeState)
+	dec := &st.dec
+	decoded, ignored, err := dec.DecodeRoute(st.scratch[:0], &route.Route, body, device, metric, recv)
+	readings := st.keep(decoded)
+	clear(decoded) // the scratch holds no names of past messages
+	st.scratch = decoded[:0]
 	restamped := dec.Restamped()
 	dropped := slices.Clone(dec.Dropped()) // nil unless a field was left out
 	rel := relTimes{}
 	rel.lo, rel.hi, rel.ok = dec.Relative()
-	in.decoders.Put(dec)
+	in.decoders.Put(st)
 	if ignored > 0 {
 		in.ignored.Add(uint64(ignored))
 	}
@@ -233,6 +239,35 @@ func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic stri
 		done(fmt.Errorf("submit: %w", err))
 	}
 	return true
+}
+
+// decodeState is a Decoder with the slices its messages' readings are
+// decoded into (scratch, reused) and then kept in until their commit
+// (slab): one allocation for the readings of many messages, where
+// decoding into a new slice for each message took two (it grew), a sixth
+// of the bytes allocated at a steady 10,000 messages a second.
+type decodeState struct {
+	dec     payload.Decoder
+	scratch []buffer.Reading
+	slab    []buffer.Reading // its unused capacity is for the next messages
+}
+
+// readingSlab is how many readings a slab holds: about 6 KiB.
+const readingSlab = 64
+
+// keep returns a copy of rs carved from the slab, nil for none. The
+// copy's capacity is its length: appending to it cannot reach the next
+// message's readings.
+func (st *decodeState) keep(rs []buffer.Reading) []buffer.Reading {
+	if len(rs) == 0 {
+		return nil
+	}
+	if cap(st.slab)-len(st.slab) < len(rs) {
+		st.slab = make([]buffer.Reading, 0, max(readingSlab, len(rs)))
+	}
+	n := len(st.slab)
+	st.slab = append(st.slab, rs...)
+	return st.slab[n:len(st.slab):len(st.slab)]
 }
 
 // Gone tells the group commit that MQTT client from has disconnected: no

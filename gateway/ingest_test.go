@@ -89,3 +89,37 @@ func TestIngester_TextsLeftOut(t *testing.T) {
 		t.Errorf("stored readings of t: %+v, %v; want 21.5 at 1795341600", got, err)
 	}
 }
+
+// TestDecodeState_KeepSharesNothing: the readings kept for one message
+// share a slab with the next messages' but never their elements, even
+// when appended to, and a message larger than a slab gets its own.
+func TestDecodeState_KeepSharesNothing(t *testing.T) {
+	var st decodeState
+	msg := func(n int, name string) []buffer.Reading {
+		rs := make([]buffer.Reading, n)
+		for i := range rs {
+			rs[i] = buffer.Reading{Device: "d", Metric: name, Value: float64(i)}
+		}
+		return rs
+	}
+	first := st.keep(msg(2, "a"))
+	second := st.keep(msg(3, "b"))
+	if cap(first) != 2 || cap(second) != 3 {
+		t.Fatalf("capacities %d and %d, want 2 and 3", cap(first), cap(second))
+	}
+	first = append(first, buffer.Reading{Metric: "x"}) // must move, not overwrite second[0]
+	if second[0].Metric != "b" {
+		t.Fatalf("appending to the first message's readings changed the second's: %+v", second[0])
+	}
+	if got := st.keep(nil); got != nil {
+		t.Errorf("keep(nil) = %v, want nil", got)
+	}
+	big := st.keep(msg(readingSlab+5, "c"))
+	if len(big) != readingSlab+5 || big[readingSlab+4].Value != float64(readingSlab+4) {
+		t.Fatalf("a message of %d readings kept as %d", readingSlab+5, len(big))
+	}
+	after := st.keep(msg(1, "e"))
+	if &after[0] == &big[0] || after[0].Metric != "e" || big[0].Metric != "c" {
+		t.Errorf("the message after a large one overlaps it")
+	}
+}
