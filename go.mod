@@ -36,3 +36,6 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	gopkg.in/check.v1 v1.0.0-20201130134442-10cb98267c6c // indirect
 )
+
+// cairn's patched copy of paho.mqtt.golang: third_party/paho/CAIRN.md.
+replace github.com/eclipse/paho.mqtt.golang => ./third_party/paho
