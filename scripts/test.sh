@@ -3,10 +3,12 @@
 # installs what the tests need (Mosquitto, FUSE, InfluxDB 1.x and
 # VictoriaMetrics as upstreams for the uplink, qemu-user for the arm and
 # arm64 builds, systemd for systemd-analyze and systemd-sysusers, e2fsprogs
-# for the full-disk tests' ext4 images, patch for scripts/badger.sh,
-# chromium for the dashboard's tests in a headless browser), then
+# for the full-disk tests' ext4 images, patch for scripts/badger.sh and
+# scripts/paho.sh, chromium for the dashboard's tests in a headless
+# browser), then
 # gofmt, go vet, the check that third_party/badger is its release plus its
 # patches (with the release's own tests of what they change), the check
+# that third_party/paho is its release plus its patches, the check
 # that `go install github.com/cairn-gateway/cairn/cmd/cairn@VERSION` works
 # (scripts/goinstall.sh, in a git work tree) and the tests under the race
 # detector. Needs root for
@@ -62,6 +64,8 @@ bash scripts/binsize.sh
 echo "test.sh: third_party/badger"
 bash scripts/badger.sh check
 bash scripts/badger.sh test -race
+echo "test.sh: third_party/paho"
+bash scripts/paho.sh check
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	echo "test.sh: go install"
 	bash scripts/goinstall.sh
