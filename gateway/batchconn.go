@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 	"golang.org/x/net/proxy"
 )
 

@@ -3,8 +3,8 @@ package gateway
 import (
 	"strings"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/eclipse/paho.mqtt.golang/packets"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
+	"github.com/cairn-gateway/cairn/third_party/paho/packets"
 )
 
 // sessionStore is paho's MemoryStore without its copy of each QoS 1

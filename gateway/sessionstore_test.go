@@ -3,7 +3,7 @@ package gateway
 import (
 	"testing"
 
-	"github.com/eclipse/paho.mqtt.golang/packets"
+	"github.com/cairn-gateway/cairn/third_party/paho/packets"
 )
 
 // TestSessionStore_KeepsWhatPahoResumes: a QoS 1 message received is not

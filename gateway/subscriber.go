@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 )
 
 // SubscriberOptions configure the subscriber to an external broker.

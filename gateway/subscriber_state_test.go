@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eclipse/paho.mqtt.golang/packets"
+	"github.com/cairn-gateway/cairn/third_party/paho/packets"
 )
 
 func TestExplainConnectError(t *testing.T) {

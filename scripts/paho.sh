@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# scripts/paho.sh sync|check: cairn's copy of the Eclipse Paho MQTT client,
+# scripts/paho.sh sync|check|tree: cairn's copy of the Eclipse Paho MQTT client,
 # in third_party/paho, is the release that UPSTREAM names plus the patches
-# in patches/, applied in order (third_party/paho/CAIRN.md says why). It
-# keeps the release's import path and go.mod: cairn's go.mod replaces the
-# module with it.
+# in patches/, applied in order (third_party/paho/CAIRN.md says why), with
+# its import paths made cairn's, as scripts/badger.sh does for Badger: the
+# copy is a part of cairn's module, not a module of its own (a module with
+# a replace directive could not be installed with go install …@version).
 #
 #   sync   rebuilds the copy from the release (fetched through the Go
 #          module proxy into the module cache) and the patches
 #   check  rebuilds it in a temporary directory and fails, naming the
 #          files, on any difference from the copy
+#   tree DIR
+#          writes the copy as it is before the rewrite into DIR: the tree
+#          that patches are written against
 set -euo pipefail
 cd "$(dirname "$0")/.."
 copy=third_party/paho
@@ -17,16 +21,18 @@ upstream=$copy/UPSTREAM
 field() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "$upstream"; }
 module=$(field module)
 version=$(field version)
+# The copy's import path in cairn's module.
+path=$(awk '$1 == "module" { print $2 }' go.mod)/$copy
 
 # release prints the directory of the release in the module cache.
 release() {
 	go mod download -json "$module@$version" | awk -F'"' '$2 == "Dir" { print $4 }'
 }
 
-# build DIR makes DIR the release's kept files (UPSTREAM's dirs: their Go
+# tree DIR makes DIR the release's kept files (UPSTREAM's dirs: their Go
 # files but tests; its files) plus the patches, and cairn's own files of
 # the copy (CAIRN.md, UPSTREAM, patches/).
-build() {
+tree() {
 	local out=$1 rel d f p
 	rel=$(release)
 	[ -d "$rel" ] || { echo "paho.sh: $module@$version not in the module cache" >&2; exit 1; }
@@ -49,6 +55,33 @@ build() {
 	cp -r "$copy/CAIRN.md" "$copy/UPSTREAM" "$copy/patches" "$out/"
 }
 
+# build DIR makes DIR the copy: tree, then rewrite.
+build() {
+	tree "$1"
+	rewrite "$1"
+}
+
+# rewrite DIR makes the tree in DIR a part of cairn's module: every import
+# of the release's module, or of a package under it, becomes one of the
+# copy's path. The patches are written against the release's paths.
+rewrite() {
+	local out=$1 quoted files left
+	quoted="\"${module//./\\.}(/[^\"]*)?\""
+	files=$(grep -rlE --include='*.go' "$quoted" "$out" || true)
+	if [ -n "$files" ]; then
+		# shellcheck disable=SC2086 # the copy's file names have no spaces
+		sed -i -E "s#^(import[[:space:]]+|[[:space:]]+)(([A-Za-z_][A-Za-z0-9_]*|\.)[[:space:]]+)?$quoted#\1\2\"$path\4\"#" $files
+		# shellcheck disable=SC2086
+		gofmt -w $files
+	fi
+	left=$(grep -rnE --include='*.go' "$quoted" "$out" || true)
+	if [ -n "$left" ]; then
+		echo "paho.sh: rewrite leaves $module quoted where it does not rewrite it:" >&2
+		echo "$left" >&2
+		exit 1
+	fi
+}
+
 case "${1:-}" in
 sync)
 	tmp=$(mktemp -d)
@@ -69,8 +102,14 @@ check)
 	fi
 	echo "paho.sh: $copy is $module@$version plus its patches"
 	;;
+tree)
+	[ $# -eq 2 ] || { echo "usage: scripts/paho.sh tree DIR" >&2; exit 2; }
+	[ ! -e "$2" ] || { echo "paho.sh: $2 exists" >&2; exit 1; }
+	tree "$2"
+	echo "paho.sh: $2 is $module@$version plus its patches, with the release's import paths"
+	;;
 *)
-	echo "usage: scripts/paho.sh sync|check" >&2
+	echo "usage: scripts/paho.sh sync|check|tree DIR" >&2
 	exit 2
 	;;
 esac

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 	paho5 "github.com/eclipse/paho.golang/paho"
-	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/cairn-gateway/cairn/buffer"
 )

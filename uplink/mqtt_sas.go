@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/eclipse/paho.mqtt.golang/packets"
+	"github.com/cairn-gateway/cairn/third_party/paho/packets"
 )
 
 // An MQTT upstream with MQTTOptions.SAS logs in to Azure IoT Hub as its

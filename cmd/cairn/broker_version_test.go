@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 )
 
 // TestRun_BrokerVersion subscribes to $SYS/broker/version of the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 )
 
 // commitPolicyConfig is cairn with the embedded broker and a commit_wait

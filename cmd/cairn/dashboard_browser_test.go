@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-	paho "github.com/eclipse/paho.mqtt.golang"
 )
 
 // dashboardConfig is cairn with the embedded broker and the units of the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 )
 
 // TestRun_DashboardHTTP: a reading published over MQTT to `cairn run`

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/eclipse/paho.mqtt.golang/packets"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
+	"github.com/cairn-gateway/cairn/third_party/paho/packets"
 
 	"github.com/cairn-gateway/cairn/buffer"
 )

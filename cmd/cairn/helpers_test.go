@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 	"go.uber.org/goleak"
 
 	"github.com/cairn-gateway/cairn/aggregate"

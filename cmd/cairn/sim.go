@@ -19,8 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/eclipse/paho.mqtt.golang/packets"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
+	"github.com/cairn-gateway/cairn/third_party/paho/packets"
 )
 
 // simSummary is what `cairn sim` prints when it is done, as one JSON line.

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 )
 
 // TestCheckConfig_DataDir: check-config fails, as a configuration error,

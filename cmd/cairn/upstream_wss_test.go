@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 )

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 )
 
 // PublisherOptions are the options of an MQTT client that behaves like a

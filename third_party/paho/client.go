@@ -35,7 +35,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"github.com/eclipse/paho.mqtt.golang/packets"
+	"github.com/cairn-gateway/cairn/third_party/paho/packets"
 )
 
 // Client is the interface definition for a Client as used by this

@@ -19,10 +19,9 @@
 package mqtt
 
 import (
-	"fmt"
 	"strconv"
 
-	"github.com/eclipse/paho.mqtt.golang/packets"
+	"github.com/cairn-gateway/cairn/third_party/paho/packets"
 )
 
 const (
@@ -66,12 +65,12 @@ func isKeyInbound(key string) bool {
 
 // Return a string of the form "i.[id]"
 func inboundKeyFromMID(id uint16) string {
-	return fmt.Sprintf("%s%d", inboundPrefix, id)
+	return inboundPrefix + strconv.FormatUint(uint64(id), 10)
 }
 
 // Return a string of the form "o.[id]"
 func outboundKeyFromMID(id uint16) string {
-	return fmt.Sprintf("%s%d", outboundPrefix, id)
+	return outboundPrefix + strconv.FormatUint(uint64(id), 10)
 }
 
 // govern which outgoing messages are persisted

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/cairn-gateway/cairn/third_party/paho"
 )
 
 // seed publishes, before the load, the sensors' readings of the hour
