@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
+	mqtt "github.com/cairn-gateway/cairn/third_party/mochi"
+	"github.com/cairn-gateway/cairn/third_party/mochi/packets"
 )
 
 // BrokerOptions configure the embedded broker.

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/time/rate"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
+	mqtt "github.com/cairn-gateway/cairn/third_party/mochi"
+	"github.com/cairn-gateway/cairn/third_party/mochi/packets"
 )
 
 // Reasons the embedded broker refuses a connection, a message or a

@@ -4,8 +4,8 @@ import (
 	"log/slog"
 	"testing"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
+	mqtt "github.com/cairn-gateway/cairn/third_party/mochi"
+	"github.com/cairn-gateway/cairn/third_party/mochi/packets"
 )
 
 // kitchenPasswords is a password file with one user, kitchen, whose

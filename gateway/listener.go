@@ -13,9 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
-	"github.com/mochi-mqtt/server/v2/packets"
+	mqtt "github.com/cairn-gateway/cairn/third_party/mochi"
+	"github.com/cairn-gateway/cairn/third_party/mochi/listeners"
+	"github.com/cairn-gateway/cairn/third_party/mochi/packets"
 )
 
 // connectTimeout is how long a new connection has for its TLS handshake

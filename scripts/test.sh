@@ -4,7 +4,7 @@
 # VictoriaMetrics as upstreams for the uplink, qemu-user for the arm and
 # arm64 builds, systemd for systemd-analyze and systemd-sysusers, e2fsprogs
 # for the full-disk tests' ext4 images, patch for scripts/badger.sh and
-# scripts/paho.sh, chromium for the dashboard's tests in a headless
+# scripts/thirdparty.sh, chromium for the dashboard's tests in a headless
 # browser), then
 # gofmt, go vet, the check that third_party/badger is its release plus its
 # patches (with the release's own tests of what they change), the check
@@ -64,8 +64,9 @@ bash scripts/binsize.sh
 echo "test.sh: third_party/badger"
 bash scripts/badger.sh check
 bash scripts/badger.sh test -race
-echo "test.sh: third_party/paho"
-bash scripts/paho.sh check
+echo "test.sh: third_party/paho, third_party/mochi"
+bash scripts/thirdparty.sh third_party/paho check
+bash scripts/thirdparty.sh third_party/mochi check
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	echo "test.sh: go install"
 	bash scripts/goinstall.sh

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	mqtt "github.com/cairn-gateway/cairn/third_party/mochi"
+	"github.com/cairn-gateway/cairn/third_party/mochi/listeners"
+	"github.com/cairn-gateway/cairn/third_party/mochi/packets"
 	paho "github.com/cairn-gateway/cairn/third_party/paho"
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
-	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/cairn-gateway/cairn/scripts/testkit"
 	"github.com/cairn-gateway/cairn/uplink"

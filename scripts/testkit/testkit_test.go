@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
+	mqtt "github.com/cairn-gateway/cairn/third_party/mochi"
+	"github.com/cairn-gateway/cairn/third_party/mochi/hooks/auth"
+	"github.com/cairn-gateway/cairn/third_party/mochi/listeners"
 	"go.uber.org/goleak"
 )
 

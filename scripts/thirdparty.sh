@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
-# scripts/paho.sh sync|check|tree: cairn's copy of the Eclipse Paho MQTT client,
-# in third_party/paho, is the release that UPSTREAM names plus the patches
-# in patches/, applied in order (third_party/paho/CAIRN.md says why), with
-# its import paths made cairn's, as scripts/badger.sh does for Badger: the
-# copy is a part of cairn's module, not a module of its own (a module with
-# a replace directive could not be installed with go install …@version).
+# scripts/thirdparty.sh DIR sync|check|tree OUT: a copy of a Go module in
+# DIR (third_party/paho, third_party/mochi) is the release that
+# DIR/UPSTREAM names plus the patches in DIR/patches/, applied in order
+# (DIR/CAIRN.md says why), with its import paths made cairn's, as
+# scripts/badger.sh does for Badger: the copy is a part of cairn's module,
+# not a module of its own (a module with a replace directive could not be
+# installed with go install …@version).
 #
 #   sync   rebuilds the copy from the release (fetched through the Go
 #          module proxy into the module cache) and the patches
 #   check  rebuilds it in a temporary directory and fails, naming the
 #          files, on any difference from the copy
-#   tree DIR
-#          writes the copy as it is before the rewrite into DIR: the tree
+#   tree OUT
+#          writes the copy as it is before the rewrite into OUT: the tree
 #          that patches are written against
+#
+# UPSTREAM's fields: module, version, dirs (whose non-test Go files are
+# kept), files (other files kept), exclude (Go files of those dirs left
+# out, by their path in the release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-copy=third_party/paho
+[ $# -ge 2 ] || { echo "usage: scripts/thirdparty.sh DIR sync|check|tree OUT" >&2; exit 2; }
+copy=${1%/}
+shift
 upstream=$copy/UPSTREAM
+[ -f "$upstream" ] || { echo "thirdparty.sh: $upstream: no such file" >&2; exit 2; }
+name=$(basename "$copy")
 
 field() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "$upstream"; }
 module=$(field module)
@@ -35,11 +44,12 @@ release() {
 tree() {
 	local out=$1 rel d f p
 	rel=$(release)
-	[ -d "$rel" ] || { echo "paho.sh: $module@$version not in the module cache" >&2; exit 1; }
+	[ -d "$rel" ] || { echo "thirdparty.sh: $module@$version not in the module cache" >&2; exit 1; }
 	for d in $(field dirs); do
 		mkdir -p "$out/$d"
 		for f in "$rel/$d"/*.go; do
 			case $f in *_test.go) continue ;; esac
+			case " $(field exclude) " in *" ${f#"$rel"/} "*) continue ;; esac
 			install -m 0644 "$f" "$out/$d/"
 		done
 	done
@@ -47,12 +57,16 @@ tree() {
 		install -D -m 0644 "$rel/$f" "$out/$f"
 	done
 	for p in "$copy"/patches/*.patch; do
+		[ -e "$p" ] || continue # no patches
 		if ! patch -s -p1 -d "$out" --no-backup-if-mismatch < "$p"; then
-			echo "paho.sh: $p does not apply to $module@$version" >&2
+			echo "thirdparty.sh: $p does not apply to $module@$version" >&2
 			exit 1
 		fi
 	done
-	cp -r "$copy/CAIRN.md" "$copy/UPSTREAM" "$copy/patches" "$out/"
+	cp "$copy/CAIRN.md" "$copy/UPSTREAM" "$out/"
+	if [ -d "$copy/patches" ]; then
+		cp -r "$copy/patches" "$out/"
+	fi
 }
 
 # build DIR makes DIR the copy: tree, then rewrite.
@@ -76,7 +90,7 @@ rewrite() {
 	fi
 	left=$(grep -rnE --include='*.go' "$quoted" "$out" || true)
 	if [ -n "$left" ]; then
-		echo "paho.sh: rewrite leaves $module quoted where it does not rewrite it:" >&2
+		echo "thirdparty.sh: rewrite leaves $module quoted where it does not rewrite it:" >&2
 		echo "$left" >&2
 		exit 1
 	fi
@@ -86,30 +100,30 @@ case "${1:-}" in
 sync)
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
-	build "$tmp/paho"
+	build "$tmp/$name"
 	rm -rf "$copy"
-	mv "$tmp/paho" "$copy"
-	echo "paho.sh: $copy is $module@$version plus $(ls "$copy"/patches/*.patch | wc -l) patches"
+	mv "$tmp/$name" "$copy"
+	echo "thirdparty.sh: $copy is $module@$version plus $(find "$copy" -path "$copy/patches/*.patch" | wc -l) patches"
 	;;
 check)
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
-	build "$tmp/paho"
-	if ! diff -r -q "$tmp/paho" "$copy" >&2; then
-		diff -r "$tmp/paho" "$copy" >&2 || true
-		echo "paho.sh: $copy differs from $module@$version plus its patches (above: the files, then < the rebuilt tree, > the copy); change a patch, then run scripts/paho.sh sync" >&2
+	build "$tmp/$name"
+	if ! diff -r -q "$tmp/$name" "$copy" >&2; then
+		diff -r "$tmp/$name" "$copy" >&2 || true
+		echo "thirdparty.sh: $copy differs from $module@$version plus its patches (above: the files, then < the rebuilt tree, > the copy); change a patch, then run scripts/thirdparty.sh $copy sync" >&2
 		exit 1
 	fi
-	echo "paho.sh: $copy is $module@$version plus its patches"
+	echo "thirdparty.sh: $copy is $module@$version plus its patches"
 	;;
 tree)
-	[ $# -eq 2 ] || { echo "usage: scripts/paho.sh tree DIR" >&2; exit 2; }
-	[ ! -e "$2" ] || { echo "paho.sh: $2 exists" >&2; exit 1; }
+	[ $# -eq 2 ] || { echo "usage: scripts/thirdparty.sh $copy tree OUT" >&2; exit 2; }
+	[ ! -e "$2" ] || { echo "thirdparty.sh: $2 exists" >&2; exit 1; }
 	tree "$2"
-	echo "paho.sh: $2 is $module@$version plus its patches, with the release's import paths"
+	echo "thirdparty.sh: $2 is $module@$version plus its patches, with the release's import paths"
 	;;
 *)
-	echo "usage: scripts/paho.sh sync|check|tree DIR" >&2
+	echo "usage: scripts/thirdparty.sh DIR sync|check|tree OUT" >&2
 	exit 2
 	;;
 esac
