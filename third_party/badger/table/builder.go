@@ -549,7 +549,7 @@ func (b *Builder) compressData(data []byte) ([]byte, error) {
 }
 
 func (b *Builder) buildIndex(bloom []byte) ([]byte, uint32) {
-	builder := fbs.NewBuilder(3 << 20)
+	builder := fbs.NewBuilder(b.indexSizeHint(bloom))
 
 	boList, dataSize := b.writeBlockOffsets(builder)
 	// Write block offset vector the the idxBuilder.
@@ -582,6 +582,19 @@ func (b *Builder) buildIndex(bloom []byte) ([]byte, uint32) {
 	// Mutate the ondisk size to include the size of the index as well.
 	y.AssertTrue(index.MutateOnDiskSize(index.OnDiskSize() + uint32(len(buf))))
 	return buf, dataSize
+}
+
+// indexSizeHint is about the size of the index buildIndex writes: each
+// block's offset with its base key, the bloom filter and the table's
+// fields. The builder grows if it is short; a fixed 3 MiB made a table
+// of a few blocks allocate 3 MiB (and a flatbuffers builder zeroes what
+// it allocates), twice the size of a small store's memtable.
+func (b *Builder) indexSizeHint(bloom []byte) int {
+	n := len(bloom) + 256
+	for _, bl := range b.blockList {
+		n += len(bl.baseKey) + 48
+	}
+	return n
 }
 
 // writeBlockOffsets writes all the blockOffets in b.offsets and returns the
