@@ -33,6 +33,9 @@ type batchConn struct {
 	closing bool
 	kick    chan struct{} // wakes the sender
 	sent    chan struct{} // closed when the sender has stopped
+	// wrote, if set before the first Write, is called after each write
+	// to the connection that succeeded.
+	wrote func()
 }
 
 // batchConnMax is how many bytes may wait to be sent: a Write beyond it
@@ -91,6 +94,9 @@ func (b *batchConn) send() {
 			if _, err := b.Conn.Write(out); err != nil {
 				b.fail(err)
 				return
+			}
+			if b.wrote != nil {
+				b.wrote()
 			}
 		}
 		if closing {

@@ -183,7 +183,7 @@ func (in *Ingester) ingest(ctx context.Context, routes []Route, from, topic stri
 	dec := &st.dec
 	decoded, ignored, err := dec.DecodeRoute(st.scratch[:0], &route.Route, body, device, metric, recv)
 	readings := st.keep(decoded)
-	clear(decoded) // the scratch holds no names of past messages
+	clear(decoded) // the readings kept are copies; the scratch lets go of them
 	st.scratch = decoded[:0]
 	restamped := dec.Restamped()
 	dropped := slices.Clone(dec.Dropped()) // nil unless a field was left out

@@ -43,6 +43,7 @@ type Subscriber struct {
 	client    paho.Client
 	connected atomic.Bool
 	acks      chan paho.Message // QoS 2 messages stored, for paho to acknowledge
+	stopped   chan struct{}     // closed when Run returns: acks is read no more
 	// conn is the connection to the broker, the last one dialled: paho
 	// dials the next only once every message of the one before was
 	// handled (its router is among the workers it waits for), so a
@@ -68,6 +69,7 @@ func NewSubscriber(opts SubscriberOptions) *Subscriber {
 	s := &Subscriber{
 		opts:    opts,
 		acks:    make(chan paho.Message, subscriberAcks),
+		stopped: make(chan struct{}),
 		redial:  make(chan struct{}, 1),
 		log:     opts.Logger,
 		filters: slices.Clone(opts.Filters),
@@ -87,7 +89,7 @@ func NewSubscriber(opts SubscriberOptions) *Subscriber {
 		SetConnectRetry(true).
 		SetConnectRetryInterval(2 * time.Second).
 		SetMaxReconnectInterval(10 * time.Second).
-		SetCustomOpenConnectionFn(openBatchConn(opts.ReadCoalesce, s.conn.Store)).
+		SetCustomOpenConnectionFn(openBatchConn(opts.ReadCoalesce, s.opened)).
 		SetDefaultPublishHandler(s.handle).
 		SetOnConnectHandler(s.onConnect).
 		SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
@@ -116,6 +118,17 @@ func (s *Subscriber) Connection() BrokerConnection {
 	c := s.state.get()
 	c.Connected = s.connected.Load()
 	return c
+}
+
+// opened is given each connection paho dials. Its PUBACKs are written
+// past paho (batchConn.puback), so every write of the connection moves on
+// paho's time of the last packet sent, which its keepalive pings by: a
+// connection busy with PUBACKs needs no PINGREQ, as when paho wrote them.
+func (s *Subscriber) opened(b *batchConn) {
+	if c, ok := s.client.(interface{ UpdateLastSent() }); ok {
+		b.wrote = c.UpdateLastSent // before any Write: the sender reads it after one
+	}
+	s.conn.Store(b)
 }
 
 // onConnect subscribes on every (re)connection: the broker may have lost
@@ -235,7 +248,10 @@ func (s *Subscriber) handle(_ paho.Client, m paho.Message) {
 		case qos == 1 && conn != nil:
 			conn.puback(id)
 		case qos == 2:
-			s.acks <- m
+			select {
+			case s.acks <- m:
+			case <-s.stopped: // the broker sends it again on the next start
+			}
 		}
 	}
 	if !s.opts.Ingester.Ingest(context.Background(), m.Topic(), m.Payload(), s.opts.Ingester.Now(), settled) {
@@ -254,6 +270,7 @@ func (s *Subscriber) requestRedial() {
 // Run connects, retrying until the broker answers, and serves until ctx
 // ends. It returns nil after a clean stop.
 func (s *Subscriber) Run(ctx context.Context) error {
+	defer close(s.stopped)
 	ackDone := make(chan struct{})
 	go func() {
 		defer close(ackDone)
@@ -290,10 +307,45 @@ func (s *Subscriber) Run(ctx context.Context) error {
 			default:
 			}
 			s.log.Warn("reconnecting so that the broker sends unstored messages again", "url", s.opts.URL)
-			s.client.Connect() // retries in the background (ConnectRetry)
+			if !s.reconnect(ctx) {
+				return nil
+			}
 		}
 	}
 }
+
+// reconnect asks paho to connect again after a Disconnect, which returns
+// after 250 ms whether or not paho has finished disconnecting (its router
+// may still be handing over the last connection's messages). paho refuses
+// a Connect at once while it is not yet disconnected, and would then never
+// dial again: reconnect asks again every redialDelay until paho takes it
+// (it then retries in the background, ConnectRetry) or ctx ends, and
+// reports whether it did.
+func (s *Subscriber) reconnect(ctx context.Context) bool {
+	for {
+		tok := s.client.Connect()
+		select {
+		case <-tok.Done():
+			if tok.Error() == nil {
+				return true
+			}
+			s.log.Debug("mqtt client not ready to reconnect yet", "err", tok.Error())
+		case <-time.After(refusalWait):
+			return true // dialling, and retrying until it connects
+		case <-ctx.Done():
+			return false
+		}
+		select {
+		case <-time.After(redialDelay):
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// refusalWait is how long reconnect waits for paho to refuse a Connect;
+// one it takes is not done sooner unless the broker answered at once.
+const refusalWait = 200 * time.Millisecond
 
 // redialDelay is how long the subscriber waits after dropping the
 // connection because a message could not be stored.

@@ -8,7 +8,8 @@
 # browser), then
 # gofmt, go vet, the check that third_party/badger is its release plus its
 # patches (with the release's own tests of what they change), the check
-# that third_party/paho is its release plus its patches, the check
+# that third_party/paho and third_party/mochi are their releases plus
+# their patches, the check
 # that `go install github.com/cairn-gateway/cairn/cmd/cairn@VERSION` works
 # (scripts/goinstall.sh, in a git work tree) and the tests under the race
 # detector. Needs root for

@@ -19,15 +19,21 @@
 # kept), files (other files kept), exclude (Go files of those dirs left
 # out, by their path in the release).
 set -euo pipefail
+here=$PWD
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: scripts/thirdparty.sh DIR sync|check|tree OUT" >&2; exit 2; }
 copy=${1%/}
+copy=${copy#./}
 shift
+case $copy in
+third_party/*) ;;
+*) echo "thirdparty.sh: $copy: want a directory under third_party/, from the repository's top" >&2; exit 2 ;;
+esac
 upstream=$copy/UPSTREAM
 [ -f "$upstream" ] || { echo "thirdparty.sh: $upstream: no such file" >&2; exit 2; }
 name=$(basename "$copy")
 
-field() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "$upstream"; }
+field() { awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' "$upstream" | paste -sd ' ' -; }
 module=$(field module)
 version=$(field version)
 # The copy's import path in cairn's module.
@@ -35,21 +41,27 @@ path=$(awk '$1 == "module" { print $2 }' go.mod)/$copy
 
 # release prints the directory of the release in the module cache.
 release() {
-	go mod download -json "$module@$version" | awk -F'"' '$2 == "Dir" { print $4 }'
+	local dir
+	dir=$(go mod download -json "$module@$version" | awk -F'"' '$2 == "Dir" { print $4 }')
+	[ -n "$dir" ] || { echo "thirdparty.sh: go mod download $module@$version failed" >&2; exit 1; }
+	echo "$dir"
 }
 
 # tree DIR makes DIR the release's kept files (UPSTREAM's dirs: their Go
 # files but tests; its files) plus the patches, and cairn's own files of
 # the copy (CAIRN.md, UPSTREAM, patches/).
 tree() {
-	local out=$1 rel d f p
+	local out=$1 rel d f p rp
 	rel=$(release)
 	[ -d "$rel" ] || { echo "thirdparty.sh: $module@$version not in the module cache" >&2; exit 1; }
 	for d in $(field dirs); do
 		mkdir -p "$out/$d"
 		for f in "$rel/$d"/*.go; do
+			[ -e "$f" ] || { echo "thirdparty.sh: $d in $upstream has no Go files in the release" >&2; exit 1; }
 			case $f in *_test.go) continue ;; esac
-			case " $(field exclude) " in *" ${f#"$rel"/} "*) continue ;; esac
+			rp=${f#"$rel"/}
+			rp=${rp#./}
+			case " $(field exclude) " in *" $rp "*) continue ;; esac
 			install -m 0644 "$f" "$out/$d/"
 		done
 	done
@@ -118,9 +130,11 @@ check)
 	;;
 tree)
 	[ $# -eq 2 ] || { echo "usage: scripts/thirdparty.sh $copy tree OUT" >&2; exit 2; }
-	[ ! -e "$2" ] || { echo "thirdparty.sh: $2 exists" >&2; exit 1; }
-	tree "$2"
-	echo "thirdparty.sh: $2 is $module@$version plus its patches, with the release's import paths"
+	out=$2
+	case $out in /*) ;; *) out=$here/$out ;; esac
+	[ ! -e "$out" ] || { echo "thirdparty.sh: $out exists" >&2; exit 1; }
+	tree "$out"
+	echo "thirdparty.sh: $out is $module@$version plus its patches, with the release's import paths"
 	;;
 *)
 	echo "usage: scripts/thirdparty.sh DIR sync|check|tree OUT" >&2

@@ -47,19 +47,37 @@ store:
 	var before uint64
 	for cycle := range cycles {
 		p := startCairn(t, bin, cfg)
+		api := newAPIClient(p.http)
+		waitUntil(t, 30*time.Second, "cairn to subscribe at Mosquitto", func() (bool, string) {
+			st := api.status(t)
+			return st.MQTT.Connected, fmt.Sprintf("%+v", st.MQTT)
+		})
 		if cycle == 0 {
-			api := newAPIClient(p.http)
-			waitUntil(t, 30*time.Second, "cairn to subscribe at Mosquitto", func() (bool, string) {
-				st := api.status(t)
-				return st.MQTT.Connected, fmt.Sprintf("%+v", st.MQTT)
-			})
-			go func() { published <- fleet.publish(broker.addr(), true, stop) }()
+			go func() {
+				// Like sensors, the fleet connects again when its
+				// connection fails, until it is stopped.
+				for {
+					err := fleet.publish(broker.addr(), true, stop)
+					select {
+					case <-stop:
+						published <- err
+						return
+					default:
+						time.Sleep(100 * time.Millisecond)
+					}
+				}
+			}()
 		}
+		// Killed under load: once this start has stored readings.
+		waitUntil(t, 30*time.Second, "cairn to store readings", func() (bool, string) {
+			st := api.status(t)
+			return st.Store.Readings > p.readings, fmt.Sprintf("%d readings at start, %d now", p.readings, st.Store.Readings)
+		})
 		if p.readings < before {
 			t.Fatalf("cycle %d: the store holds %d readings after the restart, %d before the kill\noutput:\n%s", cycle, p.readings, before, p.out)
 		}
 		time.Sleep(200*time.Millisecond + rand.N(600*time.Millisecond))
-		st := newAPIClient(p.http).status(t)
+		st := api.status(t)
 		if !st.MQTT.Connected {
 			t.Fatalf("cycle %d: cairn is not connected to Mosquitto: %+v\noutput:\n%s", cycle, st.MQTT, p.out)
 		}

@@ -67,8 +67,8 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMiB) << 20)
 		memoryLimit = cfg.MemoryLimitMiB.String()
 	}
-	// GOMAXPROCS is the runtime's: the CPUs cairn may run on (its affinity,
-	// a cgroup's quota), or the GOMAXPROCS variable. cairn once ran two Ps
+	// GOMAXPROCS is the runtime's: the CPUs cairn may run on (its affinity;
+	// under a cgroup's CPU quota at least two), or the GOMAXPROCS variable. cairn once ran two Ps
 	// on a single core so that MQTT reads went on while a commit synced;
 	// with reads gathered (mqtt.read_coalesce) and commits that wait in
 	// slices, one P drains a backlog faster and takes less CPU at a steady
