@@ -51,9 +51,10 @@ release() {
 # files but tests; its files) plus the patches, and cairn's own files of
 # the copy (CAIRN.md, UPSTREAM, patches/).
 tree() {
-	local out=$1 rel d f p rp
+	local out=$1 rel d f p rp exclude
 	rel=$(release)
 	[ -d "$rel" ] || { echo "thirdparty.sh: $module@$version not in the module cache" >&2; exit 1; }
+	exclude=" $(field exclude) "
 	for d in $(field dirs); do
 		mkdir -p "$out/$d"
 		for f in "$rel/$d"/*.go; do
@@ -61,7 +62,7 @@ tree() {
 			case $f in *_test.go) continue ;; esac
 			rp=${f#"$rel"/}
 			rp=${rp#./}
-			case " $(field exclude) " in *" $rp "*) continue ;; esac
+			case $exclude in *" $rp "*) continue ;; esac
 			install -m 0644 "$f" "$out/$d/"
 		done
 	done
