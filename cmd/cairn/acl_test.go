@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
@@ -131,8 +132,12 @@ func TestRun_PayloadDeviceNeedsACLLine(t *testing.T) {
 			if !strings.Contains(out, "Not authorized") {
 				t.Errorf("mosquitto_pub (MQTT 5, QoS 1): %v, want a PUBACK saying not authorized\n%s", err, out)
 			}
-			for _, m := range []string{doc, `{"device":"<script>alert(1)</script>","t":1}`, `{"device":"=HYPERLINK(\"http://evil\",\"x\")","t":1}`} {
-				if out, err := pub("-q", "0", "-t", "sensors/kitchen/bulk", "-m", m); err != nil {
+			// Each QoS 0 publish under its own client id: mosquitto_pub
+			// leaves at once, and a next connection under the same id
+			// would take the session over, perhaps before the broker has
+			// read the PUBLISH (QoS 0 may be lost so).
+			for i, m := range []string{doc, `{"device":"<script>alert(1)</script>","t":1}`, `{"device":"=HYPERLINK(\"http://evil\",\"x\")","t":1}`} {
+				if out, err := pub("-q", "0", "-i", fmt.Sprintf("kitchen-q0-%d", i), "-t", "sensors/kitchen/bulk", "-m", m); err != nil {
 					t.Fatalf("mosquitto_pub (QoS 0): %v\n%s", err, out)
 				}
 			}
