@@ -276,7 +276,11 @@ func Open(opts Options) (*Store, error) {
 	// keeps 8 buffers for reuse; a compaction of a large store writes
 	// dozens of tables, so the builders alive grew with the store (3 or 4
 	// at 1 M readings of backlog, 8 by 16 M, each a buffer of twice a
-	// table). One writing and two kept bound it whatever the store's size.
+	// table). One writing bounds it whatever the store's size, and none
+	// kept: without a pool of buffers, a builder allocates each block on
+	// its own (patch 0013) and holds about its table, where a pooled
+	// buffer began at twice the table size and grew by twice that again
+	// for a flushed memtable's table, 6 MiB for 2 MiB of table, kept.
 	//
 	// No block compression: what fills the store is compressed already
 	// (sealed buckets, outbox entries), and a compressing builder holds
@@ -668,10 +672,11 @@ const (
 )
 
 // Table builders a compaction may have writing tables at once beside the
-// one each subcompaction fills, and builders' buffers kept for reuse.
+// one each subcompaction fills, and builders' buffers kept for reuse
+// (none: each block is allocated on its own, see Open).
 const (
 	compactionBuilders = 1
-	tableBuilderPool   = 2
+	tableBuilderPool   = 0
 )
 
 // tableSize returns the size of Badger's tables (every level's, see
@@ -679,22 +684,14 @@ const (
 // half the memtable, at least minTableSize, and large enough, in whole
 // MiB, that maxBytes takes at most maxTables.
 //
-// Half, because a table builder starts with a buffer of twice its table
-// size, grows it for a larger table, and Badger keeps builders' buffers
-// for reuse (tableBuilderPool). A flushed memtable becomes one level-0
-// table a little smaller than the memtable (Badger flushes once the
-// memtable's log reaches its size, and a table's keys are shorter; 93% of
-// it at most in TestStore_LevelZeroTablesFitABuildersFirstBuffer), so
-// the first buffer holds it. Not always: the write batch that finds the
-// memtable not yet full may take it past its size (Badger allows a
-// batch 15% of it), and one builder then grows by twice its first
-// buffer (seen once over a 20 M backlog). At an eighth of a 4 MiB
-// memtable (1 MiB tables) each flush grew a builder by 4 MiB, one after
-// another, and the memory the store kept rose for the first several
-// million readings of a backlog. Larger tables than half cost memory
-// too: every table a compaction writes is held in memory until it is on
-// disk, and at five eighths the RSS over the second half of a 10 M
-// reading backlog was about a sixth higher (one run).
+// Half, because a table builder once started with a buffer of twice its
+// table size, which a flushed memtable (one level-0 table, a little
+// smaller than the memtable) then fit; builders now allocate each block
+// on their own (tableBuilderPool 0), and hold about their table whatever
+// its size. Larger tables than half cost memory: every table a
+// compaction writes is held in memory until it is on disk, and at five
+// eighths the RSS over the second half of a 10 M reading backlog was
+// about a sixth higher (one run, with pooled buffers).
 func tableSize(memTable, maxBytes int64) int64 {
 	size := max(memTable/2, minTableSize)
 	if need := (maxBytes/maxTables + 1<<20 - 1) &^ (1<<20 - 1); need > size {

@@ -3,7 +3,6 @@ package buffer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"reflect"
 	"sync"
@@ -305,51 +304,6 @@ func TestWriter_CommitLargerThanOneTransaction(t *testing.T) {
 	if n := s.ReadingCount(); n != uint64(len(rs)) {
 		t.Errorf("ReadingCount after reopen: got %d, want %d", n, len(rs))
 	}
-}
-
-// tableReadings are n readings of 50 devices, 1 Hz from a fixed day.
-func tableReadings(n int) []Reading {
-	base := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC).UnixNano()
-	rs := make([]Reading, n)
-	for i := range rs {
-		rs[i] = Reading{Device: fmt.Sprintf("dev-%02d", i%50), Metric: "t", TS: base + int64(i/50)*1e9, Value: float64(i % 997)}
-	}
-	return rs
-}
-
-// TestStore_LevelZeroTablesFitABuildersFirstBuffer: a flushed memtable
-// becomes one level-0 table, and Badger's table builder starts with a
-// buffer of twice the table size, grows it for a larger table, and
-// keeps what it grew for reuse (tableBuilderPool builders). At the daemon's
-// default memtable, every level-0 table must fit that first buffer.
-// (The builders' buffers themselves are listed by ristretto's
-// z.Allocators, which the race detector rejects: it reads a field that
-// builders write without its lock.) Nothing is sealed: sealing comes a
-// second after a commit, so how much a slower run (the race detector's)
-// had sealed into buckets before the first flush varied, and a sealing
-// transaction may take a memtable past its size (see tableSize): tables
-// of 4.46 MB in such runs.
-func TestStore_LevelZeroTablesFitABuildersFirstBuffer(t *testing.T) {
-	const memTable = 4 << 20
-	s, w := testStoreOpts(t, Options{MemTableSize: memTable}, WriterOptions{SealCheck: 24 * time.Hour, sealAfter: 24 * time.Hour})
-	first := 2 * tableSize(memTable, MaxDefaultDiskBytes)
-	rs := tableReadings(600_000)
-	var largest int64
-	for i := 0; i < len(rs); i += 2000 {
-		write(t, w, rs[i:i+2000]...)
-		for _, ti := range s.db.Tables() {
-			if ti.Level == 0 {
-				largest = max(largest, int64(ti.OnDiskSize))
-			}
-		}
-	}
-	if largest < memTable/2 {
-		t.Fatalf("largest level-0 table: %d bytes; the test needs more writes", largest)
-	}
-	if largest >= first {
-		t.Errorf("a level-0 table of %d bytes; a builder's first buffer is %d", largest, first)
-	}
-	t.Logf("largest level-0 table: %d bytes; a builder's first buffer: %d", largest, first)
 }
 
 // TestTableSize: tables are half the memtable, at least 1 MiB, and

@@ -276,7 +276,7 @@ func Open(opt Options) (*DB, error) {
 		valueDirGuard:    valueDirLockGuard,
 		orc:              newOracle(opt),
 		pub:              newPublisher(),
-		allocPool:        z.NewAllocatorPool(opt.TableBuilderPool),
+		allocPool:        newAllocatorPool(opt.TableBuilderPool),
 		bannedNamespaces: &lockedKeys{keys: make(map[uint64]struct{})},
 		threshold:        initVlogThreshold(&opt),
 	}
@@ -1120,6 +1120,15 @@ func (db *DB) ensureRoomForWrite() error {
 			db.flushCond.Wait()
 		}
 	}
+}
+
+// newAllocatorPool returns a pool that keeps n table builders' buffers, or
+// nil for none: without a pool, a builder allocates each block on its own.
+func newAllocatorPool(n int) *z.AllocatorPool {
+	if n == 0 {
+		return nil
+	}
+	return z.NewAllocatorPool(n)
 }
 
 func arenaSize(opt Options) int64 {

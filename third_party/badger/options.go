@@ -631,7 +631,9 @@ func (opt Options) WithCompactionBuilders(val int) Options {
 }
 
 // WithTableBuilderPool sets how many table builders' buffers are kept for
-// reuse once their tables are written. Each keeps the size it grew to.
+// reuse once their tables are written. Each keeps the size it grew to. With
+// 0, builders have no such buffer: each block of a table is allocated on
+// its own and freed with the table.
 //
 // The default value of TableBuilderPool is 8.
 func (opt Options) WithTableBuilderPool(val int) Options {

@@ -121,11 +121,17 @@ func NewTableBuilder(opts Options) *Builder {
 	if sz > maxAllocatorInitialSz {
 		sz = maxAllocatorInitialSz
 	}
-	b := &Builder{
-		alloc: opts.AllocPool.Get(sz, "TableBuilder"),
-		opts:  &opts,
+	b := &Builder{opts: &opts}
+	// Without a pool, there is no allocator: each block is allocated on
+	// its own (a nil *z.Allocator allocates with make), so the builder
+	// holds about what its table holds. An allocator begins at twice the
+	// table size, rounded up to a power of two, and a table a little
+	// larger than that (a flushed memtable's) adds a buffer twice as
+	// large again: six times the table, all of it zeroed.
+	if opts.AllocPool != nil {
+		b.alloc = opts.AllocPool.Get(sz, "TableBuilder")
+		b.alloc.Tag = "Builder"
 	}
-	b.alloc.Tag = "Builder"
 	b.curBlock = &bblock{
 		data: b.alloc.Allocate(opts.BlockSize + padding),
 	}
@@ -191,7 +197,9 @@ func (b *Builder) handleBlock() {
 
 // Close closes the TableBuilder.
 func (b *Builder) Close() {
-	b.opts.AllocPool.Return(b.alloc)
+	if b.alloc != nil {
+		b.opts.AllocPool.Return(b.alloc)
+	}
 }
 
 // Empty returns whether it's empty.
