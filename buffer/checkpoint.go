@@ -105,6 +105,7 @@ func (w *Writer) checkpointed() {
 			st.addRun(day, run)
 			return nil
 		})
+		w.seal.opened += len(st.unflushed)
 		st.unflushed = st.unflushed[:0]
 		if !st.flushed && !w.ckpt.replaying {
 			st.flushed = true

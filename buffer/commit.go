@@ -147,7 +147,7 @@ func (w *Writer) commit() {
 		req.done(res)
 		w.batch[i] = request{} // let the readings go
 	}
-	if time.Since(w.seal.last) >= w.opts.sealAfter {
+	if w.seal.opened >= sealAfterOpened || time.Since(w.seal.last) >= w.opts.sealAfter {
 		w.sealFlushed()
 	}
 	if w.journal.parts > 0 && !w.ckpt.armed && w.ckpt.due != nil {

@@ -48,6 +48,9 @@ type sealer struct {
 
 	flushed []*seriesState // series checkpointed, not yet sealed and rolled up
 	last    time.Time      // when sealFlushed last ran
+	// opened counts the samples checkpoints added to open points since
+	// sealFlushed last ran (sealAfterOpened).
+	opened int
 }
 
 // sealNow seals what is queued, logging a failure: the points stay open
@@ -78,12 +81,24 @@ func (w *Writer) SealDue(ctx context.Context, now time.Time) error {
 // them cost a drain a tenth of its rate.
 const sealAfterCommits = time.Second
 
+// sealAfterOpened is how many samples, at most, checkpoints in the middle
+// of commits add to open points before the series they wrote are sealed
+// after a commit, sooner than sealAfterCommits: a drain stores 300,000
+// readings a second or more, and open points are held in memory until
+// sealed, 16 bytes each and more as their slices grow. A second of them
+// was 5 to 6 MiB of a drain's heap, which the runtime doubles; 64 Ki
+// samples is 1 MiB, and a bucket of every series of a hundred sensors
+// with two metrics each at the default store.bucket_samples (200) is
+// 40,000.
+const sealAfterOpened = 64 << 10
+
 // sealFlushed seals and rolls up the series that checkpoints wrote since
 // the last time: right after the checkpoint when it came between commits,
 // after a commit when it came in the middle of one (sealing then would
 // change buckets under the commit's duplicate check).
 func (w *Writer) sealFlushed() {
 	w.seal.last = time.Now()
+	w.seal.opened = 0
 	if len(w.seal.flushed) == 0 {
 		return
 	}

@@ -485,3 +485,43 @@ func (tw *testWriter) stop() {
 	tw.cancel()
 	<-tw.done
 }
+
+// TestWriter_DrainSealsByOpenedSamples: in a drain, commits follow one
+// another with no pause, and checkpoints in their middle add open points
+// (held in memory until sealed) faster than sealAfterCommits lets them be
+// sealed. Sealing comes once sealAfterOpened samples were added: the open
+// points stay bounded, where they held the whole drain.
+func TestWriter_DrainSealsByOpenedSamples(t *testing.T) {
+	s, w := testStoreOpts(t, Options{MemTableSize: 1 << 20}, WriterOptions{SealCheck: 24 * time.Hour, sealAfter: 24 * time.Hour})
+	const series, perBatch, total = 20, 2000, 400_000
+	base := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC).UnixNano()
+	for i := 0; i < total; i += perBatch {
+		rs := make([]Reading, perBatch)
+		for j := range rs {
+			n := i + j
+			rs[j] = Reading{Device: fmt.Sprintf("dev-%02d", n%series), Metric: "t", TS: base + int64(n/series)*1e9, Value: float64(n % 997)}
+		}
+		write(t, w, rs...)
+	}
+	var open, most int
+	if err := w.do(context.Background(), func() error {
+		for _, st := range s.series {
+			for _, pts := range st.days() {
+				open += len(pts)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if c := w.checkpoints.Load(); c < 10 {
+		t.Fatalf("%d checkpoints in the drain; the test needs commits that checkpoint", c)
+	}
+	// What a checkpoint adds beyond the bound, and a bucket short of
+	// full in each series.
+	most = 64<<10 + total/int(w.checkpoints.Load()) + series*w.opts.BucketSamples
+	t.Logf("%d open points after %d readings, %d checkpoints", open, total, w.checkpoints.Load())
+	if open > most {
+		t.Errorf("%d open points after a drain of %d readings, want at most %d", open, total, most)
+	}
+}
