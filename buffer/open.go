@@ -188,7 +188,12 @@ func (e *openEdit) apply() {
 		}
 	case len(e.open) == 0:
 	case i >= 0:
-		st.open[i].points, st.open[i].runs = e.open, e.runs
+		// Into the day's own arrays: the next checkpoints append their
+		// runs there, and a busy series fills them again at once (only
+		// the Writer's goroutine reads open points).
+		d := &st.open[i]
+		d.points = append(d.points[:0], e.open...)
+		d.runs = append(d.runs[:0], e.runs...)
 	default:
 		st.open = append(st.open, openDay{day: e.day, runs: e.runs, points: e.open})
 	}
