@@ -93,6 +93,7 @@ type OutboxEncoder struct {
 	names    []byte               // the table of series, uncompressed
 	ts       int64
 	plain    []byte // scratch: the whole entry before compression
+	packed   []byte // scratch: the entry compressed
 }
 
 // Reset empties the entry.
@@ -180,9 +181,17 @@ func (e *OutboxEncoder) Value() []byte {
 	}
 	p = append(p, e.readings...)
 	e.plain = p
-	v := make([]byte, 1, 1+s2.MaxEncodedLen(len(p)))
+	// Compressed into scratch space of the worst case's size, then
+	// copied into a slice of its own size: the entry is a third of that
+	// or less, and what is allocated sets how soon the GC runs.
+	if n := s2.MaxEncodedLen(len(p)); cap(e.packed) < n {
+		e.packed = make([]byte, n)
+	}
+	packed := s2.Encode(e.packed[:cap(e.packed)], p)
+	v := make([]byte, 1+len(packed))
 	v[0] = version
-	return append(v, s2.Encode(v[1:cap(v)], p)...)
+	copy(v[1:], packed)
+	return v
 }
 
 // outboxBody decompresses an entry into buf (which it returns, grown if
