@@ -75,15 +75,17 @@ func (w *Writer) SealDue(ctx context.Context, now time.Time) error {
 	})
 }
 
-// sealAfterCommits is how often, at most, the series that checkpoints in
+// sealAfterCommits is how often, at most (unless sealAfterOpened comes
+// first), the series that checkpoints in
 // the middle of commits wrote are sealed and rolled up after a commit: a
 // busy gateway checkpoints every few commits, and sealing after each of
 // them cost a drain a tenth of its rate.
 const sealAfterCommits = time.Second
 
-// sealAfterOpened is how many samples, at most, checkpoints in the middle
-// of commits add to open points before the series they wrote are sealed
-// after a commit, sooner than sealAfterCommits: a drain stores 300,000
+// sealAfterOpened is how many samples checkpoints in the middle of
+// commits may add to open points before the series they wrote are sealed
+// after the commit, sooner than sealAfterCommits (so at most this plus
+// what that commit's checkpoints added): a drain stores 300,000
 // readings a second or more, and open points are held in memory until
 // sealed, 16 bytes each and more as their slices grow. A second of them
 // was 5 to 6 MiB of a drain's heap, which the runtime doubles; 64 Ki

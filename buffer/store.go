@@ -64,13 +64,16 @@ const (
 	// maxEntrySize bounds the journal and outbox entries (before their
 	// compression) so that one fits a block. A table builder that meets
 	// a value larger than a block doubles the block's buffer until it
-	// fits, keeping every smaller one: a table of such values took about
-	// four times its size, and Badger kept 8 builders for reuse (2 now,
-	// see Open), each grown to the largest table it built. With entries
-	// up to the value threshold (512 KiB at the default memtable), a
-	// 10 M-reading backlog peaked at 139 MiB RSS; with entries of a
-	// block, 98 MiB.
-	tableBlockSize = 64 << 10
+	// fits: a table of such values took about four times its size, and
+	// Badger then kept 8 builders for reuse, each grown to the largest
+	// table it built. With entries up to the value threshold (512 KiB at
+	// the default memtable), a 10 M-reading backlog peaked at 139 MiB
+	// RSS; with entries of a block, 98 MiB. A builder allocates each
+	// block's buffer at the block size plus 256 bytes of padding (see
+	// Open): 64 KiB less that, so that the buffer is 64 KiB, not nine
+	// pages of the Go heap's 8 KiB for 64 KiB and 256 bytes (an eighth
+	// more).
+	tableBlockSize = 64<<10 - 256
 	// valueLogFileSize is the size of Badger's value-log files, the least
 	// it takes: no value goes there (see maxValueThreshold), and each
 	// file, of twice this size, is allocated whole when it is created so
@@ -257,10 +260,9 @@ func Open(opts Options) (*Store, error) {
 		WithBlockSize(tableBlockSize).
 		WithValueLogFileSize(valueLogFileSize).
 		WithNumGoroutines(2)
-	// Tables of every level the same size: a table builder holds about
-	// twice its table in memory (and Badger keeps the builders' buffers
-	// for reuse), so tables that double per level make memory grow with
-	// the store.
+	// Tables of every level the same size: a table builder holds its
+	// table in memory, so tables that double per level make memory grow
+	// with the store.
 	//
 	// A base level (the level that level 0 compacts into) of one
 	// memtable: every level-0 table spans the whole keyspace, so each
@@ -280,12 +282,13 @@ func Open(opts Options) (*Store, error) {
 	// kept: without a pool of buffers, a builder allocates each block on
 	// its own (patch 0013) and holds about its table, where a pooled
 	// buffer began at twice the table size and grew by twice that again
-	// for a flushed memtable's table, 6 MiB for 2 MiB of table, kept.
+	// for a flushed memtable's table (about twice the table size): 6 MiB
+	// for 2.2 MiB of table, kept.
 	//
 	// No block compression: what fills the store is compressed already
 	// (sealed buckets, outbox entries), and a compressing builder holds
-	// each block twice, raw and compressed, at the worst case's size,
-	// in buffers Badger keeps for reuse. A 10 M-reading backlog peaked
+	// each block twice, raw and compressed, at the worst case's size
+	// (in buffers Badger kept for reuse, when it did). A 10 M-reading backlog peaked
 	// 30 MiB higher with Snappy. The cost is disk: about a fifth more
 	// bytes, for the keys and the minute records (docs/storage.md).
 	bopts.TableSizeMultiplier = 1
@@ -686,9 +689,10 @@ const (
 //
 // Half, because a table builder once started with a buffer of twice its
 // table size, which a flushed memtable (one level-0 table, a little
-// smaller than the memtable) then fit; builders now allocate each block
-// on their own (tableBuilderPool 0), and hold about their table whatever
-// its size. Larger tables than half cost memory: every table a
+// smaller than the memtable) fit while it stayed under twice the table
+// size; at the 2 MiB memtable it often did not, and the builder took
+// 4 MiB more. Builders now allocate each block on their own
+// (tableBuilderPool 0), and hold about their table whatever its size. Larger tables than half cost memory: every table a
 // compaction writes is held in memory until it is on disk, and at five
 // eighths the RSS over the second half of a 10 M reading backlog was
 // about a sixth higher (one run, with pooled buffers).

@@ -127,7 +127,7 @@ func NewTableBuilder(opts Options) *Builder {
 	// holds about what its table holds. An allocator begins at twice the
 	// table size, rounded up to a power of two, and a table a little
 	// larger than that (a flushed memtable's) adds a buffer twice as
-	// large again: six times the table, all of it zeroed.
+	// large again: six times the table size, all of it zeroed.
 	if opts.AllocPool != nil {
 		b.alloc = opts.AllocPool.Get(sz, "TableBuilder")
 		b.alloc.Tag = "Builder"

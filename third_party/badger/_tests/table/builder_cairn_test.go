@@ -14,10 +14,10 @@ import (
 
 // TestBuilderWithoutPoolHoldsItsTable: a builder without a pool (what a
 // store opened with TableBuilderPool 0 gives it) allocates about what its
-// table holds. The table here is a little larger than the table size, as
-// a flushed memtable's is: the release's builder began an allocator at
-// twice the table size and then added a buffer twice as large, six times
-// the table.
+// table holds. The table here is a little larger than twice the table
+// size, as a flushed memtable's is in a small store: the release's
+// builder began an allocator at twice the table size and then added a
+// buffer twice as large, six times the table size.
 func TestBuilderWithoutPoolHoldsItsTable(t *testing.T) {
 	const tableSize = 1 << 20
 	opts := Options{BlockSize: 64 << 10, BloomFalsePositive: 0.01, TableSize: tableSize}
