@@ -475,6 +475,11 @@ type valueLog struct {
 
 	garbageCh    chan struct{}
 	discardStats *discardStats
+
+	// writes counts the entries write has copied into a file; synced
+	// is what writes was, plus one, when sync last began a sync that
+	// succeeded (0: none yet). sync does not sync a file unwritten since.
+	writes, synced atomic.Uint64
 }
 
 func vlogFilePath(dirPath string, fid uint32) string {
@@ -767,8 +772,21 @@ func (vlog *valueLog) sync() error {
 	curlf.lock.RLock()
 	vlog.filesLock.RUnlock()
 
+	// Nothing written since the last sync, nothing to sync: a store
+	// whose values all go into the LSM tree (under ValueThreshold)
+	// writes no value log at all, and DB.Sync syncing its file each
+	// time cost a syscall and a flush of the disk's cache for nothing.
+	// A write counted after the load is synced by the next sync.
+	writes := vlog.writes.Load()
+	if vlog.synced.Load() == writes+1 {
+		curlf.lock.RUnlock()
+		return nil
+	}
 	err := curlf.Sync()
 	curlf.lock.RUnlock()
+	if err == nil {
+		vlog.synced.Store(writes + 1)
+	}
 	return err
 }
 
@@ -854,6 +872,7 @@ func (vlog *valueLog) write(reqs []*request) error {
 		y.AssertTrue(copy(curlf.Data[start:], buf.Bytes()) == int(n))
 
 		curlf.size.Store(endOffset)
+		vlog.writes.Add(1)
 		return nil
 	}
 
