@@ -84,6 +84,9 @@ func (e *SkipError) Error() string { return "skipped " + e.Kind + ": " + e.Detai
 
 // SkipKind returns the kind of the *SkipError in err's chain, or "".
 func SkipKind(err error) string {
+	if err == nil {
+		return "" // errors.As would put se on the heap, once for every message
+	}
 	var se *SkipError
 	if errors.As(err, &se) {
 		return se.Kind

@@ -120,9 +120,9 @@ type Client interface {
 // clients are safe for concurrent use by multiple
 // goroutines
 type client struct {
-	lastSent        atomic.Value // time.Time - the last time a packet was successfully sent to network
-	lastReceived    atomic.Value // time.Time - the last time a packet was successfully received from network
-	pingOutstanding int32        // set to 1 if a ping has been sent but response not ret received
+	lastSent        stamp // the last time a packet was successfully sent to network
+	lastReceived    stamp // the last time a packet was successfully received from network
+	pingOutstanding int32 // set to 1 if a ping has been sent but response not ret received
 
 	status connectionStatus // see constants in status.go for values
 
@@ -1243,6 +1243,18 @@ func (c *client) UpdateLastSent() {
 		c.lastSent.Store(time.Now())
 	}
 }
+
+// stamp is a time that may be stored and loaded concurrently. It is kept
+// as an offset from stampOrigin, on the monotonic clock, so that storing
+// one does not allocate, as storing a time.Time in an atomic.Value does:
+// lastReceived is stored for every packet received.
+type stamp struct{ d atomic.Int64 }
+
+var stampOrigin = time.Now()
+
+func (s *stamp) Store(t time.Time) { s.d.Store(int64(t.Sub(stampOrigin))) }
+
+func (s *stamp) Load() time.Time { return stampOrigin.Add(time.Duration(s.d.Load())) }
 
 // getWriteTimeOut returns the writetimeout (duration to wait when writing to the connection) or 0 if none
 func (c *client) getWriteTimeOut() time.Duration {

@@ -47,6 +47,12 @@ type message struct {
 	payload   []byte
 	once      sync.Once
 	ack       func()
+	// Without ack, Ack makes it from these (ackFunc), when called:
+	// a handler that acknowledges on its own, or only some messages,
+	// spares every other message the allocation of a closure.
+	sendAck func(*PacketAndToken)
+	persist Store
+	packet  *packets.PublishPacket
 }
 
 func (m *message) Duplicate() bool {
@@ -74,7 +80,12 @@ func (m *message) Payload() []byte {
 }
 
 func (m *message) Ack() {
-	m.once.Do(m.ack)
+	m.once.Do(func() {
+		if m.ack == nil {
+			m.ack = ackFunc(m.sendAck, m.persist, m.packet)
+		}
+		m.ack()
+	})
 }
 
 func messageFromPublish(p *packets.PublishPacket, ack func()) Message {
@@ -86,6 +97,22 @@ func messageFromPublish(p *packets.PublishPacket, ack func()) Message {
 		messageID: p.MessageID,
 		payload:   p.Payload,
 		ack:       ack,
+	}
+}
+
+// messageToAck is messageFromPublish with ackFunc(sendAck, persist, p) as
+// its ack, made only if Ack is called.
+func messageToAck(p *packets.PublishPacket, sendAck func(*PacketAndToken), persist Store) Message {
+	return &message{
+		duplicate: p.Dup,
+		qos:       p.Qos,
+		retained:  p.Retain,
+		topic:     p.TopicName,
+		messageID: p.MessageID,
+		payload:   p.Payload,
+		sendAck:   sendAck,
+		persist:   persist,
+		packet:    p,
 	}
 }
 

@@ -132,7 +132,9 @@ func startIncoming(conn io.Reader) <-chan inbound {
 				DEBUG.Println(NET, "incoming complete")
 				return
 			}
-			DEBUG.Println(NET, "startIncoming Received Message")
+			if debugOn() {
+				DEBUG.Println(NET, "startIncoming Received Message")
+			}
 			ibound <- inbound{cp: cp}
 		}
 	}()
@@ -168,7 +170,9 @@ func startIncomingComms(conn io.Reader,
 				DEBUG.Println(NET, "startIncomingComms goroutine complete")
 				return // As soon as ibound is closed we can exit (should have already processed an error)
 			}
-			DEBUG.Println(NET, "logic waiting for msg on ibound")
+			if debugOn() {
+				DEBUG.Println(NET, "logic waiting for msg on ibound")
+			}
 
 			var msg packets.ControlPacket
 			var ok bool
@@ -186,7 +190,9 @@ func startIncomingComms(conn io.Reader,
 					ibound = nil
 					continue
 				}
-				DEBUG.Println(NET, "startIncomingComms: got msg on ibound")
+				if debugOn() {
+					DEBUG.Println(NET, "startIncomingComms: got msg on ibound")
+				}
 				// If the inbound comms routine encounters any issues it will send us an error.
 				if ibMsg.err != nil {
 					output <- incomingComms{err: ibMsg.err}
@@ -220,10 +226,14 @@ func startIncomingComms(conn io.Reader,
 				c.getToken(m.MessageID).flowComplete()
 				c.freeID(m.MessageID)
 			case *packets.PublishPacket:
-				DEBUG.Println(NET, "startIncomingComms: received publish, msgId:", m.MessageID)
+				if debugOn() {
+					DEBUG.Println(NET, "startIncomingComms: received publish, msgId:", m.MessageID)
+				}
 				output <- incomingComms{incomingPub: m}
 			case *packets.PubackPacket:
-				DEBUG.Println(NET, "startIncomingComms: received puback, id:", m.MessageID)
+				if debugOn() {
+					DEBUG.Println(NET, "startIncomingComms: received puback, id:", m.MessageID)
+				}
 				c.getToken(m.MessageID).flowComplete()
 				c.freeID(m.MessageID)
 			case *packets.PubrecPacket:

@@ -50,8 +50,8 @@ func keepalive(c *client, conn io.Writer) {
 			DEBUG.Println(PNG, "keepalive stopped")
 			return
 		case <-intervalTicker.C:
-			lastSent := c.lastSent.Load().(time.Time)
-			lastReceived := c.lastReceived.Load().(time.Time)
+			lastSent := c.lastSent.Load()
+			lastReceived := c.lastReceived.Load()
 
 			DEBUG.Println(PNG, "ping check", time.Since(lastSent).Seconds())
 			if time.Since(lastSent) >= time.Duration(c.options.KeepAlive*int64(time.Second)) || time.Since(lastReceived) >= time.Duration(c.options.KeepAlive*int64(time.Second)) {

@@ -42,3 +42,12 @@ var (
 	WARN     Logger = NOOPLogger{}
 	DEBUG    Logger = NOOPLogger{}
 )
+
+// debugOn reports whether DEBUG may print. A call to a NOOPLogger does
+// nothing, but its arguments are still put on the heap (the call is
+// through an interface): calls on the path of every packet received ask
+// first.
+func debugOn() bool {
+	_, off := DEBUG.(NOOPLogger)
+	return !off
+}

@@ -152,6 +152,9 @@ func ReadPacket(r io.Reader) (ControlPacket, error) {
 		return nil, errors.New("failed to read expected data")
 	}
 
+	if p, ok := cp.(*PublishPacket); ok {
+		return cp, p.unpackBytes(packetBytes)
+	}
 	err = cp.Unpack(bytes.NewBuffer(packetBytes))
 	return cp, err
 }

@@ -18,6 +18,7 @@ package packets
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 )
@@ -78,6 +79,31 @@ func (p *PublishPacket) Unpack(b io.Reader) error {
 	_, err = b.Read(p.Payload)
 
 	return err
+}
+
+// unpackBytes is Unpack from b, the bytes after the fixed header, as
+// ReadPacket has read them into a slice of their own: the payload is the
+// end of b, and the topic the one copy made. Unpack from a reader copies
+// the payload and makes three allocations more.
+func (p *PublishPacket) unpackBytes(b []byte) error {
+	if len(b) < 2 {
+		return fmt.Errorf("error unpacking publish, no topic length")
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	if len(b) < 2+n {
+		return fmt.Errorf("error unpacking publish, topic longer than the packet")
+	}
+	p.TopicName = string(b[2 : 2+n])
+	b = b[2+n:]
+	if p.Qos > 0 {
+		if len(b) < 2 {
+			return fmt.Errorf("error unpacking publish, no message identifier")
+		}
+		p.MessageID = binary.BigEndian.Uint16(b)
+		b = b[2:]
+	}
+	p.Payload = b
+	return nil
 }
 
 // Copy creates a new PublishPacket with the same topic and payload
