@@ -759,6 +759,15 @@ func (vlog *valueLog) sync() error {
 		return nil
 	}
 
+	// Nothing written since the last sync, nothing to sync: a store
+	// whose values all go into the LSM tree (under ValueThreshold)
+	// writes no value log at all, and DB.Sync syncing its file each
+	// time cost a syscall and a flush of the disk's cache for nothing.
+	// The count is read before the file is chosen: a write counted by
+	// then is in that file, or in an older one, which was synced when
+	// the log moved on to the next (doneWriting) before maxFid did. A
+	// write counted after the load is synced by the next sync.
+	writes := vlog.writes.Load()
 	vlog.filesLock.RLock()
 	maxFid := vlog.maxFid
 	curlf := vlog.filesMap[maxFid]
@@ -772,12 +781,6 @@ func (vlog *valueLog) sync() error {
 	curlf.lock.RLock()
 	vlog.filesLock.RUnlock()
 
-	// Nothing written since the last sync, nothing to sync: a store
-	// whose values all go into the LSM tree (under ValueThreshold)
-	// writes no value log at all, and DB.Sync syncing its file each
-	// time cost a syscall and a flush of the disk's cache for nothing.
-	// A write counted after the load is synced by the next sync.
-	writes := vlog.writes.Load()
 	if vlog.synced.Load() == writes+1 {
 		curlf.lock.RUnlock()
 		return nil
