@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // series is one figure of the soak: how to read it from a sample, and the
@@ -24,11 +25,15 @@ type series struct {
 
 // fit is a series over the last half of the run.
 type fit struct {
-	slope, intercept   float64 // per hour; value at t = 0 h
-	mean, min, max     float64
-	rangePct           float64 // (max - min) / mean, in percent
-	n                  int
-	first, last, start float64 // values at the first and last sample of the half; start of the half in hours
+	slope, intercept float64 // per hour; value at t = 0 h
+	mean, min, max   float64
+	rangePct         float64 // (max - min) / mean, in percent
+	// earlyMin and earlyMax are the lowest and highest values of the
+	// last half's first half (the run's third quarter), lateMin and
+	// lateMax of its second half (the fourth).
+	earlyMin, earlyMax, lateMin, lateMax float64
+	n                                    int
+	first, last, start                   float64 // values at the first and last sample of the half; start of the half in hours
 }
 
 type result struct {
@@ -47,7 +52,8 @@ func lastHalf(s *settings, all []sample, value func(sample) float64) fit {
 			ys = append(ys, value(x))
 		}
 	}
-	f := fit{n: len(xs), min: math.Inf(1), max: math.Inf(-1), start: half}
+	f := fit{n: len(xs), min: math.Inf(1), max: math.Inf(-1), start: half,
+		earlyMin: math.Inf(1), earlyMax: math.Inf(-1), lateMin: math.Inf(1), lateMax: math.Inf(-1)}
 	if f.n == 0 {
 		return f
 	}
@@ -57,6 +63,11 @@ func lastHalf(s *settings, all []sample, value func(sample) float64) fit {
 		sy += ys[i]
 		f.min = min(f.min, ys[i])
 		f.max = max(f.max, ys[i])
+		if xs[i] < half*3/2 {
+			f.earlyMin, f.earlyMax = min(f.earlyMin, ys[i]), max(f.earlyMax, ys[i])
+		} else {
+			f.lateMin, f.lateMax = min(f.lateMin, ys[i]), max(f.lateMax, ys[i])
+		}
 	}
 	mx, my := sx/float64(f.n), sy/float64(f.n)
 	var sxy, sxx float64
@@ -92,8 +103,17 @@ func figures(s *settings) []series {
 	return []series{
 		{key: "rss_mib", title: "VmRSS", unit: "MiB", value: func(x sample) float64 { return x.rssMiB },
 			second: func(x sample) float64 { return x.hwmMiB }, secondTitle: "VmHWM",
-			judge: func(f fit, _ []sample) (bool, string) {
-				return f.slope < 1 && f.rangePct < 10, "slope < 1 MiB/h and last-half range < 10% of its mean"
+			// VmRSS climbs by a few MiB between memtable flushes (each a
+			// few minutes apart at this load) and falls at each: a
+			// sawtooth, whose range says nothing of a leak and which tilts
+			// a least-squares line through a half hour by MiB an hour
+			// either way. A leak lifts what the sawtooth falls back to:
+			// the fit is of the lowest value of each 10 minutes (floor),
+			// and the last quarter's highs may not climb above the third's.
+			judge: func(f fit, all []sample) (bool, string) {
+				floor := lastHalf(s, trailingMin(all, s.sample, rssFloorWindow), func(x sample) float64 { return x.rssMiB })
+				return floor.slope < 1 && f.lateMax <= f.earlyMax+0.05*f.mean,
+					fmt.Sprintf("slope of its %s floor (%.3g MiB/h) < 1 MiB/h, and the last quarter's highest no more than 5%% of the last-half mean above the third quarter's", rssFloorWindow, floor.slope)
 			}},
 		{key: "goroutines", title: "goroutines", unit: "", value: func(x sample) float64 { return x.goroutines },
 			judge: func(f fit, _ []sample) (bool, string) {
@@ -130,6 +150,27 @@ func figures(s *settings) []series {
 	}
 }
 
+// rssFloorWindow is the window of VmRSS's floor: longer than the time
+// between two memtable flushes in the soak.
+const rssFloorWindow = 10 * time.Minute
+
+// trailingMin returns all with each sample's rssMiB the lowest of it and
+// the samples of the window before it.
+func trailingMin(all []sample, every, window time.Duration) []sample {
+	n := 1
+	if every > 0 {
+		n = max(1, int(window/every))
+	}
+	out := make([]sample, len(all))
+	for i := range all {
+		out[i] = all[i]
+		for j := max(0, i-n+1); j < i; j++ {
+			out[i].rssMiB = min(out[i].rssMiB, all[j].rssMiB)
+		}
+	}
+	return out
+}
+
 func analyse(s *settings, all []sample) []result {
 	var out []result
 	for _, sr := range figures(s) {
@@ -139,8 +180,8 @@ func analyse(s *settings, all []sample) []result {
 		if unit != "" {
 			unit = " " + unit
 		}
-		line := fmt.Sprintf("soak: %s slope_per_h=%.3g last_half_mean=%.4g min=%.4g max=%.4g range_pct=%.1f n=%d flat=%s (rule: %s)",
-			sr.key, f.slope, f.mean, f.min, f.max, f.rangePct, f.n, yesNo(flat), rule)
+		line := fmt.Sprintf("soak: %s slope_per_h=%.3g last_half_mean=%.4g min=%.4g max=%.4g range_pct=%.1f q3=%.4g..%.4g q4=%.4g..%.4g n=%d flat=%s (rule: %s)",
+			sr.key, f.slope, f.mean, f.min, f.max, f.rangePct, f.earlyMin, f.earlyMax, f.lateMin, f.lateMax, f.n, yesNo(flat), rule)
 		out = append(out, result{s: sr, f: f, flat: flat, line: line})
 	}
 	return out

@@ -31,7 +31,7 @@ func TestLastHalf_Slope(t *testing.T) {
 // TestFigures_Rules: a flat series passes each rule and a leaking one
 // fails it; a backlog left over after the outage fails.
 func TestFigures_Rules(t *testing.T) {
-	s := &settings{duration: time.Hour, outageAt: 20 * time.Minute, outage: 10 * time.Minute, capBytes: 24 << 20}
+	s := &settings{duration: time.Hour, sample: time.Minute, outageAt: 20 * time.Minute, outage: 10 * time.Minute, capBytes: 24 << 20}
 	run := func(leak float64, pendingAtEnd float64) map[string]bool {
 		var all []sample
 		for m := 0; m <= 60; m++ {
@@ -56,6 +56,42 @@ func TestFigures_Rules(t *testing.T) {
 		if leaking[k] {
 			t.Errorf("%s: a series growing 20 an hour (and 5,000 pending at the end) judged flat", k)
 		}
+	}
+}
+
+// TestFigures_RSSSawtooth: VmRSS that rises by 8 MiB at each memtable
+// flush and falls back is flat, whatever its range; the same sawtooth on
+// a leak of 2 MiB an hour is not, nor one whose highs climb in the last
+// quarter while its lows stay.
+func TestFigures_RSSSawtooth(t *testing.T) {
+	s := &settings{duration: time.Hour, sample: time.Minute, outageAt: 20 * time.Minute, outage: 10 * time.Minute, capBytes: 24 << 20}
+	flat := func(rss func(m int) float64) bool {
+		var all []sample
+		for m := 0; m <= 60; m++ {
+			all = append(all, sample{t: float64(m * 60), rssMiB: rss(m)})
+		}
+		for _, r := range analyse(s, all) {
+			if r.s.key == "rss_mib" {
+				return r.flat
+			}
+		}
+		t.Fatal("no rss_mib in the report")
+		return false
+	}
+	saw := func(m int) float64 { return 32 + float64(m%6)*8/5 } // 32 to 40 MiB every 6 minutes
+	if !flat(saw) {
+		t.Error("a repeating sawtooth of 32-40 MiB judged not flat")
+	}
+	if flat(func(m int) float64 { return saw(m) + 2*float64(m)/60 }) {
+		t.Error("a sawtooth on a leak of 2 MiB/h judged flat")
+	}
+	if flat(func(m int) float64 {
+		if m >= 45 && m%6 == 5 {
+			return 46 // highs 6 MiB above the third quarter's
+		}
+		return saw(m)
+	}) {
+		t.Error("a sawtooth whose highs climb in the last quarter judged flat")
 	}
 }
 
