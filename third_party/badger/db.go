@@ -978,6 +978,23 @@ func (db *DB) doWrites(lc *z.Closer) {
 		<-pendingCh
 	}
 
+	// One goroutine writes the groups of requests, one after another,
+	// while this one gathers the next group. A goroutine started for each
+	// group began with a small stack and grew it, copying, on the way
+	// into the memtable: a cost at every group commit.
+	toWrite := make(chan []*request, 1)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for reqs := range toWrite {
+			writeRequests(reqs)
+		}
+	}()
+	defer func() {
+		close(toWrite)
+		<-writerDone
+	}()
+
 	// This variable tracks the number of pending writes.
 	reqLen := new(expvar.Int)
 	y.PendingWritesSet(db.opt.MetricsEnabled, db.opt.Dir, reqLen)
@@ -1025,7 +1042,7 @@ func (db *DB) doWrites(lc *z.Closer) {
 		}
 
 	writeCase:
-		go writeRequests(reqs)
+		toWrite <- reqs
 		reqs = make([]*request, 0, 10)
 		reqLen.Set(0)
 	}
