@@ -18,7 +18,12 @@ func TestWritesOnOneGoroutine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			db.Close()
+		}
+	}()
 	created := func() uint64 {
 		s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
 		metrics.Read(s)
@@ -37,7 +42,7 @@ func TestWritesOnOneGoroutine(t *testing.T) {
 		t.Errorf("%d commits started %d goroutines; want fewer than %d", commits, n, commits/2)
 	}
 	// Every write is still there, and Close, which writes what is
-	// pending on the goroutine that gathers, still returns.
+	// pending on the goroutine that gathers, returns without an error.
 	if err := db.View(func(txn *Txn) error {
 		for i := range commits {
 			if _, err := txn.Get([]byte(fmt.Sprintf("key%04d", i))); err != nil {
@@ -47,5 +52,9 @@ func TestWritesOnOneGoroutine(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+	closed = true
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
 	}
 }
