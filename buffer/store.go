@@ -260,9 +260,10 @@ func Open(opts Options) (*Store, error) {
 		WithBlockSize(tableBlockSize).
 		WithValueLogFileSize(valueLogFileSize).
 		WithNumGoroutines(2)
-	// Tables of every level the same size: a table builder holds its
-	// table in memory, so tables that double per level make memory grow
-	// with the store.
+	// Tables of every level the same size: a table builder held its
+	// table in memory (until patch 0016 of cairn's copy of Badger: it
+	// now writes each block to its file as it finishes it), so tables
+	// that doubled per level made memory grow with the store.
 	//
 	// A base level (the level that level 0 compacts into) of one
 	// memtable: every level-0 table spans the whole keyspace, so each
@@ -280,10 +281,12 @@ func Open(opts Options) (*Store, error) {
 	// at 1 M readings of backlog, 8 by 16 M, each a buffer of twice a
 	// table). One writing bounds it whatever the store's size, and none
 	// kept: without a pool of buffers, a builder allocates each block on
-	// its own (patch 0013) and holds about its table, where a pooled
+	// its own (patch 0013) and held about its table, where a pooled
 	// buffer began at twice the table size and grew by twice that again
 	// for a flushed memtable's table (about twice the table size): 6 MiB
-	// for 2.2 MiB of table, kept.
+	// for 2.2 MiB of table, kept. Since patch 0016 the flush's and the
+	// compactions' builders write each block to the table's file as they
+	// finish it and hold one block.
 	//
 	// No block compression: what fills the store is compressed already
 	// (sealed buckets, outbox entries), and a compressing builder holds
@@ -691,11 +694,15 @@ const (
 // table size, which a flushed memtable (one level-0 table, a little
 // smaller than the memtable) fit while it stayed under twice the table
 // size; at the 2 MiB memtable it often did not, and the builder took
-// 4 MiB more. Builders now allocate each block on their own
-// (tableBuilderPool 0), and hold about their table whatever its size. Larger tables than half cost memory: every table a
-// compaction writes is held in memory until it is on disk, and at five
-// eighths the RSS over the second half of a 10 M reading backlog was
-// about a sixth higher (one run, with pooled buffers).
+// 4 MiB more. Builders then allocated each block on their own
+// (tableBuilderPool 0), and held about their table whatever its size;
+// since patch 0016 of cairn's copy of Badger they write each block to
+// the table's file as they finish it and hold one, so a table's size no
+// longer sets what a builder holds. Half stays: at five eighths, when
+// every table a compaction wrote was held in memory until it was on
+// disk, the RSS over the second half of a 10 M reading backlog was about
+// a sixth higher (one run, with pooled buffers), and a larger table is
+// not measured since.
 func tableSize(memTable, maxBytes int64) int64 {
 	size := max(memTable/2, minTableSize)
 	if need := (maxBytes/maxTables + 1<<20 - 1) &^ (1<<20 - 1); need > size {

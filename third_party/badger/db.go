@@ -1152,11 +1152,10 @@ func arenaSize(opt Options) int64 {
 	return opt.MemTableSize + opt.maxBatchSize + opt.maxBatchCount*int64(skl.MaxNodeSize)
 }
 
-// buildL0Table builds a new table from the memtable.
-func buildL0Table(iter y.Iterator, dropPrefixes [][]byte, bopts table.Options) *table.Builder {
+// buildL0Table builds a new table from the memtable, with b.
+func buildL0Table(iter y.Iterator, dropPrefixes [][]byte, b *table.Builder) *table.Builder {
 	defer iter.Close()
 
-	b := table.NewTableBuilder(bopts)
 	for iter.Rewind(); iter.Valid(); iter.Next() {
 		if len(dropPrefixes) > 0 && hasAnyPrefixes(iter.Key(), dropPrefixes) {
 			continue
@@ -1176,7 +1175,15 @@ func buildL0Table(iter y.Iterator, dropPrefixes [][]byte, bopts table.Options) *
 func (db *DB) handleMemTableFlush(mt *memTable, dropPrefixes [][]byte) error {
 	bopts := buildTableOptions(db)
 	itr := mt.sl.NewUniIterator(false)
-	builder := buildL0Table(itr, nil, bopts)
+	// The table is written to its file as it is built, so that the
+	// builder holds a block of it and not the whole (NewTableBuilderFile).
+	fileID := db.lc.reserveFileID()
+	fname := table.NewFilename(fileID, db.opt.Dir)
+	b := table.NewTableBuilder(bopts)
+	if !db.opt.InMemory {
+		b = table.NewTableBuilderFile(bopts, fname)
+	}
+	builder := buildL0Table(itr, nil, b)
 	defer builder.Close()
 
 	// buildL0Table can return nil if the none of the items in the skiplist are
@@ -1187,14 +1194,13 @@ func (db *DB) handleMemTableFlush(mt *memTable, dropPrefixes [][]byte) error {
 		return nil
 	}
 
-	fileID := db.lc.reserveFileID()
 	var tbl *table.Table
 	var err error
 	if db.opt.InMemory {
 		data := builder.Finish()
 		tbl, err = table.OpenInMemoryTable(data, fileID, &bopts)
 	} else {
-		tbl, err = table.CreateTable(table.NewFilename(fileID, db.opt.Dir), builder)
+		tbl, err = table.CreateTable(fname, builder)
 	}
 	if err != nil {
 		return y.Wrap(err, "error while creating table")

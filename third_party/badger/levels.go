@@ -864,7 +864,14 @@ func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
 		bopts := buildTableOptions(s.kv)
 		// Set TableSize to the target file size for that level.
 		bopts.TableSize = uint64(cd.t.fileSz[cd.nextLevel.level])
+		// The table is written to its file as it is built, so that the
+		// builder holds a block of it and not the whole (NewTableBuilderFile).
+		fileID := s.reserveFileID()
+		fname := table.NewFilename(fileID, s.kv.opt.Dir)
 		builder := table.NewTableBuilder(bopts)
+		if !s.kv.opt.InMemory {
+			builder = table.NewTableBuilderFile(bopts, fname)
+		}
 
 		// This would do the iteration and add keys to builder.
 		addKeys(builder)
@@ -880,9 +887,11 @@ func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
 		numBuilds++
 		if err := inflightBuilders.Do(); err != nil {
 			// Can't return from here, until I decrRef all the tables that I built so far.
+			builder.DiscardFile()
+			builder.Close()
 			break
 		}
-		go func(builder *table.Builder, fileID uint64) {
+		go func(builder *table.Builder, fileID uint64, fname string) {
 			var err error
 			// A table that could not be written fails the compaction:
 			// Done(err) deferred as such would pass the nil err has now,
@@ -894,7 +903,6 @@ func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
 			if s.kv.opt.InMemory {
 				tbl, err = table.OpenInMemoryTable(builder.Finish(), fileID, &bopts)
 			} else {
-				fname := table.NewFilename(fileID, s.kv.opt.Dir)
 				tbl, err = table.CreateTable(fname, builder)
 			}
 
@@ -903,7 +911,7 @@ func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
 				return
 			}
 			res <- tbl
-		}(builder, s.reserveFileID())
+		}(builder, fileID, fname)
 	}
 	s.kv.vlog.updateDiscardStats(discardStats)
 	s.kv.opt.Debugf("Discard stats: %v", discardStats)

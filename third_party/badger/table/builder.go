@@ -10,8 +10,10 @@ package table
 import (
 	"crypto/aes"
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -85,6 +87,19 @@ type Builder struct {
 	wg        sync.WaitGroup
 	blockChan chan *bblock
 	blockList []*bblock
+
+	// With fileName set (NewTableBuilderFile), each block is written to
+	// the file as it is finished, and only its base key and length are
+	// kept: the builder holds a block, not the table. file is made at
+	// the first block; written counts what was written to it, and err
+	// is the first error writing it. spare is the buffer of the block
+	// last written, for the next. CreateTable takes the file (handed).
+	fileName string
+	file     *os.File
+	written  int
+	err      error
+	spare    []byte
+	handed   bool
 }
 
 func (b *Builder) allocate(need int) []byte {
@@ -202,6 +217,71 @@ func (b *Builder) Close() {
 	}
 }
 
+// DiscardFile removes what a builder of NewTableBuilderFile wrote of its
+// table's file, unless CreateTable took the file: for a builder given up
+// before CreateTable.
+func (b *Builder) DiscardFile() {
+	if b.file != nil && !b.handed {
+		_ = b.file.Close()
+		_ = os.Remove(b.fileName)
+		b.file = nil
+	}
+}
+
+// NewTableBuilderFile is NewTableBuilder for a table that CreateTable
+// will make as fname: each block is written to the file as soon as it
+// is finished, so that the builder holds one block rather than the
+// whole table until CreateTable. A table's blocks are compressed or
+// encrypted in the background, so with either the builder is
+// NewTableBuilder's and writes the file in CreateTable. A builder given
+// up before CreateTable must be discarded (DiscardFile), or its partial
+// file stays until the next Open removes it.
+func NewTableBuilderFile(opts Options, fname string) *Builder {
+	b := NewTableBuilder(opts)
+	if b.blockChan == nil {
+		b.fileName = fname
+	}
+	return b
+}
+
+// writeBlock writes a finished block to the file, making the file at
+// the first, and keeps its buffer for the next block. An error is kept
+// for CreateTable; the blocks after it are not written.
+func (b *Builder) writeBlock(bl *bblock) {
+	if b.err != nil {
+		return
+	}
+	if b.file == nil {
+		fd, err := os.OpenFile(b.fileName, os.O_CREATE|os.O_RDWR|os.O_EXCL, 0666)
+		if errors.Is(err, os.ErrExist) {
+			b.err = fmt.Errorf("file already exists: %s", b.fileName)
+			return
+		} else if err != nil {
+			b.err = y.Wrapf(err, "while creating table: %s", b.fileName)
+			return
+		}
+		b.file = fd
+	}
+	n, err := b.file.Write(bl.data[:bl.end])
+	b.written += n
+	if err != nil {
+		b.err = y.Wrapf(err, "while writing table: %s", b.fileName)
+		return
+	}
+	b.spare = bl.data[:len(bl.data):len(bl.data)] // not beyond it: an allocator hands out what follows
+	bl.data = nil
+	bl.entryOffsets = nil
+}
+
+// blockBuffer returns the buffer of a new block.
+func (b *Builder) blockBuffer() []byte {
+	if buf := b.spare; buf != nil {
+		b.spare = nil
+		return buf
+	}
+	return b.alloc.Allocate(b.opts.BlockSize + padding)
+}
+
 // Empty returns whether it's empty.
 func (b *Builder) Empty() bool { return len(b.keyHashes) == 0 }
 
@@ -295,6 +375,10 @@ func (b *Builder) finishBlock() {
 	// 4 bytes for the size of slice while SliceAllocate
 	b.lenOffsets += uint32(int(math.Ceil(float64(len(b.curBlock.baseKey))/4))*4) + 40
 
+	if b.fileName != "" {
+		b.writeBlock(b.curBlock)
+	}
+
 	// If compression/encryption is enabled, we need to send the block to the blockChan.
 	if b.blockChan != nil {
 		b.blockChan <- b.curBlock
@@ -352,7 +436,7 @@ func (b *Builder) addInternal(key []byte, value y.ValueStruct, valueLen uint32, 
 		b.finishBlock()
 		// Create a new block and start writing.
 		b.curBlock = &bblock{
-			data: b.alloc.Allocate(b.opts.BlockSize + padding),
+			data: b.blockBuffer(),
 		}
 	}
 	b.addHelper(key, value, valueLen)
@@ -398,6 +482,7 @@ The table structure looks like
 // In case the data is encrypted, the "IV" is added to the end of the index.
 func (b *Builder) Finish() []byte {
 	bd := b.Done()
+	y.AssertTruef(b.file == nil, "Finish of a table already written to %s", b.fileName)
 	buf := make([]byte, bd.Size)
 	written := bd.Copy(buf)
 	y.AssertTrue(written == len(buf))
@@ -438,6 +523,19 @@ func (bd *buildData) writeTo(w io.Writer) (int, error) {
 		if err := write(bl.data[:bl.end]); err != nil {
 			return written, err
 		}
+	}
+	n, err := bd.writeIndexTo(w)
+	return written + n, err
+}
+
+// writeIndexTo writes what follows the blocks in a table (the index, the
+// checksum and their lengths) to w, and returns the bytes written.
+func (bd *buildData) writeIndexTo(w io.Writer) (int, error) {
+	var written int
+	write := func(p []byte) error {
+		n, err := w.Write(p)
+		written += n
+		return err
 	}
 	for _, p := range [][]byte{bd.index, y.U32ToBytes(uint32(len(bd.index))),
 		bd.checksum, y.U32ToBytes(uint32(len(bd.checksum)))} {

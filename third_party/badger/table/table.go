@@ -243,6 +243,9 @@ func (b *Block) verifyCheckSum() error {
 }
 
 func CreateTable(fname string, builder *Builder) (*Table, error) {
+	if builder.fileName != "" {
+		return createTableWritten(fname, builder)
+	}
 	bd := builder.Done()
 	// The table is written with write(2) and mapped once it is on disk.
 	// Copied into a writable mapping of a file made at its full size, as
@@ -255,6 +258,34 @@ func CreateTable(fname string, builder *Builder) (*Table, error) {
 		return nil, y.Wrapf(err, "while creating table: %s", fname)
 	}
 	written, err := bd.writeTo(fd)
+	return finishTable(fd, fname, builder, bd, written, err)
+}
+
+// createTableWritten is CreateTable for a builder of NewTableBuilderFile,
+// which wrote the table's blocks to its file as it went: it writes the
+// index after them, then syncs and maps the file as CreateTable does.
+func createTableWritten(fname string, builder *Builder) (*Table, error) {
+	if fname != builder.fileName {
+		builder.DiscardFile()
+		return nil, fmt.Errorf("table %s built for %s", fname, builder.fileName)
+	}
+	bd := builder.Done() // writes the last block
+	if builder.err == nil && builder.file == nil {
+		builder.err = errors.New("no block written")
+	}
+	if builder.err != nil {
+		builder.DiscardFile()
+		return nil, builder.err
+	}
+	fd := builder.file
+	builder.handed = true
+	written, err := bd.writeIndexTo(fd)
+	return finishTable(fd, fname, builder, bd, builder.written+written, err)
+}
+
+// finishTable checks that the table written to fd is whole, syncs it and
+// opens it mapped; on an error it closes and removes the file.
+func finishTable(fd *os.File, fname string, builder *Builder, bd buildData, written int, err error) (*Table, error) {
 	if err == nil && written != bd.Size {
 		err = fmt.Errorf("wrote %d bytes of %d", written, bd.Size)
 	}
