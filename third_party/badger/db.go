@@ -1179,8 +1179,10 @@ func (db *DB) handleMemTableFlush(mt *memTable, dropPrefixes [][]byte) error {
 	// builder holds a block of it and not the whole (NewTableBuilderFile).
 	fileID := db.lc.reserveFileID()
 	fname := table.NewFilename(fileID, db.opt.Dir)
-	b := table.NewTableBuilder(bopts)
-	if !db.opt.InMemory {
+	var b *table.Builder
+	if db.opt.InMemory {
+		b = table.NewTableBuilder(bopts)
+	} else {
 		b = table.NewTableBuilderFile(bopts, fname)
 	}
 	builder := buildL0Table(itr, nil, b)

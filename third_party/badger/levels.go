@@ -868,8 +868,10 @@ func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
 		// builder holds a block of it and not the whole (NewTableBuilderFile).
 		fileID := s.reserveFileID()
 		fname := table.NewFilename(fileID, s.kv.opt.Dir)
-		builder := table.NewTableBuilder(bopts)
-		if !s.kv.opt.InMemory {
+		var builder *table.Builder
+		if s.kv.opt.InMemory {
+			builder = table.NewTableBuilder(bopts)
+		} else {
 			builder = table.NewTableBuilderFile(bopts, fname)
 		}
 

@@ -8,7 +8,9 @@ import (
 	"encoding/binary"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/y"
@@ -90,4 +92,42 @@ func TestFlushWritesBlocksAsItGoes(t *testing.T) {
 	if ssts != 1 {
 		t.Errorf("%d table files in the directory, want 1", ssts)
 	}
+}
+
+// TestFlushCompressedLeavesNoBuilder: a flush to a compressed table (its
+// blocks compressed in the background, by goroutines of the builder)
+// leaves none of the builder's goroutines behind: one builder is made
+// for the table and it is finished.
+func TestFlushCompressedLeavesNoBuilder(t *testing.T) {
+	opt := DefaultOptions(t.TempDir()).WithLogger(nil).WithNumCompactors(0).
+		WithMemTableSize(8 << 20).WithTableBuilderPool(0).WithCompression(options.Snappy).WithBlockCacheSize(1 << 20)
+	db, err := Open(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mt, err := db.newMemTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mt.DecrRef()
+	key := make([]byte, 16)
+	for i := range 1000 {
+		binary.BigEndian.PutUint64(key, uint64(i))
+		if err := mt.Put(y.KeyWithTs(append([]byte(nil), key...), 1), y.ValueStruct{Value: make([]byte, 100)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.handleMemTableFlush(mt, nil); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for range 50 {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, "table.(*Builder).handleBlock") {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Error("after the flush, a table builder's goroutines are still waiting for blocks: a builder was made and never finished")
 }
