@@ -10,7 +10,6 @@ package table
 import (
 	"crypto/aes"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"os"
@@ -252,12 +251,9 @@ func (b *Builder) writeBlock(bl *bblock) {
 		return
 	}
 	if b.file == nil {
-		fd, err := os.OpenFile(b.fileName, os.O_CREATE|os.O_RDWR|os.O_EXCL, 0666)
-		if errors.Is(err, os.ErrExist) {
-			b.err = fmt.Errorf("file already exists: %s", b.fileName)
-			return
-		} else if err != nil {
-			b.err = y.Wrapf(err, "while creating table: %s", b.fileName)
+		fd, err := createTableFile(b.fileName)
+		if err != nil {
+			b.err = err
 			return
 		}
 		b.file = fd

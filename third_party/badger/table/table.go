@@ -251,14 +251,23 @@ func CreateTable(fname string, builder *Builder) (*Table, error) {
 	// Copied into a writable mapping of a file made at its full size, as
 	// the release does, a page the file system cannot back (a full disk)
 	// is a SIGBUS when it is first written, not an error.
+	fd, err := createTableFile(fname)
+	if err != nil {
+		return nil, err
+	}
+	written, err := bd.writeTo(fd)
+	return finishTable(fd, fname, builder, bd, written, err)
+}
+
+// createTableFile makes the file of a new table, which must not exist.
+func createTableFile(fname string) (*os.File, error) {
 	fd, err := os.OpenFile(fname, os.O_CREATE|os.O_RDWR|os.O_EXCL, 0666)
 	if errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("file already exists: %s", fname)
 	} else if err != nil {
 		return nil, y.Wrapf(err, "while creating table: %s", fname)
 	}
-	written, err := bd.writeTo(fd)
-	return finishTable(fd, fname, builder, bd, written, err)
+	return fd, nil
 }
 
 // createTableWritten is CreateTable for a builder of NewTableBuilderFile,
