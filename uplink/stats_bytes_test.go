@@ -2,7 +2,6 @@ package uplink
 
 import (
 	"bytes"
-	"compress/gzip"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -120,15 +119,9 @@ func TestStats_BytesPerDay(t *testing.T) {
 
 // gzipLen is the length of b gzipped as the uplink gzips it.
 func gzipLen(t *testing.T, b []byte) int {
+	t.Helper()
 	var z bytes.Buffer
-	w, err := gzip.NewWriterLevel(&z, gzip.BestSpeed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
+	if err := gzipBody(&z, b); err != nil {
 		t.Fatal(err)
 	}
 	return z.Len()

@@ -2,7 +2,6 @@ package uplink
 
 import (
 	"bytes"
-	"compress/gzip"
 	"fmt"
 	"reflect"
 	"testing"
@@ -234,7 +233,7 @@ func TestEncoder_BytesPerTextReading(t *testing.T) {
 				t.Logf("%s %-10s %6.2f bytes per reading (snappy)", kind, f, per(len(body)))
 				continue
 			}
-			t.Logf("%s %-10s %6.2f bytes per reading, %6.2f gzipped", kind, f, per(len(body)), per(gzipSize(t, body)))
+			t.Logf("%s %-10s %6.2f bytes per reading, %6.2f gzipped", kind, f, per(len(body)), per(gzipLen(t, body)))
 		}
 		// MQTT: a message per device, as mqttMessages writes them.
 		byDevice := map[string][]buffer.OutboxReading{}
@@ -262,19 +261,6 @@ func TestEncoder_BytesPerTextReading(t *testing.T) {
 			t.Logf("%s mqtt %-6s %6.2f bytes per reading (payloads)", kind, p, per(payloads[p]))
 		}
 	}
-}
-
-func gzipSize(t *testing.T, b []byte) int {
-	t.Helper()
-	var z bytes.Buffer
-	w := gzip.NewWriter(&z)
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return z.Len()
 }
 
 // FuzzEncoder_PrometheusStateSet encodes a series of states, in time

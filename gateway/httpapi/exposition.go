@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"compress/gzip"
 	"fmt"
 	"math"
 	"net/http"
@@ -9,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // /metrics is written here in Prometheus's text format (version 0.0.4):
@@ -200,11 +201,21 @@ func metricsHandler(r *Registry) http.Handler {
 			return
 		}
 		w.Header().Set("Content-Encoding", "gzip")
-		zw := gzip.NewWriter(w)
+		zw := gzipWriters.Get().(*gzip.Writer)
+		defer gzipWriters.Put(zw)
+		zw.Reset(w)
 		zw.Write(body)
 		zw.Close()
 	})
 }
+
+// gzipWriters keeps the scrapes' gzip writers, a writer's tables being
+// about 1 MiB, allocated anew at every scrape before: reused while
+// scrapes follow each other closely, let go by the collections after.
+var gzipWriters = sync.Pool{New: func() any {
+	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // the level is valid
+	return w
+}}
 
 // acceptsGzip says whether an Accept-Encoding header takes gzip.
 func acceptsGzip(header string) bool {
