@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -89,6 +90,14 @@ func (p *Process) Stop(sig os.Signal, timeout time.Duration) error {
 	case <-p.exited:
 		return p.err
 	case <-timer.C:
+		// SIGQUIT first: a Go program prints every goroutine's stack on
+		// it, which is what says where it hung.
+		_ = p.Cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s still running %s after %s; its stacks on SIGQUIT are in its output", p.Name, timeout, sig)
+		case <-time.After(5 * time.Second):
+		}
 		if err := p.Cmd.Process.Kill(); err != nil {
 			return fmt.Errorf("%s still running %s after %s, and kill: %w", p.Name, timeout, sig, err)
 		}
