@@ -77,8 +77,9 @@ func (p *Process) Running() bool {
 }
 
 // Stop sends sig and waits until the process has exited, and returns what
-// Err returns. If the process is still running after timeout it is killed,
-// and Stop returns an error that says so; that error, and one for a signal
+// Err returns. If the process is still running after timeout it is sent
+// SIGQUIT (a Go program prints every goroutine's stack and exits), and
+// killed if it still runs 5 s later; Stop returns an error that says so; that error, and one for a signal
 // that could not be sent, is never an *exec.ExitError.
 func (p *Process) Stop(sig os.Signal, timeout time.Duration) error {
 	if err := p.Cmd.Process.Signal(sig); err != nil && p.Running() {
@@ -95,7 +96,7 @@ func (p *Process) Stop(sig os.Signal, timeout time.Duration) error {
 		_ = p.Cmd.Process.Signal(syscall.SIGQUIT)
 		select {
 		case <-p.exited:
-			return fmt.Errorf("%s still running %s after %s; its stacks on SIGQUIT are in its output", p.Name, timeout, sig)
+			return fmt.Errorf("%s still running %s after %s; ended by SIGQUIT, on which a Go program prints its goroutines' stacks", p.Name, timeout, sig)
 		case <-time.After(5 * time.Second):
 		}
 		if err := p.Cmd.Process.Kill(); err != nil {

@@ -86,8 +86,23 @@ func TestProcess_Stop(t *testing.T) {
 	}
 }
 
+func TestProcess_StopQuitsAfterTimeout(t *testing.T) {
+	p := StartProcess(t, nil, "sh", "-c", `trap "" TERM; trap "echo quit; exit 3" QUIT; echo ready; while :; do sleep 0.1; done`)
+	if _, err := p.Out.WaitLine("ready", p.Exited(), timeout); err != nil {
+		t.Fatal(err)
+	}
+	err := p.Stop(syscall.SIGTERM, 200*time.Millisecond)
+	var exit *exec.ExitError
+	if err == nil || errors.As(err, &exit) || !strings.Contains(err.Error(), "SIGQUIT") {
+		t.Errorf("Stop: got %v, want an error that says SIGQUIT ended it", err)
+	}
+	if !strings.Contains(p.Out.String(), "quit") {
+		t.Errorf("output %q: SIGQUIT was not sent", p.Out.String())
+	}
+}
+
 func TestProcess_StopKillsAfterTimeout(t *testing.T) {
-	p := StartProcess(t, nil, "sh", "-c", `trap "" TERM; echo ready; while :; do sleep 0.1; done`)
+	p := StartProcess(t, nil, "sh", "-c", `trap "" TERM QUIT; echo ready; while :; do sleep 0.1; done`)
 	if _, err := p.Out.WaitLine("ready", p.Exited(), timeout); err != nil {
 		t.Fatal(err)
 	}
