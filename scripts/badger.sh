@@ -267,6 +267,14 @@ test)
 	# shellcheck disable=SC2086 # package names have no spaces
 	patch_tests "$tmp/badger" root ${pkgs//.\//}
 	roottests=$(field roottests)
+	# Each of cairn's tests of the root package must be among them, or
+	# it would run only without its patch.
+	for name in $(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(.*/\1/p' "$copy"/_tests/root/*_test.go); do
+		if ! grep -qE "$roottests" <<<"$name"; then
+			echo "badger.sh: $name (_tests/root) is not in roottests of $upstream" >&2
+			exit 1
+		fi
+	done
 	(cd "$tmp/badger" && go test -count=1 "$@" $pkgs)
 	(cd "$tmp/badger" && go test -count=1 "$@" -run "$roottests" .)
 	if [ -d "$copy/_tests" ]; then

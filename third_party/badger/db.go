@@ -507,11 +507,30 @@ func (db *DB) monitorCache(c *z.Closer) {
 	}
 }
 
+// releaseArenas unmaps the arenas (skl.NewSkiplistMapped) of the
+// memtables not flushed, db.imm's and mt, once nothing writes to or
+// flushes them any more (Close with flushes failing, or Open failing):
+// their logs stay, for the next Open to replay. Added for cairn.
+func (db *DB) releaseArenas(mt *memTable) {
+	db.lock.Lock()
+	left := db.imm
+	if mt != nil {
+		left = append(left, mt)
+	}
+	db.imm = nil
+	db.lock.Unlock()
+	for _, mt := range left {
+		mt.sl.OnClose = nil
+		mt.DecrRef()
+	}
+}
+
 // cleanup stops all the goroutines started by badger. This is used in open to
 // cleanup goroutines in case of an error.
 func (db *DB) cleanup() {
 	db.stopMemoryFlush()
 	db.stopCompactions()
+	db.releaseArenas(db.mt)
 
 	db.blockCache.Close()
 	db.indexCache.Close()
@@ -605,6 +624,7 @@ func (db *DB) close() (err error) {
 	db.closers.pub.SignalAndWait()
 	db.closers.cacheHealth.Signal()
 
+	var unflushed *memTable // cairn: db.mt, when a failing flush leaves it
 	// Make sure that block writer is done pushing stuff into memtable!
 	// Otherwise, you will have a race condition: we are trying to flush memtables
 	// and remove them completely, while the block / memtable writer is still
@@ -643,6 +663,7 @@ func (db *DB) close() (err error) {
 				if db.flushFailing.Load() {
 					db.opt.Warningf("memtable not flushed on close: flushes are failing; its log is kept for the next open")
 					db.lock.Lock()
+					unflushed = db.mt
 					db.mt = nil
 					db.lock.Unlock()
 					break
@@ -653,6 +674,7 @@ func (db *DB) close() (err error) {
 	}
 	db.stopMemoryFlush()
 	db.stopCompactions()
+	db.releaseArenas(unflushed)
 
 	// Force Compact L0
 	// We don't need to care about cstatus since no parallel compaction is running.
@@ -830,13 +852,19 @@ func (db *DB) get(key []byte) (y.ValueStruct, error) {
 		if vs.Meta == 0 && vs.Value == nil {
 			continue
 		}
+		// cairn: the value is copied out of the memtable before decr
+		// gives up its reference: a memtable's arena is unmapped when
+		// the last goes (skl.NewSkiplistMapped). A table's value is a
+		// copy too (levelHandler.get), so callers own what get returns.
 		// Found the required version of the key, return immediately.
 		if vs.Version == version {
 			y.NumGetsWithResultsAdd(db.opt.MetricsEnabled, 1)
+			vs.Value = y.SafeCopy(nil, vs.Value)
 			return vs, nil
 		}
 		if maxVs.Version < vs.Version {
 			maxVs = vs
+			maxVs.Value = y.SafeCopy(nil, vs.Value)
 		}
 	}
 	return db.lc.get(key, maxVs, 0)

@@ -99,7 +99,8 @@ const memFileExt string = ".mem"
 
 func (db *DB) openMemTable(fid, flags int) (*memTable, error) {
 	filepath := db.mtFilePath(fid)
-	s := skl.NewSkiplist(arenaSize(db.opt))
+	// cairn: the arena outside the Go heap (skl.NewSkiplistMapped).
+	s := skl.NewSkiplistMapped(arenaSize(db.opt))
 	mt := &memTable{
 		sl:  s,
 		opt: db.opt,
@@ -119,6 +120,7 @@ func (db *DB) openMemTable(fid, flags int) (*memTable, error) {
 	}
 	lerr := mt.wal.open(filepath, flags, 2*db.opt.MemTableSize)
 	if lerr != z.NewFile && lerr != nil {
+		s.DecrRef() // cairn: unmaps the arena (OnClose is not set yet)
 		return nil, y.Wrapf(lerr, "While opening memtable: %s", filepath)
 	}
 
@@ -133,8 +135,13 @@ func (db *DB) openMemTable(fid, flags int) (*memTable, error) {
 	if lerr == z.NewFile {
 		return mt, lerr
 	}
-	err := mt.UpdateSkipList()
-	return mt, y.Wrapf(err, "while updating skiplist")
+	if err := mt.UpdateSkipList(); err != nil {
+		// cairn: the arena unmapped, the log kept.
+		s.OnClose = nil
+		s.DecrRef()
+		return nil, y.Wrapf(err, "while updating skiplist")
+	}
+	return mt, nil
 }
 
 func (db *DB) newMemTable() (*memTable, error) {
@@ -148,7 +155,11 @@ func (db *DB) newMemTable() (*memTable, error) {
 		db.opt.Errorf("Got error: %v for id: %d\n", err, db.nextMemFid)
 		return nil, y.Wrapf(err, "newMemTable")
 	}
-	return nil, fmt.Errorf("File %s already exists", mt.wal.Fd.Name())
+	err = fmt.Errorf("File %s already exists", mt.wal.Fd.Name())
+	// cairn: the arena unmapped, the file kept.
+	mt.sl.OnClose = nil
+	mt.DecrRef()
+	return nil, err
 }
 
 func (db *DB) mtFilePath(fid int) string {

@@ -480,7 +480,7 @@ func (txn *Txn) Get(key []byte) (item *Item, rerr error) {
 	item.version = vs.Version
 	item.meta = vs.Meta
 	item.userMeta = vs.UserMeta
-	item.vptr = y.SafeCopy(item.vptr, vs.Value)
+	item.vptr = vs.Value // cairn: a copy already (DB.get)
 	item.txn = txn
 	item.expiresAt = vs.ExpiresAt
 	return item, nil

@@ -26,6 +26,8 @@ const (
 type Arena struct {
 	n   atomic.Uint32
 	buf []byte
+	// unmap, for an arena of newArenaMapped, unmaps buf.
+	unmap func()
 }
 
 // newArena returns a new arena.
@@ -35,6 +37,25 @@ func newArena(n int64) *Arena {
 	out := &Arena{buf: make([]byte, n)}
 	out.n.Store(1)
 	return out
+}
+
+// newArenaMapped is newArena with buf mapped on its own, outside the Go
+// heap (mapArena); free unmaps it.
+func newArenaMapped(n int64) *Arena {
+	buf, unmap := mapArena(n)
+	out := &Arena{buf: buf, unmap: unmap}
+	out.n.Store(1)
+	return out
+}
+
+// free unmaps the buffer of an arena of newArenaMapped. Nothing may read
+// the arena after: what it held is gone, and a read of it faults.
+func (s *Arena) free() {
+	if s.unmap != nil {
+		s.unmap()
+		s.unmap = nil
+	}
+	s.buf = nil
 }
 
 func (s *Arena) size() int64 {

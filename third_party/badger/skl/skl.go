@@ -87,6 +87,8 @@ func (s *Skiplist) DecrRef() {
 
 	// Indicate we are closed. Good for testing.  Also, lets GC reclaim memory. Race condition
 	// here would suggest we are accessing skiplist when we are supposed to have no reference!
+	// cairn: a mapped arena (NewSkiplistMapped) is unmapped now.
+	s.arena.free()
 	s.arena = nil
 	// Since the head references the arena's buf, as long as the head is kept around
 	// GC can't release the buf.
@@ -116,7 +118,17 @@ func decodeValue(value uint64) (valOffset uint32, valSize uint32) {
 
 // NewSkiplist makes a new empty skiplist, with a given arena size
 func NewSkiplist(arenaSize int64) *Skiplist {
-	arena := newArena(arenaSize)
+	return newSkiplist(newArena(arenaSize))
+}
+
+// NewSkiplistMapped is NewSkiplist with its arena mapped outside the Go
+// heap, and unmapped when the last reference goes (DecrRef): a key or a
+// value read from it must be copied before the reference is given up.
+func NewSkiplistMapped(arenaSize int64) *Skiplist {
+	return newSkiplist(newArenaMapped(arenaSize))
+}
+
+func newSkiplist(arena *Arena) *Skiplist {
 	head := newNode(arena, nil, y.ValueStruct{}, maxHeight)
 	s := &Skiplist{head: head, arena: arena}
 	s.height.Store(1)
