@@ -17,11 +17,14 @@ import (
 )
 
 // The Go runtime lets the heap grow to twice what is live before it
-// collects. Most of what is live in a gateway is the store's own buffers:
-// its memtables, the table a flush builds and its caches. Doubling those
-// bought nothing but RSS, so by default (memory_limit_mib: auto) the
-// runtime gets a soft limit sized to them, plus what the gateway keeps per
-// series, plus room for the rest: see autoMemoryLimit.
+// collects. Much of what is live in a gateway is the store's caches and
+// what it keeps for each series. Doubling those buys nothing but RSS, so
+// by default (memory_limit_mib: auto) the runtime gets a soft limit sized
+// to them, plus room for the rest: see autoMemoryLimit. The memtables
+// are not in the Go heap (their arenas are mapped on their own, patch
+// 0017 of cairn's copy of Badger), nor is the table a flush builds (it
+// is written block by block, patch 0016), so the limit does not count
+// them.
 
 // Parts of the auto memory limit.
 const (
@@ -31,17 +34,16 @@ const (
 )
 
 // autoMemoryLimit is memory_limit_mib auto for s with series series in the
-// store: 3 memtables (the one written, one being flushed and the table
-// built from it), both caches, and each series with a full open bucket.
-// The series count at most store.max_series: a store opened with more
-// (the limit lowered since) does not raise it further, and with the
-// defaults the figure stays at most 26 MiB + 20,000 × 8.25 KiB = 187 MiB.
+// store: both caches, and each series with a full open bucket. The series
+// count at most store.max_series: a store opened with more (the limit
+// lowered since) does not raise it further, and with the defaults the
+// figure stays at most 20 MiB + 20,000 × 8.25 KiB = 181 MiB.
 func autoMemoryLimit(s StoreConfig, series int) int64 {
 	if s.MaxSeries > 0 {
 		series = min(series, s.MaxSeries)
 	}
 	perSeries := int64(autoLimitSeries + autoLimitPerSample*s.BucketSamples)
-	return autoLimitBase + 3*int64(s.MemTableMiB)<<20 + 2*int64(s.CacheMiB)<<20 + int64(series)*perSeries
+	return autoLimitBase + 2*int64(s.CacheMiB)<<20 + int64(series)*perSeries
 }
 
 // memoryLimiter keeps the auto memory limit in step with the number of

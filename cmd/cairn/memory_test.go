@@ -22,13 +22,15 @@ func TestAutoMemoryLimit(t *testing.T) {
 		series int
 		want   int64
 	}{
-		{def, 0, 26 << 20},
-		{def, 1000, 26<<20 + 1000*(2048+32*200)},
-		{StoreConfig{MemTableMiB: 64, CacheMiB: 8, BucketSamples: 10000}, 10, 12<<20 + 3*64<<20 + 2*8<<20 + 10*(2048+32*10000)},
+		{def, 0, 20 << 20},
+		{def, 1000, 20<<20 + 1000*(2048+32*200)},
+		// The memtables are outside the Go heap: their size counts for
+		// nothing.
+		{StoreConfig{MemTableMiB: 64, CacheMiB: 8, BucketSamples: 10000}, 10, 12<<20 + 2*8<<20 + 10*(2048+32*10000)},
 		// Series above store.max_series (a limit lowered since they were
 		// stored) count for no more.
-		{def, def.MaxSeries, 26<<20 + 20000*(2048+32*200)},
-		{def, 3 * def.MaxSeries, 26<<20 + 20000*(2048+32*200)},
+		{def, def.MaxSeries, 20<<20 + 20000*(2048+32*200)},
+		{def, 3 * def.MaxSeries, 20<<20 + 20000*(2048+32*200)},
 	}
 	for _, tt := range tests {
 		if got := autoMemoryLimit(tt.store, tt.series); got != tt.want {
@@ -46,7 +48,7 @@ func TestMemoryLimiter_FollowsSeries(t *testing.T) {
 	store, w := testkit.StartWriter(t, buffer.Options{}, buffer.WriterOptions{})
 
 	cfg := DefaultConfig().Store
-	var live, other uint64 = 10 << 20, 4 << 20
+	var live, other uint64 = 6 << 20, 4 << 20
 	m := &memoryLimiter{cfg: cfg, store: store, live: func() (uint64, uint64) { return live, other }}
 	if got, want := m.set(), autoMemoryLimit(cfg, 0); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("empty store: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
@@ -78,9 +80,9 @@ func TestMemoryLimiter_FollowsSeries(t *testing.T) {
 	if got, want := m.set(), int64(30<<20+8<<20+4<<20); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("30 MiB live: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
 	}
-	live = 10 << 20
+	live = 6 << 20
 	if got, want := m.set(), autoMemoryLimit(cfg, 200); got != want || debug.SetMemoryLimit(-1) != want {
-		t.Fatalf("10 MiB live again: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
+		t.Fatalf("6 MiB live again: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
 	}
 }
 
@@ -95,13 +97,13 @@ func TestMemoryLimiter_Ceiling(t *testing.T) {
 	}
 	defer store.Close()
 	var live uint64 = 10 << 20
-	m := &memoryLimiter{cfg: DefaultConfig().Store, store: store, ceiling: 24 << 20, live: func() (uint64, uint64) { return live, 0 }}
-	if got := m.set(); got != 24<<20 || debug.SetMemoryLimit(-1) != 24<<20 {
-		t.Errorf("auto limit %d above a ceiling of 24 MiB: set %d, runtime has %d, want the ceiling", autoMemoryLimit(m.cfg, 0), got, debug.SetMemoryLimit(-1))
+	m := &memoryLimiter{cfg: DefaultConfig().Store, store: store, ceiling: 16 << 20, live: func() (uint64, uint64) { return live, 0 }}
+	if got := m.set(); got != 16<<20 || debug.SetMemoryLimit(-1) != 16<<20 {
+		t.Errorf("auto limit %d above a ceiling of 16 MiB: set %d, runtime has %d, want the ceiling", autoMemoryLimit(m.cfg, 0), got, debug.SetMemoryLimit(-1))
 	}
 	live = 100 << 20
-	if got := m.set(); got != 24<<20 {
-		t.Errorf("100 MiB live: set %d, want the ceiling, 24 MiB", got)
+	if got := m.set(); got != 16<<20 {
+		t.Errorf("100 MiB live: set %d, want the ceiling, 16 MiB", got)
 	}
 }
 
