@@ -384,6 +384,11 @@ func runDaemon(ctx context.Context, cfg *Config, stderr io.Writer, sigs <-chan o
 		g.Add(func() error { return n.run(ctx) }, func(error) { cancel() })
 	}
 
+	// What the start left behind (the configuration parsed, the store's
+	// series index loaded and its journal replayed: many MiB for a large
+	// store) goes back to the system now, not when the runtime's
+	// scavenger gets to it: one collection.
+	debug.FreeOSMemory()
 	log.Info("cairn started", "version", version, "data_dir", cfg.DataDir, "readings", store.ReadingCount(), "max_disk_bytes", maxDisk, "memory_limit_mib", memoryLimit,
 		"mqtt", mqttAddr, "http", gateway.BoundAddress(cfg.HTTP.Listen, ln.Addr()))
 	err = g.Run()
