@@ -664,9 +664,9 @@ func (u *Uplink) cut(rs []buffer.OutboxReading, end uint64) uint64 {
 }
 
 // gzipWriters keeps gzip writers between bodies. A writer holds about
-// 1 MiB (its history and hash tables): kept with each upstream for as
-// long as cairn ran, that was a seventh of the heap a steady gateway
-// keeps live, and held while its upstream was down. From the pool, a
+// 1 MiB (its history and hash tables): one kept with each upstream for as
+// long as cairn runs would be a seventh of the heap a steady gateway
+// keeps live, held while its upstream is down too. From the pool, a
 // writer is reused while batches follow each other and let go by the
 // collections after the last.
 var gzipWriters = sync.Pool{New: func() any {
@@ -675,16 +675,19 @@ var gzipWriters = sync.Pool{New: func() any {
 }}
 
 // gzipLevel: klauspost/compress's level 6 is about as fast as
-// compress/gzip's BestSpeed, and its bodies are a sixth smaller for a live stream's second-long batches of
-// line protocol (8.2 against 9.8 bytes a reading) and two fifths smaller
-// for a backlog's batches of 5,000 (4.7 against 7.9): docs/uplink.md,
-// Bytes upstream.
+// compress/gzip's BestSpeed, and its bodies are a sixth smaller for a
+// live stream's second-long batches of line protocol (8.2 against 9.8
+// bytes a reading) and two fifths smaller for a backlog's batches of
+// 5,000 (4.7 against 7.9): docs/uplink.md, Bytes upstream.
 const gzipLevel = 6
 
 // gzipBody appends body, gzipped, to dst.
 func gzipBody(dst *bytes.Buffer, body []byte) error {
 	w := gzipWriters.Get().(*gzip.Writer)
-	defer gzipWriters.Put(w)
+	defer func() {
+		w.Reset(nil) // the pool does not keep dst
+		gzipWriters.Put(w)
+	}()
 	w.Reset(dst)
 	if _, err := w.Write(body); err != nil {
 		return err

@@ -202,7 +202,10 @@ func metricsHandler(r *Registry) http.Handler {
 		}
 		w.Header().Set("Content-Encoding", "gzip")
 		zw := gzipWriters.Get().(*gzip.Writer)
-		defer gzipWriters.Put(zw)
+		defer func() {
+			zw.Reset(nil) // the pool does not keep the response
+			gzipWriters.Put(zw)
+		}()
 		zw.Reset(w)
 		zw.Write(body)
 		zw.Close()
