@@ -451,14 +451,14 @@ func (u *Uplink) await(ctx context.Context, conn *mqttConn, tok pubToken, at tim
 	// select of several ready cases picks one at random.
 	select {
 	case <-tok.Done():
-		return tok.Error()
+		return conn.tokenError(tok)
 	default:
 	}
 	t := time.NewTimer(time.Until(at.Add(u.opts.Timeout)))
 	defer t.Stop()
 	select {
 	case <-tok.Done():
-		return tok.Error()
+		return conn.tokenError(tok)
 	case <-conn.lost:
 		return fmt.Errorf("connection lost with the message unacknowledged: %w", conn.why)
 	case <-t.C:
@@ -466,6 +466,20 @@ func (u *Uplink) await(ctx context.Context, conn *mqttConn, tok pubToken, at tim
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// tokenError is the error of a finished publish. An MQTT 3.1.1 broker
+// has no way to refuse a message but to drop the connection, so a 3.1.1
+// token's error is always the connection's (paho's write to a socket the
+// broker closed, "not Connected", "connection lost before Publish
+// completed"): it is reported as such, whichever of the token and
+// conn.lost paho finished first.
+func (c *mqttConn) tokenError(tok pubToken) error {
+	err := tok.Error()
+	if err == nil || c.v5 != nil {
+		return err
+	}
+	return fmt.Errorf("connection lost with the message unacknowledged: %w", err)
 }
 
 // topic fills in the topic template for r.
