@@ -658,6 +658,14 @@ func (db *DB) close() (err error) {
 				if pushedMemTable {
 					break
 				}
+				// cairn: a flush waiting in addLevel0Table for level 0
+				// to come under its stall count (no compaction brings it
+				// there: a full disk fails them) keeps the queue full,
+				// and nothing else wakes it before stopMemoryFlush,
+				// after this loop: wake it, so that it sees the DB
+				// closing and adds its table. Again each round: a wake
+				// before it waits is lost.
+				db.lc.levels[0].signalL0Drained()
 				// cairn: flushes fail (a full disk), so the queue will not
 				// drain: the memtable's log is kept for the next Open.
 				if db.flushFailing.Load() {
