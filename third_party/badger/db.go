@@ -1747,7 +1747,12 @@ func (db *DB) startCompactions() {
 func (db *DB) startMemoryFlush() {
 	// Start memory fluhser.
 	if db.closers.memtable != nil {
-		db.flushChan = make(chan *memTable, db.opt.NumMemtables)
+		// cairn: the memtables a failed DropPrefix left in db.imm are
+		// flushed first, in order, as flushMemtable expects.
+		db.flushChan = make(chan *memTable, max(db.opt.NumMemtables, len(db.imm)))
+		for _, mt := range db.imm {
+			db.flushChan <- mt
+		}
 		db.closers.memtable = z.NewCloser(1)
 		go func() {
 			db.flushMemtable(db.closers.memtable)
@@ -1981,8 +1986,18 @@ func (db *DB) DropPrefix(prefixes ...[]byte) error {
 	db.lock.Lock()
 	defer db.lock.Unlock()
 
+	// cairn: the next memtable is made first, and a flush that fails
+	// leaves the memtables not flushed as they were: the release left
+	// db.mt nil when it could not make the next (a full disk), and on a
+	// failed flush kept in db.imm the memtables it had released, and
+	// db.mt besides, which Close then released twice and a read used
+	// after they were gone.
+	next, err := db.newMemTable()
+	if err != nil {
+		return y.Wrapf(err, "cannot create new mem table")
+	}
 	db.imm = append(db.imm, db.mt)
-	for _, memtable := range db.imm {
+	for i, memtable := range db.imm {
 		if memtable.sl.Empty() {
 			memtable.DecrRef()
 			continue
@@ -1990,6 +2005,8 @@ func (db *DB) DropPrefix(prefixes ...[]byte) error {
 		db.opt.Debugf("Flushing memtable")
 		if err := db.handleMemTableFlush(memtable, filtered); err != nil {
 			db.opt.Errorf("While trying to flush memtable: %v", err)
+			db.imm = db.imm[i : len(db.imm)-1] // resume flushes them (startMemoryFlush)
+			next.DecrRef()                     // and its log
 			return err
 		}
 		memtable.DecrRef()
@@ -1997,10 +2014,7 @@ func (db *DB) DropPrefix(prefixes ...[]byte) error {
 	db.stopCompactions()
 	defer db.startCompactions()
 	db.imm = db.imm[:0]
-	db.mt, err = db.newMemTable()
-	if err != nil {
-		return y.Wrapf(err, "cannot create new mem table")
-	}
+	db.mt = next
 
 	// Drop prefixes from the levels.
 	if err := db.lc.dropPrefixes(filtered); err != nil {

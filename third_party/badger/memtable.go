@@ -77,6 +77,7 @@ func (db *DB) openMemTables(opt Options) error {
 		}
 		mt, err := db.openMemTable(fid, flags)
 		if err != nil {
+			db.releaseArenas(nil) // cairn: those opened before; Open does not clean up here
 			return y.Wrapf(err, "while opening fid: %d", fid)
 		}
 		// If this memtable is empty we don't need to add it. This is a

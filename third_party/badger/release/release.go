@@ -13,4 +13,4 @@ const (
 )
 
 // Patches is the number of patches applied to the release (patches/).
-const Patches = 18
+const Patches = 19

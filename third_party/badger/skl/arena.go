@@ -51,6 +51,9 @@ func newArenaMapped(n int64) *Arena {
 // free unmaps the buffer of an arena of newArenaMapped. Nothing may read
 // the arena after: what it held is gone, and a read of it faults.
 func (s *Arena) free() {
+	if s == nil {
+		return // released already: a second DecrRef is the release's no-op
+	}
 	if s.unmap != nil {
 		s.unmap()
 		s.unmap = nil
