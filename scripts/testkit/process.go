@@ -79,8 +79,9 @@ func (p *Process) Running() bool {
 // Stop sends sig and waits until the process has exited, and returns what
 // Err returns. If the process is still running after timeout it is sent
 // SIGQUIT (a Go program prints every goroutine's stack and exits), and
-// killed if it still runs 5 s later; Stop returns an error that says so; that error, and one for a signal
-// that could not be sent, is never an *exec.ExitError.
+// killed if it still runs 5 s later; Stop returns an error that says
+// so. That error, and one for a signal that could not be sent, is never
+// an *exec.ExitError.
 func (p *Process) Stop(sig os.Signal, timeout time.Duration) error {
 	if err := p.Cmd.Process.Signal(sig); err != nil && p.Running() {
 		return fmt.Errorf("signal %s to %s: %w", sig, p.Name, err)
