@@ -460,7 +460,7 @@ func (u *Uplink) await(ctx context.Context, conn *mqttConn, tok pubToken, at tim
 	case <-tok.Done():
 		return conn.tokenError(tok)
 	case <-conn.lost:
-		return fmt.Errorf("connection lost with the message unacknowledged: %w", conn.why)
+		return lostUnacked(conn.why)
 	case <-t.C:
 		return fmt.Errorf("%w in %s (refused, or the broker is stuck)", errNoPuback, u.opts.Timeout)
 	case <-ctx.Done():
@@ -479,6 +479,12 @@ func (c *mqttConn) tokenError(tok pubToken) error {
 	if err == nil || c.v5 != nil {
 		return err
 	}
+	return lostUnacked(err)
+}
+
+// lostUnacked is the refusal of a message whose connection went before
+// its PUBACK came, for the reason err.
+func lostUnacked(err error) error {
 	return fmt.Errorf("connection lost with the message unacknowledged: %w", err)
 }
 
