@@ -169,6 +169,7 @@ fails_without() {
 	pkg=$(basename "$(dirname "$f")")
 	[ "$pkg" = root ] && pkg=.
 	out=$tmp/without-${p%.patch}
+	rm -rf "$out" # a tree of another test of the same patch: the files patches add are there
 	build_release "$out" "$rel"
 	for q in "$copy"/patches/*.patch; do
 		[ "$(basename "$q")" = "$p" ] && continue
