@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,13 @@ import (
 // one over a slow link, waits a window for each: the window is for
 // streams of small messages.
 //
+// A read after a write to the connection does not wait: the client may
+// be waiting for what was written, as one that waits for each PUBACK
+// before it sends again does (each of its messages waited out the rest of
+// a window: a PUBACK median of 2.41 ms with a window of 2 ms, 0.31 ms
+// read at once). A stream that does not wait gets a PUBACK a group
+// commit, and one read in that many goes at once.
+//
 // With size > 0 the reads are buffered: the MQTT client reads a packet a
 // byte or a few at a time, each a system call without a buffer. Without,
 // the reader brings its own (mochi's is 2 KiB).
@@ -32,6 +40,9 @@ type gatherConn struct {
 	buf    []byte
 	r, w   int // buf[r:w] is read and not yet taken
 	waits  int // reads from the socket that waited
+	// wrote is set by each write to the connection and cleared by each
+	// read from the socket.
+	wrote atomic.Bool
 }
 
 // newGatherConn wraps c; a window of 0 or less gathers nothing, and a
@@ -65,6 +76,16 @@ func (g *gatherConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// Write writes p to the connection, and lets the next read from the
+// socket go at once.
+func (g *gatherConn) Write(p []byte) (int, error) {
+	n, err := g.Conn.Write(p)
+	if n > 0 {
+		g.wrote.Store(true)
+	}
+	return n, err
+}
+
 // readSocket reads into p from the connection, first waiting until a
 // window has passed since the last read began if the connection is busy.
 func (g *gatherConn) readSocket(p []byte) (int, error) {
@@ -72,7 +93,7 @@ func (g *gatherConn) readSocket(p []byte) (int, error) {
 		return g.Conn.Read(p)
 	}
 	now := time.Now()
-	if g.busy {
+	if replied := g.wrote.Swap(false); g.busy && !replied {
 		if d := g.window - now.Sub(g.began); d > 0 {
 			time.Sleep(d)
 			now = time.Now()

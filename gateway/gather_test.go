@@ -170,3 +170,55 @@ func TestGatherConn_BuffersSmallReads(t *testing.T) {
 		t.Errorf("read after the end: %d, %v; want 0, EOF", n, err)
 	}
 }
+
+// TestGatherConn_ReadsAfterAReplyAtOnce: a client that sends a message
+// and waits for the reply before it sends the next, as one that waits
+// for each PUBACK does, is read at once after each reply written through
+// the connection, never waiting a window; replies written past it (as
+// the gatherConn cannot see) leave each read after the first to wait.
+func TestGatherConn_ReadsAfterAReplyAtOnce(t *testing.T) {
+	const n, window = 20, 50 * time.Millisecond
+	for _, through := range []bool{true, false} {
+		t.Run(fmt.Sprintf("replies through it %v", through), func(t *testing.T) {
+			client, server := tcpPair(t)
+			g := newGatherConn(server, window, 0)
+			reply := net.Conn(g)
+			if !through {
+				reply = server
+			}
+			done := make(chan error, 1)
+			go func() {
+				p := make([]byte, 2048)
+				for range n {
+					if _, err := g.Read(p); err != nil {
+						done <- err
+						return
+					}
+					if _, err := reply.Write([]byte{0x40}); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			ack := make([]byte, 1)
+			for i := range n {
+				if _, err := fmt.Fprintf(client, `{"n":%d}`, i); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := io.ReadFull(client, ack); err != nil {
+					t.Fatalf("reply %d: %v", i, err)
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case through && g.waits != 0:
+				t.Errorf("%d of %d reads after a reply waited a window; want none", g.waits, n)
+			case !through && g.waits < n/2:
+				t.Errorf("%d of %d reads waited with the replies written past the gatherConn; want most (the test sees nothing)", g.waits, n)
+			}
+		})
+	}
+}

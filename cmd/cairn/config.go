@@ -409,12 +409,15 @@ const (
 
 // defaultReadCoalesce is mqtt.read_coalesce's default: at a steady
 // 10,000 messages a second from one client, reading a millisecond's
-// messages at a time took cairn from about 22.6% of a core to 15.3%; a
-// client publishing as fast as its 100 messages in flight allow went
-// from about 76,000 to 59,000 readings a second, each message read up to
-// a millisecond later (docs/raspberry-pi.md).
+// messages at a time once took cairn from about 22.6% of a core to 15.3%;
+// with later changes, two milliseconds' took 6.1% against 7.3% at one
+// (five interleaved rounds; 4 ms took 8.1%, docs/performance.md). A read
+// after cairn wrote to the connection does not wait (gatherConn), so a
+// client that waits for each PUBACK is not slowed by it; a client
+// publishing as fast as its 100 messages in flight allow waits up to a
+// window for the rest of each window (docs/raspberry-pi.md).
 const (
-	defaultReadCoalesce = time.Millisecond
+	defaultReadCoalesce = 2 * time.Millisecond
 	maxReadCoalesce     = 100 * time.Millisecond
 )
 
