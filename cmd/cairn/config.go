@@ -413,7 +413,8 @@ const (
 // with later changes, two milliseconds' took 6.1% against 7.3% at one
 // (five interleaved rounds; 4 ms took 8.1%, docs/performance.md). A read
 // after cairn wrote to the connection does not wait (gatherConn), so a
-// client that waits for each PUBACK is not slowed by it; a client
+// client that waits for each PUBACK mostly has its next message read at
+// once (PUBACK median 0.29 ms, 2.41 without that); a client
 // publishing as fast as its 100 messages in flight allow waits up to a
 // window for the rest of each window (docs/raspberry-pi.md).
 const (
