@@ -17,8 +17,7 @@ import (
 // into. A connection that sends less often than once a window is read as
 // each message comes. So a message waits about a window longer (the
 // runtime's timers round up to a millisecond), and only on a connection
-// that sends many; its PUBACK waits for a group commit of a few
-// milliseconds anyway. A packet that comes in several pieces, a large
+// that sends many. A packet that comes in several pieces, a large
 // one over a slow link, waits a window for each: the window is for
 // streams of small messages.
 //
@@ -79,11 +78,11 @@ func (g *gatherConn) Read(p []byte) (int, error) {
 // Write writes p to the connection, and lets the next read from the
 // socket go at once.
 func (g *gatherConn) Write(p []byte) (int, error) {
-	n, err := g.Conn.Write(p)
-	if n > 0 {
-		g.wrote.Store(true)
-	}
-	return n, err
+	// Before the write: once it is out, the client may answer and its
+	// answer be read before a flag set after the write (a PUBACK is
+	// written by another goroutine than the reader's).
+	g.wrote.Store(true)
+	return g.Conn.Write(p)
 }
 
 // readSocket reads into p from the connection, first waiting until a
