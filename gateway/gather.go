@@ -86,7 +86,8 @@ func (g *gatherConn) Write(p []byte) (int, error) {
 }
 
 // readSocket reads into p from the connection, first waiting until a
-// window has passed since the last read began if the connection is busy.
+// window has passed since the last read began if the connection is busy
+// and nothing was written to it since that read.
 func (g *gatherConn) readSocket(p []byte) (int, error) {
 	if g.window <= 0 {
 		return g.Conn.Read(p)
