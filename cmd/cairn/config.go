@@ -178,8 +178,8 @@ type StoreConfig struct {
 // loaded at a restart (BenchmarkSeriesMemory at 100k series), and up to
 // about 4 KiB more while a full open bucket of 200 readings waits to be
 // sealed; the auto memory limit counts 8.25 KiB (autoMemoryLimit). At
-// 20,000 series that is 161 MiB at most, 181 MiB with the store's own
-// 20 MiB: within the three quarters of 512 MB the limit may take
+// 20,000 series that is 161 MiB at most, 175 MiB with the base's 14
+// MiB: within the three quarters of 512 MB the limit may take
 // (memoryCeiling), with room left for the runtime's garbage. A flood of
 // new series, one reading each, stops at 20,000 × 688 bytes = 13 MiB.
 const defaultMaxSeries = 20000

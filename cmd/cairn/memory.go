@@ -17,33 +17,45 @@ import (
 )
 
 // The Go runtime lets the heap grow to twice what is live before it
-// collects. Much of what is live in a gateway is the store's caches and
-// what it keeps for each series. Doubling those buys nothing but RSS, so
-// by default (memory_limit_mib: auto) the runtime gets a soft limit sized
-// to them, plus room for the rest: see autoMemoryLimit. The memtables
-// are not in the Go heap (their arenas are mapped on their own, patch
-// 0017 of cairn's copy of Badger), nor is the table a flush builds (it
-// is written block by block, patch 0016), so the limit does not count
-// them.
+// collects. Much of what is live in a gateway is what the store keeps for
+// each series. Doubling that buys nothing but RSS, so by default
+// (memory_limit_mib: auto) the runtime gets a soft limit sized to it,
+// plus room for the rest: see autoMemoryLimit. The memtables are not in
+// the Go heap (their arenas are mapped on their own, patch 0017 of
+// cairn's copy of Badger), nor is the table a flush builds (it is written
+// block by block, patch 0016), nor the blocks of Badger's block cache
+// (cairn's tables are not compressed: a cached block points into its
+// table's mapped file), so the limit does not count them.
 
 // Parts of the auto memory limit.
 const (
-	autoLimitBase      = 12 << 20 // the runtime, MQTT, HTTP, decoding and batches in flight
-	autoLimitSeries    = 2 << 10  // a series' state, its name and its pending aggregates
-	autoLimitPerSample = 32       // a sample held open, with its share of the run index
+	// autoLimitBase is the runtime, MQTT, HTTP, decoding, the batches in
+	// flight and the block cache's fixed part. 12 MiB and 8 MiB for the
+	// caches (2 x store.cache_mib, which they do not hold) let the heap
+	// of a 200k-message drain grow to 12-13 MB over 7-9 live: 14 MiB
+	// took the drain's peak RSS from 30.8 to 27.9 MiB, and its rate from
+	// 328k to 223k readings/s (docs/performance.md).
+	autoLimitBase = 14 << 20
+	// autoLimitCache is the heap a MiB of block cache holds: 16 blocks of
+	// 64 KiB, each a descriptor of about 250 bytes with its key and the
+	// cache's entry.
+	autoLimitCache     = 4 << 10
+	autoLimitSeries    = 2 << 10 // a series' state, its name and its pending aggregates
+	autoLimitPerSample = 32      // a sample held open, with its share of the run index
 )
 
 // autoMemoryLimit is memory_limit_mib auto for s with series series in the
-// store: both caches, and each series with a full open bucket. The series
-// count at most store.max_series: a store opened with more (the limit
-// lowered since) does not raise it further, and with the defaults the
-// figure stays at most 20 MiB + 20,000 × 8.25 KiB = 181 MiB.
+// store: the base, the block cache, and each series with a full open
+// bucket. The series count at most store.max_series: a store opened with
+// more (the limit lowered since) does not raise it further, and with the
+// defaults the figure stays at most 14 MiB + 16 KiB + 20,000 x 8.25 KiB =
+// about 175 MiB.
 func autoMemoryLimit(s StoreConfig, series int) int64 {
 	if s.MaxSeries > 0 {
 		series = min(series, s.MaxSeries)
 	}
 	perSeries := int64(autoLimitSeries + autoLimitPerSample*s.BucketSamples)
-	return autoLimitBase + 2*int64(s.CacheMiB)<<20 + int64(series)*perSeries
+	return autoLimitBase + int64(s.CacheMiB)*autoLimitCache + int64(series)*perSeries
 }
 
 // memoryLimiter keeps the auto memory limit in step with the number of
@@ -51,7 +63,7 @@ func autoMemoryLimit(s StoreConfig, series int) int64 {
 // live: a limit below the live heap would have the runtime collect
 // garbage without pause (up to half the CPU) for nothing. Badger's
 // compactions hold more for a while as a large store's tree deepens; the
-// limit then leaves the heap a quarter of what is live (8 MiB at least)
+// limit then leaves the heap a quarter of what is live (4 MiB at least)
 // above it, as GOGC 25 would.
 //
 // The limit never exceeds what the machine can give (memoryCeiling): above
@@ -75,10 +87,14 @@ type memoryLimiter struct {
 const memoryLimitCheck = time.Second
 
 // The limit leaves the heap at least this much room above what is live:
-// a quarter of it (liveHeadroom 4), and minHeadroom at least.
+// a quarter of it (liveHeadroom 4), and minHeadroom at least. A drain
+// holds 7-9 MiB live (the messages in flight and their commits), and the
+// runtime counts 5-6 MiB beside the heap (its metadata, the profiler's
+// buckets, stacks): 8 MiB of room put the limit at 21-23 MiB for as long
+// as a drain lasted, whatever the auto limit.
 const (
 	liveHeadroom = 4
-	minHeadroom  = 8 << 20
+	minHeadroom  = 4 << 20
 )
 
 // set sets the limit for the series stored and the heap live now, if it

@@ -22,15 +22,18 @@ func TestAutoMemoryLimit(t *testing.T) {
 		series int
 		want   int64
 	}{
-		{def, 0, 20 << 20},
-		{def, 1000, 20<<20 + 1000*(2048+32*200)},
+		{def, 0, 14<<20 + 4*4<<10},
+		{def, 1000, 14<<20 + 4*4<<10 + 1000*(2048+32*200)},
 		// The memtables are outside the Go heap: their size counts for
 		// nothing.
-		{StoreConfig{MemTableMiB: 64, CacheMiB: 8, BucketSamples: 10000}, 10, 12<<20 + 2*8<<20 + 10*(2048+32*10000)},
+		{StoreConfig{MemTableMiB: 64, CacheMiB: 8, BucketSamples: 10000}, 10, 14<<20 + 8*4<<10 + 10*(2048+32*10000)},
+		// The block cache holds descriptors of blocks that are in the
+		// tables' mapped files: 4 KiB of heap a MiB.
+		{StoreConfig{CacheMiB: 1024, BucketSamples: 200}, 0, 14<<20 + 4<<20},
 		// Series above store.max_series (a limit lowered since they were
 		// stored) count for no more.
-		{def, def.MaxSeries, 20<<20 + 20000*(2048+32*200)},
-		{def, 3 * def.MaxSeries, 20<<20 + 20000*(2048+32*200)},
+		{def, def.MaxSeries, 14<<20 + 4*4<<10 + 20000*(2048+32*200)},
+		{def, 3 * def.MaxSeries, 14<<20 + 4*4<<10 + 20000*(2048+32*200)},
 	}
 	for _, tt := range tests {
 		if got := autoMemoryLimit(tt.store, tt.series); got != tt.want {
@@ -75,10 +78,10 @@ func TestMemoryLimiter_FollowsSeries(t *testing.T) {
 	if got, want := m.set(), int64(125<<20+4<<20); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("100 MiB live: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
 	}
-	// 30 MiB live: a quarter is less than 8 MiB.
-	live = 30 << 20
-	if got, want := m.set(), int64(30<<20+8<<20+4<<20); got != want || debug.SetMemoryLimit(-1) != want {
-		t.Fatalf("30 MiB live: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
+	// 14 MiB live: a quarter is less than 4 MiB.
+	live = 14 << 20
+	if got, want := m.set(), int64(14<<20+4<<20+4<<20); got != want || debug.SetMemoryLimit(-1) != want {
+		t.Fatalf("14 MiB live: set %d, runtime has %d, want %d", got, debug.SetMemoryLimit(-1), want)
 	}
 	live = 6 << 20
 	if got, want := m.set(), autoMemoryLimit(cfg, 200); got != want || debug.SetMemoryLimit(-1) != want {
@@ -97,13 +100,13 @@ func TestMemoryLimiter_Ceiling(t *testing.T) {
 	}
 	defer store.Close()
 	var live uint64 = 10 << 20
-	m := &memoryLimiter{cfg: DefaultConfig().Store, store: store, ceiling: 16 << 20, live: func() (uint64, uint64) { return live, 0 }}
-	if got := m.set(); got != 16<<20 || debug.SetMemoryLimit(-1) != 16<<20 {
-		t.Errorf("auto limit %d above a ceiling of 16 MiB: set %d, runtime has %d, want the ceiling", autoMemoryLimit(m.cfg, 0), got, debug.SetMemoryLimit(-1))
+	m := &memoryLimiter{cfg: DefaultConfig().Store, store: store, ceiling: 12 << 20, live: func() (uint64, uint64) { return live, 0 }}
+	if got := m.set(); got != 12<<20 || debug.SetMemoryLimit(-1) != 12<<20 {
+		t.Errorf("auto limit %d above a ceiling of 12 MiB: set %d, runtime has %d, want the ceiling", autoMemoryLimit(m.cfg, 0), got, debug.SetMemoryLimit(-1))
 	}
 	live = 100 << 20
-	if got := m.set(); got != 16<<20 {
-		t.Errorf("100 MiB live: set %d, want the ceiling, 16 MiB", got)
+	if got := m.set(); got != 12<<20 {
+		t.Errorf("100 MiB live: set %d, want the ceiling, 12 MiB", got)
 	}
 }
 
