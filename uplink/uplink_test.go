@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-retryablehttp"
 	"go.uber.org/goleak"
 
 	"github.com/cairn-gateway/cairn/buffer"
@@ -327,6 +328,39 @@ func testOptions(url, dir string) Options {
 		Gzip:          true,
 		ParkDir:       filepath.Join(dir, "parked"),
 	}
+}
+
+// While an upstream fails, the batch waits as its body: the readings it
+// was made from are let go at the first failure (an outage can last
+// hours), and the batch that goes at last is the same.
+func TestUplink_LetsGoOfReadingsWhileRetrying(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	up := newUpstream(t, "500", "503", "ok")
+	s.add(t, 0, 100)
+	u, err := New(s, testOptions(up.srv.URL, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before each attempt, on the uplink's goroutine: the readings held.
+	held := make(chan int, 16)
+	logAttempt := u.client.RequestLogHook
+	u.client.RequestLogHook = func(l retryablehttp.Logger, req *http.Request, n int) {
+		logAttempt(l, req, n)
+		held <- cap(u.readings)
+	}
+	runUplink(t, u)
+	waitFor(t, "the outbox to drain", func() bool { return s.Outbox().Pending() == 0 })
+
+	var caps []int
+	for range 3 {
+		caps = append(caps, <-held)
+	}
+	if caps[0] < 100 || caps[1] != 0 || caps[2] != 0 {
+		t.Errorf("readings held before each attempt: %v, want 100 or more, then none", caps)
+	}
+	_, lines := up.received()
+	sameLines(t, lines, wantLines("gw1", 0, 100))
 }
 
 func TestUplink_DeliversEveryBatchOnceInOrderThroughFailures(t *testing.T) {
