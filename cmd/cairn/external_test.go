@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -92,8 +93,30 @@ func (m *mosquitto) start(t *testing.T) {
 		if err := conn.Close(); err != nil {
 			return false, err.Error()
 		}
+		// Mosquitto opens its listeners before it sets its signal
+		// handlers: a SIGTERM in between kills it unsaved (seen when a
+		// test stopped a broker just started).
+		if ok, err := catches(p.Cmd.Process.Pid, syscall.SIGTERM); !ok {
+			return false, fmt.Sprintf("SIGTERM not caught yet (%v)", err)
+		}
 		return true, ""
 	})
+}
+
+// catches reports whether process pid has a handler for sig, from the
+// SigCgt mask of /proc/PID/status.
+func catches(pid int, sig syscall.Signal) (bool, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+			return err == nil && m&(1<<(uint(sig)-1)) != 0, err
+		}
+	}
+	return false, errors.New("no SigCgt line")
 }
 
 // stop stops the broker with SIGTERM, which makes it save its database.
