@@ -37,12 +37,14 @@ type Options struct {
 	// Dir is the data directory; it is created if missing.
 	Dir string
 	// MemTableSize is Badger's memtable size in bytes (default 8 MiB). The
-	// whole store needs roughly 3× this plus the caches.
+	// whole store needs roughly 3× this plus the block cache's fixed part.
 	MemTableSize int64
-	// CacheSize is the size of Badger's block cache (default 8 MiB), in
-	// bytes of the blocks it keeps. The tables are not compressed, so a
-	// cached block points into its table's mapped file: the cache holds
-	// about 250 bytes of heap a block, 4 KiB a MiB.
+	// CacheSize is the cost Badger's block cache may hold (default 8
+	// MiB). The tables are not compressed, so a cached block points into
+	// its table's mapped file and holds about 250 bytes of heap; its cost
+	// counts the mapping from the block to the table's end, so a MiB
+	// admits at most 16 blocks of 64 KiB, usually far fewer: 4 KiB of
+	// heap a MiB at most.
 	CacheSize int64
 	// MaxBytes is how large the data directory may grow, which sets how
 	// large Badger's tables are (tableSize): the disk cap; 0 when it is

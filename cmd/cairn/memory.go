@@ -32,13 +32,15 @@ const (
 	// autoLimitBase is the runtime, MQTT, HTTP, decoding, the batches in
 	// flight and the block cache's fixed part. 12 MiB and 8 MiB for the
 	// caches (2 x store.cache_mib, which they do not hold) let the heap
-	// of a 200k-message drain grow to 12-13 MB over 7-9 live: 14 MiB
-	// took the drain's peak RSS from 30.8 to 27.9 MiB, and its rate from
-	// 328k to 223k readings/s (docs/performance.md).
+	// of a 200k-message drain grow to 12-13 MB over 7-9 live. With 14
+	// MiB, and minHeadroom 4 MiB (which sets a drain's limit after its
+	// first second), a drain peaked at 27.9 against 31.6 MiB, at 182k
+	// against 239k readings/s (docs/performance.md).
 	autoLimitBase = 14 << 20
-	// autoLimitCache is the heap a MiB of block cache holds: 16 blocks of
-	// 64 KiB, each a descriptor of about 250 bytes with its key and the
-	// cache's entry.
+	// autoLimitCache is the most heap a MiB of block cache holds: at most
+	// 16 blocks of 64 KiB (a block's cost runs to its table's end, so
+	// usually far fewer), each a descriptor of about 250 bytes with its
+	// key and the cache's entry.
 	autoLimitCache     = 4 << 10
 	autoLimitSeries    = 2 << 10 // a series' state, its name and its pending aggregates
 	autoLimitPerSample = 32      // a sample held open, with its share of the run index
