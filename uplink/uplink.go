@@ -896,9 +896,9 @@ func (u *Uplink) checkRetry(ctx context.Context, resp *http.Response, err error)
 	u.failedAttempts++
 	u.catchUp, u.notTaken = true, surelyNotTaken(resp, err)
 	// The batch goes again as its body: the uplink's array of the
-	// readings it was made from is let go, so that an upstream down for hours does not keep them
-	// live (5,000 at the defaults, half a MB); the next batch reads its
-	// own into a new array.
+	// readings it was made from is let go, so that an upstream down for
+	// hours does not keep them live (5,000 at the defaults, half a MB);
+	// the next batch reads its own into a new array.
 	u.readings, u.kept = nil, nil
 	u.log.Warn("upstream did not take a batch; trying again", "err", msg)
 	return true, nil

@@ -28,7 +28,7 @@ func TestAutoMemoryLimit(t *testing.T) {
 		// nothing.
 		{StoreConfig{MemTableMiB: 64, CacheMiB: 8, BucketSamples: 10000}, 10, 14<<20 + 8*4<<10 + 10*(2048+32*10000)},
 		// The block cache holds descriptors of blocks that are in the
-		// tables' mapped files: 4 KiB of heap a MiB.
+		// tables' mapped files: 4 KiB of heap a MiB at most.
 		{StoreConfig{CacheMiB: 1024, BucketSamples: 200}, 0, 14<<20 + 4<<20},
 		// Series above store.max_series (a limit lowered since they were
 		// stored) count for no more.
