@@ -411,14 +411,17 @@ const (
 // 10,000 messages a second from one client, reading a millisecond's
 // messages at a time once took cairn from about 22.6% of a core to 15.3%;
 // with later changes, two milliseconds' took 6.1% against 7.3% at one
-// (five interleaved rounds; 4 ms took 8.1%, docs/performance.md). A read
-// after cairn wrote to the connection does not wait (gatherConn), so a
-// client that waits for each PUBACK mostly has its next message read at
-// once (PUBACK median 0.29 ms, 2.41 without that); a client
-// publishing as fast as its 100 messages in flight allow waits up to a
-// window for the rest of each window (docs/raspberry-pi.md).
+// (five interleaved rounds, docs/performance.md); with commits that
+// gather for 50 ms (buffer's gatherFloor), five took 9.85% against 10.7%
+// at two, and `cairn sim` with 100 messages in flight, against the
+// embedded broker, got more through. A read after cairn wrote to the
+// connection does not wait (gatherConn), so a client that waits for
+// each PUBACK mostly has its next message read at once (PUBACK median
+// 0.29 ms, 2.41 without that); a client publishing as fast as its
+// messages in flight allow waits up to a window for the rest of each
+// window (docs/raspberry-pi.md).
 const (
-	defaultReadCoalesce = 2 * time.Millisecond
+	defaultReadCoalesce = 5 * time.Millisecond
 	maxReadCoalesce     = 100 * time.Millisecond
 )
 

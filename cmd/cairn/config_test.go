@@ -56,7 +56,7 @@ func TestParseConfig_Empty(t *testing.T) {
 	if w := cfg.Warnings(); len(w) > 0 {
 		t.Errorf("empty config: warnings %q", w)
 	}
-	if cfg.MQTT.ReadCoalesce != Duration(2*time.Millisecond) {
+	if cfg.MQTT.ReadCoalesce != Duration(5*time.Millisecond) {
 		t.Errorf("read_coalesce: got %v", cfg.MQTT.ReadCoalesce)
 	}
 }
