@@ -85,7 +85,6 @@ func (w *Writer) collect(ctx context.Context) {
 				return
 			}
 			t, slice = floor, floorSlice
-			w.pubs.floor(now)
 		}
 		sleep := min(minTime(until, t).Sub(now), slice)
 		came = false
@@ -115,14 +114,14 @@ const gatherSlice = 20 * time.Millisecond
 // and a commit each time they had was fifty a second at 10,000 messages
 // a second, a tenth of the CPU in syncs and their wakeups. Past the
 // point where no sensor is awaited, the commit sleeps floorSlice at a
-// time and ends after one to which nothing came: a publisher that has
-// sent its window of unacknowledged messages, or whose broker holds
-// them, sends nothing more until the commit is done, and waits no more
-// than floorSlice for it; nor does a commit that waited for nobody. A
-// commit of floorReadings needs no floor: its sync is a small part of
-// it, and a drain, whose commits are larger, went a tenth slower with
-// one (its larger commits held more of the heap the memory limit
-// bounds).
+// time and ends after one to which nothing came: a lone publisher that
+// has sent its window of unacknowledged messages, or whose broker holds
+// them, sends nothing more until the commit is done, and waits one
+// floorSlice more for it (among publishers that keep sending, until the
+// floor); a commit that waited for nobody does not wait. A commit of
+// floorReadings needs no floor: its sync is a small part of it, and a
+// drain, whose commits are larger, went a tenth slower with one (its
+// larger commits held more of the heap the memory limit bounds).
 const (
 	gatherFloor   = 50 * time.Millisecond
 	floorSlice    = 5 * time.Millisecond

@@ -10,12 +10,9 @@ import "time"
 // for its PUBACKs (clocked) and has messages in the commit is not waited
 // for, none of its sensors, since it sends no more until the commit is
 // done. A publisher is taken to wait for its PUBACKs once it sent nothing
-// while a commit that waited held its messages, or nothing while such a
-// commit gathered for its floor (gatherFloor: it had all it waited for,
-// and readings kept coming from others; a publisher with a window of
-// messages in flight that ran out), and no longer once it sends while a
-// commit holds them; a publisher that is gone (Forget) is forgotten at
-// once.
+// while a commit that waited held its messages, and no longer once it
+// sends while a commit holds them; a publisher that is gone (Forget) is
+// forgotten at once.
 //
 // A lone publisher that waits for each PUBACK is therefore never held up,
 // and a hundred sensors sending on their own clocks are gathered into a
@@ -74,9 +71,6 @@ type publishers struct {
 	batch   uint64       // the commit being gathered
 	members []*publisher // the publishers with messages in it
 	waited  time.Time    // when it began to wait; zero if it did not
-	// floored is when it had all it waited for and went on gathering
-	// for its floor (commit.go, gatherFloor); zero if it did not.
-	floored time.Time
 	// committed is when the last commit was done: a message submitted
 	// before it by a publisher with messages in that commit was sent
 	// while they were held.
@@ -93,7 +87,6 @@ func (p *publishers) begin() {
 	p.first = p.head
 	p.members = p.members[:0]
 	p.waited = time.Time{}
-	p.floored = time.Time{}
 }
 
 // take records the readings of a message from publisher from, submitted
@@ -231,26 +224,16 @@ func (p *publishers) expire(now time.Time) {
 	}
 }
 
-// floor records that the commit being gathered has all it waited for at
-// now, and gathers on for its floor.
-func (p *publishers) floor(now time.Time) {
-	if p.floored.IsZero() {
-		p.floored = now
-	}
-}
-
 // done ends the commit that was gathered, at now: if it waited, each
 // publisher with messages in it that sent nothing while it waited is
-// clocked, and so is one that sent nothing while it gathered for its
-// floor (a publisher whose window of messages in flight ran out); the
-// others are not.
+// clocked, and the others are not.
 func (p *publishers) done(now time.Time) {
 	p.committed = now
 	if p.waited.IsZero() {
 		return
 	}
 	for _, pub := range p.members {
-		pub.clocked = !pub.last.After(p.waited) || !p.floored.IsZero() && !pub.last.After(p.floored)
+		pub.clocked = !pub.last.After(p.waited)
 	}
 }
 
