@@ -111,7 +111,7 @@ const gatherSlice = 20 * time.Millisecond
 // gatherFloor is how long a commit that waited for other sensors gathers
 // at least (Wait if shorter), while readings keep coming: sensors that
 // send every few milliseconds have all joined a commit within a slice,
-// and a commit each time they had was fifty a second at 10,000 messages
+// and a commit each time they had was 45 a second at 10,000 messages
 // a second, a tenth of the CPU in syncs and their wakeups. Past the
 // point where no sensor is awaited, the commit sleeps floorSlice at a
 // time and ends after one to which nothing came: a lone publisher that

@@ -414,12 +414,12 @@ const (
 // (five interleaved rounds, docs/performance.md); with commits that
 // gather for 50 ms (buffer's gatherFloor), five took 9.85% against 10.7%
 // at two, and `cairn sim` with 100 messages in flight, against the
-// embedded broker, got more through. A read after cairn wrote to the
-// connection does not wait (gatherConn), so a client that waits for
-// each PUBACK mostly has its next message read at once (PUBACK median
-// 0.29 ms, 2.41 without that); a client publishing as fast as its
-// messages in flight allow waits up to a window for the rest of each
-// window (docs/raspberry-pi.md).
+// embedded broker, got more through in most runs. A read after cairn
+// wrote to the connection does not wait (gatherConn), so a client that
+// waits for each PUBACK mostly has its next message read at once
+// (PUBACK median 0.29 ms, 2.41 without that); a client publishing as
+// fast as its messages in flight allow waits up to a window for the
+// rest of each window (docs/raspberry-pi.md).
 const (
 	defaultReadCoalesce = 5 * time.Millisecond
 	maxReadCoalesce     = 100 * time.Millisecond
