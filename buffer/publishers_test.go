@@ -24,6 +24,21 @@ func submitFrom(t *testing.T, w *Writer, from string, rs ...Reading) <-chan Resu
 	return ch
 }
 
+// submitStored submits r from publisher from without waiting for its
+// result, which must be r stored; wg is done when it comes.
+func submitStored(t *testing.T, w *Writer, wg *sync.WaitGroup, from string, r Reading) {
+	t.Helper()
+	wg.Add(1)
+	if err := w.SubmitFrom(context.Background(), from, []Reading{r}, func(res Result) {
+		defer wg.Done()
+		if res.Err != nil || res.Stored != 1 {
+			t.Errorf("%s: %+v", r.Device, res)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // result waits for the result on ch.
 func result(t *testing.T, ch <-chan Result, what string) Result {
 	t.Helper()
@@ -150,16 +165,7 @@ func TestWriter_WaitGathersALightStream(t *testing.T) {
 				if oneClient {
 					from = "sim"
 				}
-				wg.Add(1)
-				r := Reading{Device: dev, Metric: "m", TS: int64(i+1) * 1e9, Value: float64(i)}
-				if err := w.SubmitFrom(context.Background(), from, []Reading{r}, func(res Result) {
-					defer wg.Done()
-					if res.Err != nil || res.Stored != 1 {
-						t.Errorf("%s: %+v", dev, res)
-					}
-				}); err != nil {
-					t.Fatal(err)
-				}
+				submitStored(t, w, &wg, from, Reading{Device: dev, Metric: "m", TS: int64(i+1) * 1e9, Value: float64(i)})
 			}
 			wg.Wait()
 			after := w.Stats()
@@ -214,16 +220,7 @@ func TestWriter_BusyStreamGathersForTheFloor(t *testing.T) {
 	for i := range messages {
 		<-tick.C
 		dev := fmt.Sprintf("busy-%d", i%devices)
-		wg.Add(1)
-		r := Reading{Device: dev, Metric: "m", TS: int64(i+1) * 1e9, Value: float64(i)}
-		if err := w.SubmitFrom(context.Background(), dev, []Reading{r}, func(res Result) {
-			defer wg.Done()
-			if res.Err != nil || res.Stored != 1 {
-				t.Errorf("%s: %+v", dev, res)
-			}
-		}); err != nil {
-			t.Fatal(err)
-		}
+		submitStored(t, w, &wg, dev, Reading{Device: dev, Metric: "m", TS: int64(i+1) * 1e9, Value: float64(i)})
 	}
 	elapsed := time.Since(start)
 	wg.Wait()
