@@ -88,11 +88,18 @@ const sealAfterCommits = time.Second
 // what that commit's checkpoints added): a drain stores 300,000
 // readings a second or more, and open points are held in memory until
 // sealed, 16 bytes each and more as their slices grow. A second of them
-// was 5 to 6 MiB of a drain's heap, which the runtime doubles; 64 Ki
-// samples is 1 MiB, and a bucket of every series of a hundred sensors
-// with two metrics each at the default store.bucket_samples (200) is
-// 40,000.
-const sealAfterOpened = 64 << 10
+// was 5 to 6 MiB of a drain's heap, which the runtime doubles. 16 Ki
+// samples is 256 KiB: at 64 Ki they were still 1.6 MiB of the 6 to 7
+// MiB a drain of 200,000 messages holds live, and its peak RSS 28.2
+// MiB against 26.9 at 16 Ki (17 and 11 runs), as fast, with as many
+// bytes written (docs/performance.md). A seal writes whole buckets only,
+// so a series' points short of a bucket stay open whatever the bound (a
+// bucket of every series of a hundred sensors with two metrics each at
+// the default store.bucket_samples, 200, is 40,000 samples); a seal
+// sooner frees each bucket's points once they fill it. A steady 20,000
+// readings a second reach the bound in 0.8 s, about when
+// sealAfterCommits comes.
+const sealAfterOpened = 16 << 10
 
 // sealFlushed seals and rolls up the series that checkpoints wrote since
 // the last time: right after the checkpoint when it came between commits,

@@ -519,7 +519,7 @@ func TestWriter_DrainSealsByOpenedSamples(t *testing.T) {
 	}
 	// What a checkpoint adds beyond the bound, and a bucket short of
 	// full in each series.
-	most = 64<<10 + total/int(w.checkpoints.Load()) + series*w.opts.BucketSamples
+	most = sealAfterOpened + total/int(w.checkpoints.Load()) + series*w.opts.BucketSamples
 	t.Logf("%d open points after %d readings, %d checkpoints", open, total, w.checkpoints.Load())
 	if open > most {
 		t.Errorf("%d open points after a drain of %d readings, want at most %d", open, total, most)
