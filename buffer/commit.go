@@ -58,6 +58,10 @@ func (w *Writer) collect(ctx context.Context) {
 			timer.Stop()
 		}
 	}()
+	select { // a publisher that went before: its request is queued
+	case <-w.gone:
+	default:
+	}
 	for n < w.opts.MaxReadings {
 		select {
 		case req := <-w.queue:
@@ -96,6 +100,11 @@ func (w *Writer) collect(ctx context.Context) {
 		}
 		select {
 		case <-timer.C:
+		case <-w.gone:
+			// A publisher went, maybe one the commit waits for: a
+			// one-shot client (connect, publish, disconnect) that sends
+			// again at once held the next one's commit to the slice's
+			// end.
 		case <-ctx.Done():
 			return
 		}

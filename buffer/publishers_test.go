@@ -144,6 +144,38 @@ func TestWriter_WaitGathersOtherSensors(t *testing.T) {
 	}
 }
 
+// TestWriter_ForgetWakesAWaitingCommit: a commit that sleeps waiting for
+// a publisher's sensor ends when that publisher goes (Forget), not at the
+// end of its slice: a one-shot client (connect, publish, disconnect) that
+// publishes again at once, as a script of mosquitto_pub calls does, waited
+// a slice for the one before it.
+func TestWriter_ForgetWakesAWaitingCommit(t *testing.T) {
+	_, w := testStoreOpts(t, Options{NoSync: true}, WriterOptions{Wait: time.Hour})
+	rd := func(dev string, ts int64) Reading { return Reading{Device: dev, Metric: "m", TS: ts * 1e9, Value: 1} }
+	var took []time.Duration
+	for try := range 3 { // a pause of the machine's is not the slice: try again
+		b, a := fmt.Sprintf("b%d", try), fmt.Sprintf("a%d", try)
+		result(t, submitFrom(t, w, b, rd("s", int64(2*try+1))), "b's message")
+		waits := w.waits.Load()
+		ch := submitFrom(t, w, a, rd("s", int64(2*try+2)))
+		for deadline := time.Now().Add(waitFor); w.waits.Load() == waits; {
+			if time.Now().After(deadline) {
+				t.Fatal("a's commit did not wait for b")
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		start := time.Now()
+		w.Forget(b)
+		result(t, ch, "a's message")
+		took = append(took, time.Since(start))
+		w.Forget(a)
+		if took[try] < gatherSlice/4 {
+			return
+		}
+	}
+	t.Fatalf("a's commit ended %v after b went; want it at once, not at the end of a %v slice", took, gatherSlice)
+}
+
 // TestWriter_WaitGathersALightStream: sensors that send on their own
 // clock, not waiting for results, are gathered into few commits, whether
 // each is a publisher of its own or one publisher sends for all of them;

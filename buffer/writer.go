@@ -121,6 +121,10 @@ type Writer struct {
 	store *Store
 	opts  WriterOptions
 	queue chan request
+	// gone is signalled by Forget after it queued its request: a commit
+	// that sleeps while it waits for sensors wakes, takes it, and asks
+	// again whether to wait (collect). Holds one signal.
+	gone chan struct{}
 	// steps carries one-step calls (SealDue, RollUp, Prune) to the Run
 	// goroutine.
 	steps chan stepRequest
@@ -198,6 +202,7 @@ func NewWriter(s *Store, opts WriterOptions) *Writer {
 		opts:     opts,
 		runMax:   runMax,
 		queue:    make(chan request, opts.QueueSize),
+		gone:     make(chan struct{}, 1),
 		steps:    make(chan stepRequest),
 		stopping: make(chan struct{}),
 		stopped:  make(chan struct{}),
@@ -256,7 +261,8 @@ func (w *Writer) SubmitFrom(ctx context.Context, from string, readings []Reading
 }
 
 // Forget tells the commit policy that publisher from is gone: no commit
-// waits for it any more. It never blocks: with the queue full, the
+// waits for it any more, and one that sleeps waiting for sensors wakes to
+// ask again. It never blocks: with the queue full, the
 // publisher is forgotten once it has sent nothing for Wait.
 func (w *Writer) Forget(from string) {
 	if w.opts.Wait <= 0 {
@@ -269,6 +275,11 @@ func (w *Writer) Forget(from string) {
 	}
 	select {
 	case w.queue <- request{from: from}:
+	default:
+		return
+	}
+	select {
+	case w.gone <- struct{}{}:
 	default:
 	}
 }
