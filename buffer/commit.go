@@ -58,7 +58,9 @@ func (w *Writer) collect(ctx context.Context) {
 			timer.Stop()
 		}
 	}()
-	select { // a publisher that went before: its request is queued
+	// The signal of a publisher that went before: its request was queued
+	// before it, and is taken below, or was already.
+	select {
 	case <-w.gone:
 	default:
 	}
@@ -83,12 +85,16 @@ func (w *Writer) collect(ctx context.Context) {
 		// what came meanwhile: waking for every message that joins cost
 		// more than the commit it gathers.
 		slice := gatherSlice
+		gone := w.gone // wakes a sleep that waits for sensors, whose publisher may go
 		t := w.pubs.until(now)
 		if t.IsZero() {
 			if !came || !w.pubs.gathered() || !now.Before(floor) || n >= floorReadings {
 				return
 			}
-			t, slice = floor, floorSlice
+			// No sensor is awaited: a client that goes has nothing to do
+			// with the floor, and waking for it would end the floor on a
+			// slice cut short to which nothing came.
+			t, slice, gone = floor, floorSlice, nil
 		}
 		sleep := min(minTime(until, t).Sub(now), slice)
 		came = false
@@ -100,7 +106,7 @@ func (w *Writer) collect(ctx context.Context) {
 		}
 		select {
 		case <-timer.C:
-		case <-w.gone:
+		case <-gone:
 			// A publisher went, maybe one the commit waits for: a
 			// one-shot client (connect, publish, disconnect) that sends
 			// again at once held the next one's commit to the slice's

@@ -123,7 +123,8 @@ type Writer struct {
 	queue chan request
 	// gone is signalled by Forget after it queued its request: a commit
 	// that sleeps while it waits for sensors wakes, takes it, and asks
-	// again whether to wait (collect). Holds one signal.
+	// again whether to wait (collect); one that sleeps for its floor does
+	// not listen. Holds one signal.
 	gone chan struct{}
 	// steps carries one-step calls (SealDue, RollUp, Prune) to the Run
 	// goroutine.
@@ -137,7 +138,7 @@ type Writer struct {
 
 	commits, stored, duplicates, failures, syncNanos atomic.Uint64
 	gathered                                         atomic.Uint64
-	waits                                            atomic.Uint64 // times a commit began to wait for others (tests poll it)
+	waits                                            atomic.Uint64 // sleeps of commits that waited (tests poll it)
 	sealed, sealErrors, pruned, prunedReadings       atomic.Uint64
 	checkpoints, refused                             atomic.Uint64
 	wrongKind, tooManyStates                         atomic.Uint64
