@@ -321,10 +321,13 @@ CG=""      # the cgroup start_cairn starts cairn in; empty: none
 CG_V=""    # its version: 1 or 2
 CG_MADE=() # cgroups made and not yet removed
 
-# cgroup_make NAME: makes a memory cgroup NAME beside those of the
-# script's own cgroup, with BENCH_MEMORY_MAX_MIB as its limit, and sets CG
-# and CG_V; leaves CG empty if it cannot (not root, no memory controller,
-# or cgroup v2 without the memory controller given to children).
+# cgroup_make NAME: makes a memory cgroup NAME under the script's own
+# cgroup, with BENCH_MEMORY_MAX_MIB as its limit, and sets CG and CG_V;
+# leaves CG empty if it cannot (not root, no memory controller, or cgroup
+# v2 without the memory controller given to children). On cgroup v2 that
+# means the script runs in the root cgroup: a cgroup that holds processes
+# cannot give controllers to children. scripts/vm-cgroup2.sh runs the
+# bench so, in a virtual machine.
 cgroup_make() {
 	local base rel dir
 	CG=""
