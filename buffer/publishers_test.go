@@ -189,7 +189,6 @@ func TestWriter_ForgetWakesAWaitingCommit(t *testing.T) {
 // sensor then, and only a slice to which nothing came ends it.
 func TestWriter_GoneClientsDoNotCutTheFloor(t *testing.T) {
 	s, w := testStoreWith(t, "", WriterOptions{Wait: time.Hour})
-	before := w.Stats()
 	stop := make(chan struct{})
 	var churn sync.WaitGroup
 	churn.Add(1)
@@ -206,30 +205,11 @@ func TestWriter_GoneClientsDoNotCutTheFloor(t *testing.T) {
 			}
 		}
 	}()
-	const devices, messages = 5, 150 // each device every 20 ms, for 0.6 s
-	var wg sync.WaitGroup
-	tick := time.NewTicker(4 * time.Millisecond)
-	defer tick.Stop()
-	start := time.Now()
-	for i := range messages {
-		<-tick.C
-		dev := fmt.Sprintf("busy-%d", i%devices)
-		submitStored(t, w, &wg, dev, Reading{Device: dev, Metric: "m", TS: int64(i+1) * 1e9, Value: float64(i)})
-	}
-	elapsed := time.Since(start)
-	wg.Wait()
+	// Each of 5 devices every 20 ms, for 0.6 s: a commit of gatherFloor
+	// is one in 50 ms; ended by each client that went, one in 20 ms.
+	busyStreamGathersForTheFloor(t, s, w, 150, 4*time.Millisecond)
 	close(stop)
 	churn.Wait()
-	commits := w.Stats().Commits - before.Commits
-	// As TestWriter_BusyStreamGathersForTheFloor: a commit of gatherFloor
-	// is one in 50 ms; ended by each client that went, one in 20 ms.
-	if most := uint64(elapsed/(40*time.Millisecond)) + 2; commits > most {
-		t.Errorf("%d messages in %s in %d commits; want at most %d (one in 40 ms)", messages, elapsed.Round(time.Millisecond), commits, most)
-	}
-	if got := s.ReadingCount(); got != messages {
-		t.Errorf("readings stored: got %d, want %d", got, messages)
-	}
-	t.Logf("%d messages in %s in %d commits", messages, elapsed.Round(time.Millisecond), commits)
 }
 
 // TestWriter_WaitGathersALightStream: sensors that send on their own
@@ -299,10 +279,21 @@ func TestWriter_WaitEndsWhenASensorIsOverdue(t *testing.T) {
 // gatherFloor, not one commit each time they have all sent.
 func TestWriter_BusyStreamGathersForTheFloor(t *testing.T) {
 	s, w := testStoreWith(t, "", WriterOptions{Wait: time.Hour})
+	// Each of 5 devices every 10 ms, for half a second: a commit each
+	// time every device had sent would be one every 10 to 20 ms; a commit
+	// of gatherFloor, one in 50 ms.
+	busyStreamGathersForTheFloor(t, s, w, 250, 2*time.Millisecond)
+}
+
+// busyStreamGathersForTheFloor sends messages one reading each from five
+// devices in turn, one every every, and checks that they are all stored
+// in at most a commit per 40 ms (and two).
+func busyStreamGathersForTheFloor(t *testing.T, s *Store, w *Writer, messages int, every time.Duration) {
+	t.Helper()
+	const devices = 5
 	before := w.Stats()
-	const devices, messages = 5, 250 // each device every 10 ms, for half a second
 	var wg sync.WaitGroup
-	tick := time.NewTicker(2 * time.Millisecond)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	start := time.Now()
 	for i := range messages {
@@ -313,12 +304,10 @@ func TestWriter_BusyStreamGathersForTheFloor(t *testing.T) {
 	elapsed := time.Since(start)
 	wg.Wait()
 	commits := w.Stats().Commits - before.Commits
-	// A commit each time every device had sent would be one every 10 to
-	// 20 ms; a commit of gatherFloor, one in 50 ms.
 	if most := uint64(elapsed/(40*time.Millisecond)) + 2; commits > most {
 		t.Errorf("%d messages in %s in %d commits; want at most %d (one in 40 ms)", messages, elapsed.Round(time.Millisecond), commits, most)
 	}
-	if got := s.ReadingCount(); got != messages {
+	if got := s.ReadingCount(); got != uint64(messages) {
 		t.Errorf("readings stored: got %d, want %d", got, messages)
 	}
 	t.Logf("%d messages in %s in %d commits", messages, elapsed.Round(time.Millisecond), commits)
