@@ -13,8 +13,9 @@
 //
 // Each sample: cairn's VmRSS and VmHWM, go_goroutines, open files, the
 // data directory's bytes and cairn's own count of them, the upstream's
-// backlog (pending_readings) and the mean commit time since the sample
-// before. At the end it waits for the backlog to go, counts the readings
+// backlog (pending_readings), the mean commit time since the sample
+// before, and the machine's noise since then: the CPU time its
+// hypervisor gave to other guests (steal) and cairn's own. At the end it waits for the backlog to go, counts the readings
 // in VictoriaMetrics against those the sensors got a PUBACK for, writes
 // soak.csv and soak.svg to SOAK_OUT (default $TMPDIR/cairn-soak-TIME), and
 // prints one line per series: its least-squares slope over the last half
@@ -371,6 +372,97 @@ func statusKiB(pid int, key string) (float64, error) {
 	return 0, fmt.Errorf("no %s in /proc/%d/status", key, pid)
 }
 
+// mappedKiB is the resident size of process pid's mappings of files
+// under dir, from /proc/PID/smaps.
+func mappedKiB(pid int, dir string) (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var kib float64
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := sc.Text()
+		if v, ok := strings.CutPrefix(l, "Rss:"); ok {
+			if in {
+				n, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+				if err != nil {
+					return 0, fmt.Errorf("/proc/%d/smaps: %q: %w", pid, l, err)
+				}
+				kib += n
+			}
+			continue
+		}
+		// A mapping's first line: address range, perms, offset, device,
+		// inode, and its path if it has one. The lines of its fields
+		// start with a name and a colon.
+		if f := strings.Fields(l); len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			in = len(f) >= 6 && strings.HasPrefix(f[5], dir+"/")
+		}
+	}
+	return kib, sc.Err()
+}
+
+// cpuTicks is what /proc/stat says of all CPUs: the ticks spent in
+// each state, and those the hypervisor gave to other guests (steal).
+type cpuTicks struct{ total, steal float64 }
+
+func readCPUTicks() (cpuTicks, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTicks{}, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTicks{}, fmt.Errorf("/proc/stat: first line %q", line)
+	}
+	var c cpuTicks
+	// user nice system idle iowait irq softirq steal; guest and
+	// guest_nice are in user and nice already.
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return cpuTicks{}, fmt.Errorf("/proc/stat: %w", err)
+		}
+		c.total += n
+		if i == 7 {
+			c.steal = n
+		}
+	}
+	return c, nil
+}
+
+// procCPUSeconds is the CPU time process pid has used, user and system.
+func procCPUSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command's closing parenthesis: state is the
+	// first, utime and stime the 12th and 13th.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	var ticks float64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return ticks / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every
+// Linux that cairn runs on.
+const clockTicks = 100
+
 // dirBytes is the disk space the files under dir take (allocated
 // blocks), but for the reserve file, which stays the same size until
 // the disk is full.
@@ -407,13 +499,27 @@ type sample struct {
 	dirMiB, storeMiB, pending, commitMS        float64
 	commits, stored, pruned, removed, upOK     float64
 	dashboardFetches, dashboardFailures, sentR float64
+	// The machine's noise since the sample before: the share of all
+	// CPUs' time that the hypervisor gave to other guests (steal), and
+	// cairn's own CPU time as a share of one core. A commit is CPU work
+	// and a sync: on a shared VM its time follows the steal.
+	stealPct, cairnCPUPct float64
+	// VmRSS in parts: anonymous (heap, stacks), file-backed (the
+	// binary's pages and the store's), and of the latter those of the
+	// store's files (Badger maps its tables and memtables).
+	rssAnonMiB, rssFileMiB, rssStoreMiB float64
 }
 
-var csvHeader = "t_s,rss_mib,hwm_mib,goroutines,open_files,data_dir_mib,store_disk_mib,pending_readings,commit_ms,commits,stored_readings,readings_pruned,retention_removed,upstream_up,dashboard_fetches,dashboard_failures,sent_readings"
+var csvHeader = csvHeaderOld + ",steal_pct,cairn_cpu_pct,rss_anon_mib,rss_file_mib,rss_store_mib"
+
+// csvHeaderOld is the header of the soak.csv files written before the
+// steal and CPU columns; SOAK_REPLOT reads them too.
+const csvHeaderOld = "t_s,rss_mib,hwm_mib,goroutines,open_files,data_dir_mib,store_disk_mib,pending_readings,commit_ms,commits,stored_readings,readings_pruned,retention_removed,upstream_up,dashboard_fetches,dashboard_failures,sent_readings"
 
 func (s sample) csv() string {
 	v := []float64{s.t, s.rssMiB, s.hwmMiB, s.goroutines, s.fds, s.dirMiB, s.storeMiB, s.pending, s.commitMS,
-		s.commits, s.stored, s.pruned, s.removed, s.upOK, s.dashboardFetches, s.dashboardFailures, s.sentR}
+		s.commits, s.stored, s.pruned, s.removed, s.upOK, s.dashboardFetches, s.dashboardFailures, s.sentR,
+		s.stealPct, s.cairnCPUPct, s.rssAnonMiB, s.rssFileMiB, s.rssStoreMiB}
 	f := make([]string, len(v))
 	for i, x := range v {
 		f[i] = strconv.FormatFloat(x, 'f', -1, 64)
@@ -465,6 +571,7 @@ func run(s *settings) error {
 		for _, r := range rep {
 			fmt.Println(r.line)
 		}
+		fmt.Println(noiseLine(samples))
 		return os.WriteFile(filepath.Join(dir, "soak.svg"), []byte(plot(s, samples, rep)), 0o644)
 	}
 	if err := os.MkdirAll(s.out, 0o755); err != nil {
@@ -484,7 +591,10 @@ func run(s *settings) error {
 	mqttAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	httpBase := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	up := &vm{dir: filepath.Join(s.out, "vm"), addr: fmt.Sprintf("127.0.0.1:%d", ports[2]), logDir: s.out}
-	dataDir := filepath.Join(s.out, "data")
+	dataDir, err := filepath.Abs(filepath.Join(s.out, "data")) // as /proc/PID/smaps names its files
+	if err != nil {
+		return err
+	}
 	for _, d := range []string{dataDir, up.dir} {
 		if _, err := os.Stat(d); err == nil {
 			return fmt.Errorf("%s exists: give SOAK_OUT a new directory", d)
@@ -578,6 +688,15 @@ uplink:
 
 	var samples []sample
 	var lastCommits, lastCommitSec float64
+	lastTicks, err := readCPUTicks()
+	if err != nil {
+		return err
+	}
+	lastCPU, err := procCPUSeconds(c.pid())
+	if err != nil {
+		return err
+	}
+	lastAt := time.Now()
 	upDown, upBack := false, false
 	takeSample := func() error {
 		var x sample
@@ -590,9 +709,21 @@ uplink:
 		dir, err4 := dirBytes(dataDir)
 		st, err5 := readStatus(httpBase)
 		m, err6 := metrics(httpBase)
-		if err = errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+		ticks, err7 := readCPUTicks()
+		cpu, err8 := procCPUSeconds(pid)
+		anon, err9 := statusKiB(pid, "RssAnon")
+		file, err10 := statusKiB(pid, "RssFile")
+		mapped, err11 := mappedKiB(pid, dataDir)
+		now := time.Now()
+		if err = errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9, err10, err11); err != nil {
 			return err
 		}
+		x.rssAnonMiB, x.rssFileMiB, x.rssStoreMiB = anon/1024, file/1024, mapped/1024
+		if d := ticks.total - lastTicks.total; d > 0 {
+			x.stealPct = 100 * (ticks.steal - lastTicks.steal) / d
+		}
+		x.cairnCPUPct = 100 * (cpu - lastCPU) / now.Sub(lastAt).Seconds()
+		lastTicks, lastCPU, lastAt = ticks, cpu, now
 		x.rssMiB, x.hwmMiB, x.fds, x.dirMiB = rss/1024, hwm/1024, float64(len(fds)), float64(dir)/(1<<20)
 		x.storeMiB = float64(st.Store.DiskBytes) / (1 << 20)
 		x.pending, x.sentR = float64(st.Uplinks[0].Pending), float64(st.Uplinks[0].Sent)
@@ -620,8 +751,8 @@ uplink:
 		x.dashboardFetches, x.dashboardFailures = float64(dash.fetches.Load()), float64(dash.failures.Load())
 		samples = append(samples, x)
 		fmt.Fprintln(csvFile, x.csv())
-		logf("t=%4.0fs rss=%.1fMiB hwm=%.1fMiB goroutines=%.0f fds=%.0f dir=%.1fMiB store=%.1fMiB pending=%.0f commit=%.2fms stored=%.0f up=%.0f",
-			x.t, x.rssMiB, x.hwmMiB, x.goroutines, x.fds, x.dirMiB, x.storeMiB, x.pending, x.commitMS, x.stored, x.upOK)
+		logf("t=%4.0fs rss=%.1fMiB (anon %.1f, files %.1f, of which the store's %.1f) hwm=%.1fMiB goroutines=%.0f fds=%.0f dir=%.1fMiB store=%.1fMiB pending=%.0f commit=%.2fms stored=%.0f up=%.0f cpu=%.1f%% steal=%.1f%%",
+			x.t, x.rssMiB, x.rssAnonMiB, x.rssFileMiB, x.rssStoreMiB, x.hwmMiB, x.goroutines, x.fds, x.dirMiB, x.storeMiB, x.pending, x.commitMS, x.stored, x.upOK, x.cairnCPUPct, x.stealPct)
 		return nil
 	}
 
@@ -714,6 +845,7 @@ uplink:
 	for _, r := range rep {
 		fmt.Println(r.line)
 	}
+	fmt.Println(noiseLine(samples))
 	dashErr := ""
 	if dash.firstErr != nil {
 		dashErr = fmt.Sprintf(" (first: %v)", dash.firstErr)

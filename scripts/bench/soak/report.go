@@ -110,10 +110,22 @@ func figures(s *settings) []series {
 			// either way. A leak lifts what the sawtooth falls back to:
 			// the fit is of the lowest value of each 10 minutes (floor),
 			// and the last quarter's highs may not climb above the third's.
-			judge: func(f fit, all []sample) (bool, string) {
-				floor := lastHalf(s, trailingMin(all, s.sample, rssFloorWindow), func(x sample) float64 { return x.rssMiB })
-				return floor.slope < 1 && f.lateMax <= f.earlyMax+0.05*f.mean,
-					fmt.Sprintf("slope of its %s floor (%.3g MiB/h) < 1 MiB/h, and the last quarter's highest no more than 5%% of the last-half mean above the third quarter's", rssFloorWindow, floor.slope)
+			// Both are of VmRSS without the pages of the store's files
+			// that Badger maps (ownRSS): those follow the store, which
+			// grows through the first hour of retention and which the cap
+			// bounds, and the kernel takes them back when it needs them.
+			judge: func(_ fit, all []sample) (bool, string) {
+				own := lastHalf(s, all, ownRSS)
+				floor := lastHalf(s, trailingMin(all, s.sample, rssFloorWindow, ownRSS), ownRSS)
+				vmRSS := func(x sample) float64 { return x.rssMiB }
+				vm := lastHalf(s, trailingMin(all, s.sample, rssFloorWindow, vmRSS), vmRSS)
+				what := "VmRSS without the store's mapped files"
+				if math.IsNaN(all[0].rssStoreMiB) {
+					what = "VmRSS" // a soak.csv from before they were sampled
+				}
+				return floor.slope < 1 && own.lateMax <= own.earlyMax+0.05*own.mean,
+					fmt.Sprintf("%s: slope of its %s floor (%.3g MiB/h) < 1 MiB/h, and the last quarter's highest no more than 5%% of the last-half mean above the third quarter's (%.4g..%.4g); VmRSS's floor %.3g MiB/h, not judged",
+						what, rssFloorWindow, floor.slope, own.earlyMax, own.lateMax, vm.slope)
 			}},
 		{key: "goroutines", title: "goroutines", unit: "", value: func(x sample) float64 { return x.goroutines },
 			judge: func(f fit, _ []sample) (bool, string) {
@@ -154,19 +166,34 @@ func figures(s *settings) []series {
 // between two memtable flushes in the soak.
 const rssFloorWindow = 10 * time.Minute
 
-// trailingMin returns all with each sample's rssMiB the lowest of it and
-// the samples of the window before it.
-func trailingMin(all []sample, every, window time.Duration) []sample {
+// ownRSS is cairn's VmRSS without the pages of the store's files it
+// maps (its heap, stacks and the binary's pages), or VmRSS where the
+// sample has no breakdown.
+func ownRSS(x sample) float64 {
+	if math.IsNaN(x.rssStoreMiB) {
+		return x.rssMiB
+	}
+	return x.rssMiB - x.rssStoreMiB
+}
+
+// trailingMin returns all with each sample's rssMiB and rssStoreMiB such
+// that value gives the lowest value of it and the samples of the window
+// before it.
+func trailingMin(all []sample, every, window time.Duration, value func(sample) float64) []sample {
 	n := 1
 	if every > 0 {
 		n = max(1, int(window/every))
 	}
 	out := make([]sample, len(all))
 	for i := range all {
-		out[i] = all[i]
+		low := all[i]
 		for j := max(0, i-n+1); j < i; j++ {
-			out[i].rssMiB = min(out[i].rssMiB, all[j].rssMiB)
+			if value(all[j]) < value(low) {
+				low = all[j]
+			}
 		}
+		out[i] = all[i]
+		out[i].rssMiB, out[i].rssStoreMiB = low.rssMiB, low.rssStoreMiB
 	}
 	return out
 }
@@ -185,6 +212,47 @@ func analyse(s *settings, all []sample) []result {
 		out = append(out, result{s: sr, f: f, flat: flat, line: line})
 	}
 	return out
+}
+
+// noiseLine says what the machine did besides the run: the CPU time its
+// hypervisor gave to other guests (steal), cairn's own CPU, and how
+// closely commit time followed the steal (Pearson's r over the samples
+// after the first, whose commit time includes the seeding). Not judged:
+// it is there to read commit time's line against.
+func noiseLine(all []sample) string {
+	if len(all) < 3 || math.IsNaN(all[0].stealPct) {
+		return "soak: machine noise not in this soak.csv"
+	}
+	var steal, cpu, commit []float64
+	var stealMax float64
+	for _, x := range all[1:] {
+		steal = append(steal, x.stealPct)
+		cpu = append(cpu, x.cairnCPUPct)
+		commit = append(commit, x.commitMS)
+		stealMax = max(stealMax, x.stealPct)
+	}
+	return fmt.Sprintf("soak: machine steal_pct mean=%.2f max=%.2f (of all CPUs' time) cairn_cpu_pct mean=%.2f (of a core); commit_ms against steal_pct r=%.2f n=%d (not judged)",
+		mean(steal), stealMax, mean(cpu), pearson(steal, commit), len(steal))
+}
+
+func mean(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// pearson is the correlation of x and y, NaN if either is constant.
+func pearson(x, y []float64) float64 {
+	mx, my := mean(x), mean(y)
+	var sxy, sxx, syy float64
+	for i := range x {
+		sxy += (x[i] - mx) * (y[i] - my)
+		sxx += (x[i] - mx) * (x[i] - mx)
+		syy += (y[i] - my) * (y[i] - my)
+	}
+	return sxy / math.Sqrt(sxx*syy)
 }
 
 // plot draws one small panel per series: the values over the run, the
@@ -315,7 +383,13 @@ func replot(csvFile string) ([]sample, error) {
 		return nil, err
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) < 2 || lines[0] != csvHeader {
+	cols := 22
+	switch {
+	case len(lines) < 2:
+		return nil, fmt.Errorf("%s: no samples", csvFile)
+	case lines[0] == csvHeaderOld:
+		cols = 17 // before the machine's noise was sampled
+	case lines[0] != csvHeader:
 		return nil, fmt.Errorf("%s: not a soak.csv of this version (header %q)", csvFile, lines[0])
 	}
 	var out []sample
@@ -327,12 +401,17 @@ func replot(csvFile string) ([]sample, error) {
 				return nil, fmt.Errorf("%s:%d: %w", csvFile, i+2, err)
 			}
 		}
-		if len(v) != 17 {
-			return nil, fmt.Errorf("%s:%d: %d columns, want 17", csvFile, i+2, len(v))
+		if len(v) != cols {
+			return nil, fmt.Errorf("%s:%d: %d columns, want %d", csvFile, i+2, len(v), cols)
 		}
-		out = append(out, sample{t: v[0], rssMiB: v[1], hwmMiB: v[2], goroutines: v[3], fds: v[4], dirMiB: v[5], storeMiB: v[6],
+		x := sample{t: v[0], rssMiB: v[1], hwmMiB: v[2], goroutines: v[3], fds: v[4], dirMiB: v[5], storeMiB: v[6],
 			pending: v[7], commitMS: v[8], commits: v[9], stored: v[10], pruned: v[11], removed: v[12], upOK: v[13],
-			dashboardFetches: v[14], dashboardFailures: v[15], sentR: v[16]})
+			dashboardFetches: v[14], dashboardFailures: v[15], sentR: v[16],
+			stealPct: math.NaN(), cairnCPUPct: math.NaN(), rssAnonMiB: math.NaN(), rssFileMiB: math.NaN(), rssStoreMiB: math.NaN()}
+		if cols == 22 {
+			x.stealPct, x.cairnCPUPct, x.rssAnonMiB, x.rssFileMiB, x.rssStoreMiB = v[17], v[18], v[19], v[20], v[21]
+		}
+		out = append(out, x)
 	}
 	return out, nil
 }
