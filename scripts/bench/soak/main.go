@@ -359,17 +359,30 @@ func metrics(base string) (map[string]float64, error) {
 	return m, nil
 }
 
-func statusKiB(pid int, key string) (float64, error) {
+// statusKiB returns the values of keys (in kB) in /proc/PID/status, read
+// at once.
+func statusKiB(pid int, keys ...string) ([]float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, key+":"); ok {
-			return strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+	out := make([]float64, len(keys))
+	for i, key := range keys {
+		found := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, key+":"); ok {
+				if out[i], err = strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64); err != nil {
+					return nil, fmt.Errorf("/proc/%d/status: %s: %w", pid, key, err)
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no %s in /proc/%d/status", key, pid)
 		}
 	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", key, pid)
+	return out, nil
 }
 
 // mappedKiB is the resident size of process pid's mappings of files
@@ -703,28 +716,28 @@ uplink:
 		x.t = time.Since(began).Seconds()
 		var err error
 		pid := c.pid()
-		rss, err1 := statusKiB(pid, "VmRSS")
-		hwm, err2 := statusKiB(pid, "VmHWM")
+		// VmRSS and its parts at one moment, and the store's mapped
+		// pages right after: ownRSS subtracts one from the other.
+		mem, err1 := statusKiB(pid, "VmRSS", "VmHWM", "RssAnon", "RssFile")
+		mapped, err2 := mappedKiB(pid, dataDir)
 		fds, err3 := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		dir, err4 := dirBytes(dataDir)
 		st, err5 := readStatus(httpBase)
 		m, err6 := metrics(httpBase)
 		ticks, err7 := readCPUTicks()
 		cpu, err8 := procCPUSeconds(pid)
-		anon, err9 := statusKiB(pid, "RssAnon")
-		file, err10 := statusKiB(pid, "RssFile")
-		mapped, err11 := mappedKiB(pid, dataDir)
 		now := time.Now()
-		if err = errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9, err10, err11); err != nil {
+		if err = errors.Join(err1, err2, err3, err4, err5, err6, err7, err8); err != nil {
 			return err
 		}
-		x.rssAnonMiB, x.rssFileMiB, x.rssStoreMiB = anon/1024, file/1024, mapped/1024
+		x.rssMiB, x.hwmMiB, x.rssAnonMiB, x.rssFileMiB = mem[0]/1024, mem[1]/1024, mem[2]/1024, mem[3]/1024
+		x.rssStoreMiB = mapped / 1024
 		if d := ticks.total - lastTicks.total; d > 0 {
 			x.stealPct = 100 * (ticks.steal - lastTicks.steal) / d
 		}
 		x.cairnCPUPct = 100 * (cpu - lastCPU) / now.Sub(lastAt).Seconds()
 		lastTicks, lastCPU, lastAt = ticks, cpu, now
-		x.rssMiB, x.hwmMiB, x.fds, x.dirMiB = rss/1024, hwm/1024, float64(len(fds)), float64(dir)/(1<<20)
+		x.fds, x.dirMiB = float64(len(fds)), float64(dir)/(1<<20)
 		x.storeMiB = float64(st.Store.DiskBytes) / (1 << 20)
 		x.pending, x.sentR = float64(st.Uplinks[0].Pending), float64(st.Uplinks[0].Sent)
 		x.stored, x.pruned = float64(st.Ingest.Stored), float64(st.Store.Pruned)

@@ -81,7 +81,7 @@ func TestFigures_RSSSawtooth(t *testing.T) {
 	}
 	noStore := func(int) float64 { return 0 }
 	flat := func(rss func(m int) float64) bool { return flatWith(rss, noStore) }
-	saw := func(m int) float64 { return 32 + float64(m%6)*8/5 } // 32 to 40 MiB every 6 minutes
+	saw := func(m int) float64 { return 32 + float64(m%6)*8/5 }    // 32 to 40 MiB every 6 minutes
 	growing := func(m int) float64 { return 2 + 10*float64(m)/60 } // the store's tables, 10 MiB/h
 	if !flatWith(saw, growing) {
 		t.Error("a repeating sawtooth beside the store's mapped tables growing 10 MiB/h judged not flat")
