@@ -177,8 +177,9 @@
 #                   (1h) with 100 sensors at 1 Hz, the dashboard fetched
 #                   every 10 s, an upstream VictoriaMetrics down for a sixth
 #                   of the run up to its half, retention and a disk cap
-#                   acting; RSS, goroutines, open files, disk, backlog and
-#                   commit time sampled every SOAK_SAMPLE (1m), their
+#                   acting; RSS (and its parts), goroutines, open files,
+#                   disk, backlog, commit time and the machine's CPU steal
+#                   sampled every SOAK_SAMPLE (1m), their
 #                   slopes over the last half judged flat or not, a CSV and
 #                   an SVG plot in SOAK_OUT, and every reading acknowledged
 #                   counted in the upstream (scripts/bench/soak,
