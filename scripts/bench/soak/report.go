@@ -124,8 +124,8 @@ func figures(s *settings) []series {
 					what = "VmRSS" // a soak.csv from before they were sampled
 				}
 				return floor.slope < 1 && own.lateMax <= own.earlyMax+0.05*own.mean,
-					fmt.Sprintf("%s: slope of its %s floor (%.3g MiB/h) < 1 MiB/h, and the last quarter's highest no more than 5%% of the last-half mean above the third quarter's (%.4g..%.4g); VmRSS's floor %.3g MiB/h, not judged",
-						what, rssFloorWindow, floor.slope, own.earlyMax, own.lateMax, vm.slope)
+					fmt.Sprintf("%s: slope of its %s floor (%.3g MiB/h) < 1 MiB/h, and the last quarter's highest (%.4g) no more than 5%% of the last-half mean above the third quarter's (%.4g); VmRSS's floor %.3g MiB/h, not judged",
+						what, rssFloorWindow, floor.slope, own.lateMax, own.earlyMax, vm.slope)
 			}},
 		{key: "goroutines", title: "goroutines", unit: "", value: func(x sample) float64 { return x.goroutines },
 			judge: func(f fit, _ []sample) (bool, string) {
