@@ -14,8 +14,10 @@
 // Each sample: cairn's VmRSS and VmHWM, go_goroutines, open files, the
 // data directory's bytes and cairn's own count of them, the upstream's
 // backlog (pending_readings), the mean commit time since the sample
-// before, and the machine's noise since then: the CPU time its
-// hypervisor gave to other guests (steal) and cairn's own. At the end it waits for the backlog to go, counts the readings
+// before, VmRSS's parts (anonymous, files, and of the files the store's
+// that Badger maps), and the machine's noise since the sample before:
+// the CPU time its hypervisor gave to other guests (steal) and cairn's
+// own. At the end it waits for the backlog to go, counts the readings
 // in VictoriaMetrics against those the sensors got a PUBACK for, writes
 // soak.csv and soak.svg to SOAK_OUT (default $TMPDIR/cairn-soak-TIME), and
 // prints one line per series: its least-squares slope over the last half
@@ -48,6 +50,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/cairn-gateway/cairn/scripts/testkit"
 )
 
 const (
@@ -366,23 +370,23 @@ func statusKiB(pid int, keys ...string) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	lines := strings.Split(string(b), "\n")
 	out := make([]float64, len(keys))
 	for i, key := range keys {
-		found := false
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, key+":"); ok {
-				if out[i], err = strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64); err != nil {
-					return nil, fmt.Errorf("/proc/%d/status: %s: %w", pid, key, err)
-				}
-				found = true
-				break
-			}
-		}
-		if !found {
+		j := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, key+":") })
+		if j < 0 {
 			return nil, fmt.Errorf("no %s in /proc/%d/status", key, pid)
+		}
+		if out[i], err = parseKB(strings.TrimPrefix(lines[j], key+":")); err != nil {
+			return nil, fmt.Errorf("/proc/%d/status: %s: %w", pid, key, err)
 		}
 	}
 	return out, nil
+}
+
+// parseKB parses a value of /proc's "    1234 kB".
+func parseKB(v string) (float64, error) {
+	return strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
 }
 
 // mappedKiB is the resident size of process pid's mappings of files
@@ -400,7 +404,7 @@ func mappedKiB(pid int, dir string) (float64, error) {
 		l := sc.Text()
 		if v, ok := strings.CutPrefix(l, "Rss:"); ok {
 			if in {
-				n, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+				n, err := parseKB(v)
 				if err != nil {
 					return 0, fmt.Errorf("/proc/%d/smaps: %q: %w", pid, l, err)
 				}
@@ -447,34 +451,6 @@ func readCPUTicks() (cpuTicks, error) {
 	}
 	return c, nil
 }
-
-// procCPUSeconds is the CPU time process pid has used, user and system.
-func procCPUSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The fields after the command's closing parenthesis: state is the
-	// first, utime and stime the 12th and 13th.
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
-	}
-	var ticks float64
-	for _, v := range f[11:13] {
-		n, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += n
-	}
-	return ticks / clockTicks, nil
-}
-
-// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every
-// Linux that cairn runs on.
-const clockTicks = 100
 
 // dirBytes is the disk space the files under dir take (allocated
 // blocks), but for the reserve file, which stays the same size until
@@ -705,7 +681,7 @@ uplink:
 	if err != nil {
 		return err
 	}
-	lastCPU, err := procCPUSeconds(c.pid())
+	lastCPU, err := testkit.CPUTime(c.pid())
 	if err != nil {
 		return err
 	}
@@ -725,7 +701,7 @@ uplink:
 		st, err5 := readStatus(httpBase)
 		m, err6 := metrics(httpBase)
 		ticks, err7 := readCPUTicks()
-		cpu, err8 := procCPUSeconds(pid)
+		cpu, err8 := testkit.CPUTime(pid)
 		now := time.Now()
 		if err = errors.Join(err1, err2, err3, err4, err5, err6, err7, err8); err != nil {
 			return err
@@ -735,7 +711,7 @@ uplink:
 		if d := ticks.total - lastTicks.total; d > 0 {
 			x.stealPct = 100 * (ticks.steal - lastTicks.steal) / d
 		}
-		x.cairnCPUPct = 100 * (cpu - lastCPU) / now.Sub(lastAt).Seconds()
+		x.cairnCPUPct = 100 * (cpu - lastCPU).Seconds() / now.Sub(lastAt).Seconds()
 		lastTicks, lastCPU, lastAt = ticks, cpu, now
 		x.fds, x.dirMiB = float64(len(fds)), float64(dir)/(1<<20)
 		x.storeMiB = float64(st.Store.DiskBytes) / (1 << 20)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -159,5 +160,48 @@ func TestReplot(t *testing.T) {
 	}
 	if n := strings.Count(svg, `fill="#f6e0e0"`); n != 6 {
 		t.Errorf("plot marks the outage in %d panels, want 6", n)
+	}
+}
+
+// TestProcReads reads this process's own /proc: VmRSS and its parts in
+// one read, and the resident pages of a file it maps.
+func TestProcReads(t *testing.T) {
+	mem, err := statusKiB(os.Getpid(), "VmRSS", "VmHWM", "RssAnon", "RssFile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mem[0] <= 0 || mem[1] < mem[0] || mem[2] <= 0 || mem[2]+mem[3] > mem[0]+64 {
+		t.Errorf("VmRSS, VmHWM, RssAnon, RssFile = %v kB", mem)
+	}
+	if _, err := statusKiB(os.Getpid(), "NoSuchKey"); err == nil {
+		t.Error("no error for a key /proc/PID/status does not have")
+	}
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "mapped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const size = 1 << 20
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(b)
+	for i := 0; i < size; i += 4096 {
+		b[i] = 1 // resident
+	}
+	kib, err := mappedKiB(os.Getpid(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kib != size/1024 {
+		t.Errorf("mapped %v KiB of files under the directory, want %d", kib, size/1024)
+	}
+	if other, err := mappedKiB(os.Getpid(), filepath.Join(dir, "other")); err != nil || other != 0 {
+		t.Errorf("mapped %v KiB (%v) under a directory that maps nothing, want 0", other, err)
 	}
 }
