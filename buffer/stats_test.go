@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -341,5 +342,44 @@ func TestPrune_RawOlderThanMaxAgeGoAggregatesStay(t *testing.T) {
 	}
 	if n := countPoints(t, s); n != 1 {
 		t.Errorf("open points: got %d, want the one of day 8", n)
+	}
+}
+
+// A query of minute records reads each record's value where it lies: it
+// starts no goroutine per record (Badger's value prefetching starts one
+// each, up to 64 at a time, and copies the value).
+func TestStatsAndStates_QueriesStartNoGoroutines(t *testing.T) {
+	s, w := testStore(t, "")
+	base := int64(1763769600) * 1e9 // a UTC midnight
+	const minutes = 300
+	var rs []Reading
+	for i := range minutes {
+		ts := base + int64(i)*60e9
+		rs = append(rs, Reading{Device: "d", Metric: "m", TS: ts, Value: float64(i)})
+		rs = append(rs, textOf("th", "mode", ts, []string{"heat", "off"}[i%2]))
+	}
+	write(t, w, rs...)
+	checkpoint(t, w)
+	created := func() uint64 {
+		m := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+		metrics.Read(m)
+		return m[0].Value.Uint64()
+	}
+	from, to := base, base+minutes*60e9
+	before := created()
+	for range 5 {
+		mins, _, err := s.StatsByLevel("d", "m", aggregate.Minute, from, to)
+		if err != nil || len(mins) != minutes {
+			t.Fatalf("stats by minute: %d records, %v; want %d", len(mins), err, minutes)
+		}
+		states, _, err := s.StatesByLevel("th", "mode", aggregate.Minute, from, to, to)
+		if err != nil || len(states) != minutes {
+			t.Fatalf("states by minute: %d records, %v; want %d", len(states), err, minutes)
+		}
+	}
+	// The store's own goroutines may start one now and then; prefetching
+	// started one a record: 3,000 here.
+	if n := created() - before; n > 10 {
+		t.Errorf("10 queries of %d minute records started %d goroutines, want none", minutes, n)
 	}
 }
