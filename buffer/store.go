@@ -41,10 +41,9 @@ type Options struct {
 	MemTableSize int64
 	// CacheSize is the cost Badger's block cache may hold (default 8
 	// MiB). The tables are not compressed, so a cached block points into
-	// its table's mapped file and holds about 250 bytes of heap; its cost
-	// counts the mapping from the block to the table's end, so a MiB
-	// admits at most 16 blocks of 64 KiB, usually far fewer: 4 KiB of
-	// heap a MiB at most.
+	// its table's mapped file and holds about 250 bytes of heap; it costs
+	// its bytes (patch 0020 of cairn's copy of Badger), so a MiB holds 16
+	// blocks of 64 KiB: 4 KiB of heap a MiB.
 	CacheSize int64
 	// MaxBytes is how large the data directory may grow, which sets how
 	// large Badger's tables are (tableSize): the disk cap; 0 when it is

@@ -13,4 +13,4 @@ const (
 )
 
 // Patches is the number of patches applied to the release (patches/).
-const Patches = 19
+const Patches = 20
