@@ -651,15 +651,17 @@ func cutSeriesID(id string) (device, metric string, ok bool) {
 	return id, "", false
 }
 
-// badgerLogger passes Badger's warnings and errors to slog; its info and
-// debug chatter is dropped.
+// badgerLogger passes Badger's warnings and errors to slog, marked
+// library=badger (the store's logger has its component already: a second
+// component key made a JSON line with the key twice); its info and debug
+// chatter is dropped.
 type badgerLogger struct{ log *slog.Logger }
 
 func (l badgerLogger) Errorf(f string, a ...any) {
-	l.log.Error(trimNL(fmt.Sprintf(f, a...)), "component", "badger")
+	l.log.Error(trimNL(fmt.Sprintf(f, a...)), "library", "badger")
 }
 func (l badgerLogger) Warningf(f string, a ...any) {
-	l.log.Warn(trimNL(fmt.Sprintf(f, a...)), "component", "badger")
+	l.log.Warn(trimNL(fmt.Sprintf(f, a...)), "library", "badger")
 }
 func (l badgerLogger) Infof(string, ...any)  {}
 func (l badgerLogger) Debugf(string, ...any) {}

@@ -2,9 +2,12 @@ package buffer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"math"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -386,5 +389,31 @@ func TestStore_OldestReadingSeeksOnlyAfterAPrune(t *testing.T) {
 	s.oldestMu.Unlock()
 	if sought != 2 {
 		t.Errorf("sought the oldest reading %d times, want twice (once more after the prune)", sought)
+	}
+}
+
+// Badger's warnings reach the store's logger with its component once, as
+// a JSON handler writes them, and the library named.
+func TestBadgerLogger_OneComponent(t *testing.T) {
+	var out strings.Builder
+	log := slog.New(slog.NewJSONHandler(&out, nil)).With("component", "store")
+	badgerLogger{log}.Warningf("Block cache might be too small. Metrics: %s\n", "hit: 1")
+	badgerLogger{log}.Errorf("compaction: %v", errors.New("disk full"))
+	badgerLogger{log}.Infof("chatter")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines, want 2 (info dropped):\n%s", len(lines), out.String())
+	}
+	for i, want := range []string{"WARN", "ERROR"} {
+		if n := strings.Count(lines[i], `"component"`); n != 1 {
+			t.Errorf("line %d has the key component %d times: %s", i, n, lines[i])
+		}
+		var got map[string]string
+		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
+			t.Fatalf("line %d: %v: %s", i, err, lines[i])
+		}
+		if got["level"] != want || got["component"] != "store" || got["library"] != "badger" || strings.HasSuffix(got["msg"], "\n") {
+			t.Errorf("line %d: got %v, want level %s, component store, library badger, no trailing newline", i, got, want)
+		}
 	}
 }
