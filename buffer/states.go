@@ -184,9 +184,10 @@ func getStates(txn *badger.Txn, key []byte) (aggregate.States, error) {
 // not nil).
 func statesRecords(txn *badger.Txn, level aggregate.Level, device, metric string, from, to int64, reads *Reads, fn func(start int64, s aggregate.States) error) error {
 	prefix := encoding.AppendStatsPrefix(nil, level, device, metric)
-	// No prefetching: it starts a goroutine per record to copy its
-	// value, which is in the table's block already (values stay in the
-	// LSM tree): up to 64 goroutines at a time and a copy a record.
+	// No prefetching: it starts a goroutine per record to copy the
+	// record's value, which Value does anyway (values stay in the LSM
+	// tree, so there is no value log to read ahead from), and fills up to
+	// 64 records ahead, past the range's end.
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	for it.Seek(encoding.AppendTS(prefix[:len(prefix):len(prefix)], from)); it.Valid(); it.Next() {

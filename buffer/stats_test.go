@@ -345,10 +345,9 @@ func TestPrune_RawOlderThanMaxAgeGoAggregatesStay(t *testing.T) {
 	}
 }
 
-// A query of minute records reads each record's value where it lies: it
-// starts no goroutine per record (Badger's value prefetching starts one
-// each, up to 64 at a time, and copies the value).
-func TestStatsAndStates_QueriesStartNoGoroutines(t *testing.T) {
+// A query of minute records starts no goroutine per record (Badger's
+// value prefetching starts one each, up to 64 at a time).
+func TestStore_RecordQueriesStartNoGoroutines(t *testing.T) {
 	s, w := testStore(t, "")
 	base := int64(1763769600) * 1e9 // a UTC midnight
 	const minutes = 300
@@ -368,18 +367,22 @@ func TestStatsAndStates_QueriesStartNoGoroutines(t *testing.T) {
 	from, to := base, base+minutes*60e9
 	before := created()
 	for range 5 {
-		mins, _, err := s.StatsByLevel("d", "m", aggregate.Minute, from, to)
-		if err != nil || len(mins) != minutes {
-			t.Fatalf("stats by minute: %d records, %v; want %d", len(mins), err, minutes)
+		// Read from the records (reads.Records), not from readings not
+		// yet checkpointed.
+		mins, reads, err := s.StatsByLevel("d", "m", aggregate.Minute, from, to)
+		if err != nil || len(mins) != minutes || reads.Records != minutes {
+			t.Fatalf("stats by minute: %d groups from %d records, %v; want %d", len(mins), reads.Records, err, minutes)
 		}
-		states, _, err := s.StatesByLevel("th", "mode", aggregate.Minute, from, to, to)
-		if err != nil || len(states) != minutes {
-			t.Fatalf("states by minute: %d records, %v; want %d", len(states), err, minutes)
+		states, reads, err := s.StatesByLevel("th", "mode", aggregate.Minute, from, to, to)
+		if err != nil || len(states) != minutes || reads.Records != minutes {
+			t.Fatalf("states by minute: %d groups from %d records, %v; want %d", len(states), reads.Records, err, minutes)
 		}
 	}
 	// The store's own goroutines may start one now and then; prefetching
 	// started one a record: 3,000 here.
-	if n := created() - before; n > 10 {
-		t.Errorf("10 queries of %d minute records started %d goroutines, want none", minutes, n)
+	n := created() - before
+	t.Logf("10 queries of %d minute records started %d goroutines", minutes, n)
+	if n > 10 {
+		t.Errorf("10 queries of %d minute records started %d goroutines, want at most 10", minutes, n)
 	}
 }

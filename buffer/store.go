@@ -42,8 +42,9 @@ type Options struct {
 	// CacheSize is the cost Badger's block cache may hold (default 8
 	// MiB). The tables are not compressed, so a cached block points into
 	// its table's mapped file and holds about 250 bytes of heap; it costs
-	// its bytes (patch 0020 of cairn's copy of Badger), so a MiB holds 16
-	// blocks of 64 KiB: 4 KiB of heap a MiB.
+	// its bytes (patch 0020 of cairn's copy of Badger), so a MiB holds
+	// about 16 blocks of 64 KiB (a full block costs a little more, a
+	// table's last block less): about 4 KiB of heap a MiB.
 	CacheSize int64
 	// MaxBytes is how large the data directory may grow, which sets how
 	// large Badger's tables are (tableSize): the disk cap; 0 when it is
@@ -651,9 +652,8 @@ func cutSeriesID(id string) (device, metric string, ok bool) {
 	return id, "", false
 }
 
-// badgerLogger passes Badger's warnings and errors to slog, marked
-// library=badger (the store's logger has its component already: a second
-// component key made a JSON line with the key twice); its info and debug
+// badgerLogger passes Badger's warnings and errors to the store's logger,
+// which carries the component, adding library=badger; its info and debug
 // chatter is dropped.
 type badgerLogger struct{ log *slog.Logger }
 

@@ -37,10 +37,11 @@ const (
 	// first second), a drain peaked at 27.9 against 31.6 MiB, at 182k
 	// against 239k readings/s (docs/performance.md).
 	autoLimitBase = 14 << 20
-	// autoLimitCache is the most heap a MiB of block cache holds: 16
+	// autoLimitCache is the heap a MiB of block cache holds: about 16
 	// blocks of 64 KiB (a block costs its bytes, patch 0020 of cairn's
-	// copy of Badger), each a descriptor of about 250 bytes with its key
-	// and the cache's entry; the blocks' bytes stay in the mapped tables.
+	// copy of Badger; a table's last block is smaller), each a descriptor
+	// of about 250 bytes with its key and the cache's entry; the blocks'
+	// bytes stay in the mapped tables.
 	autoLimitCache     = 4 << 10
 	autoLimitSeries    = 2 << 10 // a series' state, its name and its pending aggregates
 	autoLimitPerSample = 32      // a sample held open, with its share of the run index

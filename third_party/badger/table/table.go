@@ -614,10 +614,9 @@ func (t *Table) block(idx int, useCache bool) (*Block, error) {
 			"failed to read from file: %s at offset: %d, len: %d",
 			t.Filename(), blk.offset, ko.Len())
 	}
-	// cairn: the block's slice of the table's data (its mapped file)
-	// would run to the table's end, and so would its size, its cost in
-	// the block cache: a block of an uncompressed table cost as much as
-	// the rest of its table, and a cache of MiBs admitted a few blocks.
+	// cairn: end the block's slice with the block: its capacity is its
+	// cost in the block cache (size), and the table's data runs on to
+	// the table's end.
 	blk.data = blk.data[:len(blk.data):len(blk.data)]
 
 	if t.shouldDecrypt() {

@@ -16,8 +16,8 @@ import (
 // TestUncompressedBlockCostsItsBytes: a block of an uncompressed table
 // costs about its own bytes, so a cache of 1 MiB keeps the 16 blocks of
 // 4 KiB read into it. The release's block was a slice of the table that
-// ran to the table's end: the first of a 2 MiB table cost 2 MiB, and the
-// cache kept none of them.
+// ran to the table's end, and so was its checksum: the first block of a
+// 2.4 MB table cost 4.9 MB, and the cache kept none of them.
 func TestUncompressedBlockCostsItsBytes(t *testing.T) {
 	cache, err := ristretto.NewCache(&ristretto.Config[[]byte, *Block]{
 		NumCounters: 1 << 12, MaxCost: 1 << 20, BufferItems: 64, OnExit: BlockEvictHandler,
